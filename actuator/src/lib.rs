@@ -1,0 +1,1 @@
+//! The dovetail actuator service. Placeholder: see ../shared/docs/roadmap.md for what it will hold.

@@ -1,0 +1,1 @@
+//! The cloud-provider interface (filled by the simulator issue).

@@ -1,0 +1,33 @@
+//! The planner's model of a cluster: plain data with no wire, Kubernetes or AWS types.
+//!
+//! Everything scheduling and disruption need is here, already converted at the edge
+//! (`crate::manifests` for YAML, the gRPC layer for proto). Units are fixed by
+//! [`Resources`]; time is [`Timestamp`] seconds.
+
+mod node;
+mod nodepool;
+mod pod;
+pub mod quantity;
+mod resources;
+mod selectors;
+mod snapshot;
+mod workloads;
+
+pub use node::{Node, NodeClaim};
+pub use nodepool::{
+    Budget, BudgetNodes, ConsolidationPolicy, Disruption, KubeletConfig, NodeClass, NodePool,
+};
+pub use pod::{
+    HostPort, NodeInclusionPolicy, OwnerRef, Pod, PodAffinityTerm, PodKey, PodPhase,
+    TopologySpreadConstraint, WeightedPodAffinityTerm, WhenUnsatisfiable,
+};
+pub use resources::{Resources, format_bytes, format_cpu, names};
+pub use selectors::{
+    LabelSelector, Labels, NodeSelectorTerm, Operator, PreferredTerm, Requirement,
+    SelectorExpression, SelectorOperator, Taint, TaintEffect, Toleration, TolerationOperator,
+};
+pub use snapshot::{ClusterSnapshot, MinValuesPolicy, PlanOptions, PreferencePolicy, Timestamp};
+pub use workloads::{
+    DaemonSet, IntOrPercent, Namespace, NamespaceLabels, PersistentVolume, PersistentVolumeClaim,
+    PodDisruptionBudget, PriorityClass, StorageClass, VolumeBindingMode,
+};

@@ -1,0 +1,123 @@
+//! NodePools (`karpenter.sh/v1`) and EC2NodeClasses (`karpenter.k8s.aws/v1`).
+
+use serde::{Deserialize, Serialize};
+
+use super::{Labels, Requirement, Resources, Taint};
+
+/// `spec.disruption.consolidationPolicy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ConsolidationPolicy {
+    /// Only empty nodes are consolidated.
+    WhenEmpty,
+    /// Empty and underutilized nodes are consolidated (the default).
+    #[default]
+    WhenEmptyOrUnderutilized,
+}
+
+/// `nodes` of a disruption budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BudgetNodes {
+    /// An absolute number of nodes.
+    Count(u32),
+    /// A percentage of the NodePool's nodes, rounded up.
+    Percent(u32),
+}
+
+/// One disruption budget of a NodePool.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Budget {
+    /// How many nodes may be disrupting at once.
+    pub nodes: BudgetNodes,
+    /// Reasons it applies to (`Empty`, `Underutilized`, `Drifted`); empty means all.
+    pub reasons: Vec<String>,
+    /// Cron schedule (5 fields, UTC) when the budget becomes active; `None` means always.
+    pub schedule: Option<String>,
+    /// How long it stays active after each schedule hit, in seconds.
+    pub duration: Option<i64>,
+}
+
+/// `spec.disruption` of a NodePool.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Disruption {
+    /// Policy.
+    pub consolidation_policy: ConsolidationPolicy,
+    /// Seconds since the last pod event before a node is considered; `None` means Never.
+    pub consolidate_after: Option<i64>,
+    /// Budgets; Karpenter's default is one budget of `nodes: 10%`.
+    pub budgets: Vec<Budget>,
+}
+
+impl Default for Disruption {
+    fn default() -> Self {
+        Self {
+            consolidation_policy: ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            consolidate_after: Some(0),
+            budgets: vec![Budget {
+                nodes: BudgetNodes::Percent(10),
+                reasons: Vec::new(),
+                schedule: None,
+                duration: None,
+            }],
+        }
+    }
+}
+
+/// A NodePool: what may be launched and how it may be disrupted.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodePool {
+    /// Name.
+    pub name: String,
+    /// `spec.weight`: higher is tried first.
+    pub weight: i32,
+    /// `spec.template.metadata.labels`.
+    pub labels: Labels,
+    /// `spec.template.metadata.annotations`.
+    pub annotations: Labels,
+    /// `spec.template.spec.taints`.
+    pub taints: Vec<Taint>,
+    /// `spec.template.spec.startupTaints`.
+    pub startup_taints: Vec<Taint>,
+    /// `spec.template.spec.requirements`.
+    pub requirements: Vec<Requirement>,
+    /// `spec.template.spec.nodeClassRef.name`.
+    pub node_class: Option<String>,
+    /// `spec.template.spec.expireAfter` in seconds; `None` means Never. Karpenter's default is
+    /// 720h.
+    pub expire_after: Option<i64>,
+    /// `spec.limits`; a resource that is absent is unlimited.
+    pub limits: Option<Resources>,
+    /// Names of the resources that `limits` names (absent ones are unlimited).
+    pub limited_resources: Vec<String>,
+    /// `spec.disruption`.
+    pub disruption: Disruption,
+    /// Hash of the template as dovetail computes it for drift (`karpenter.sh/nodepool-hash`).
+    pub template_hash: String,
+}
+
+/// Kubelet settings of an EC2NodeClass that change what a node can hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct KubeletConfig {
+    /// `maxPods`.
+    pub max_pods: Option<i64>,
+    /// `podsPerCore`.
+    pub pods_per_core: Option<i64>,
+    /// `kubeReserved`.
+    pub kube_reserved: Option<Resources>,
+    /// `systemReserved`.
+    pub system_reserved: Option<Resources>,
+    /// `evictionHard` memory.available and nodefs.available, as absolute amounts where given.
+    pub eviction_hard: Option<Resources>,
+}
+
+/// An EC2NodeClass.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeClass {
+    /// Name.
+    pub name: String,
+    /// `spec.amiFamily` or the family of `spec.amiSelectorTerms[].alias`.
+    pub ami_family: Option<String>,
+    /// `spec.kubelet`.
+    pub kubelet: KubeletConfig,
+    /// Hash of the spec (`karpenter.k8s.aws/ec2nodeclass-hash`).
+    pub spec_hash: String,
+}

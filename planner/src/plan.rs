@@ -1,0 +1,122 @@
+//! The plan: the planner's output, in the shape of the public contract
+//! (`../shared/docs/planner-io.md`). Field names serialize to lowerCamelCase, exactly as the
+//! gRPC `PlanResponse` renders in canonical proto3 JSON.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Labels, PodKey, Taint};
+
+/// A whole plan.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// New NodeClaims to launch for pending pods.
+    pub node_claims: Vec<PlannedNodeClaim>,
+    /// Pending pods placed on existing Nodes or in-flight NodeClaims.
+    pub existing_nodes: Vec<ExistingNodePlacement>,
+    /// Pending pods that cannot be placed, with reasons.
+    pub unschedulable: Vec<Unschedulable>,
+    /// Disruption decisions.
+    pub disruptions: Vec<DisruptionDecision>,
+    /// Totals.
+    pub summary: Summary,
+    /// Things a person should know about how the plan was made (e.g. how spot was priced).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// One new NodeClaim.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedNodeClaim {
+    /// Stable name: `<nodepool>-<suffix>` derived from its content.
+    pub name: String,
+    /// NodePool it comes from.
+    pub node_pool: String,
+    /// Every compatible type that fits all its pods plus overhead, cheapest first (≤ 60).
+    pub instance_types: Vec<String>,
+    /// Zones it may launch in.
+    pub zones: Vec<String>,
+    /// Capacity types it may launch as.
+    pub capacity_types: Vec<String>,
+    /// Cheapest available offering allowed by zones × capacity types, USD per hour.
+    pub price: f64,
+    /// Labels every node launched for it carries.
+    pub labels: Labels,
+    /// Taints (the NodePool's).
+    pub taints: Vec<TaintOut>,
+    /// Pods placed on it (`namespace/name`).
+    pub pods: Vec<PodKey>,
+}
+
+/// A taint as output.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaintOut {
+    /// Key.
+    pub key: String,
+    /// Value.
+    pub value: String,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
+}
+
+impl From<&Taint> for TaintOut {
+    fn from(t: &Taint) -> Self {
+        Self {
+            key: t.key.clone(),
+            value: t.value.clone(),
+            effect: format!("{:?}", t.effect),
+        }
+    }
+}
+
+/// Pending pods placed on an existing node or in-flight claim.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExistingNodePlacement {
+    /// Node name (or NodeClaim name when the claim has no Node yet).
+    pub name: String,
+    /// Pods placed there.
+    pub pods: Vec<PodKey>,
+}
+
+/// A pod that cannot be placed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unschedulable {
+    /// `namespace/name`.
+    pub pod: PodKey,
+    /// Why, in words a person can act on.
+    pub reason: String,
+}
+
+/// One disruption decision.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisruptionDecision {
+    /// `Empty`, `Underutilized`, `Drifted` or `Expired`.
+    pub reason: String,
+    /// Nodes (or NodeClaims without nodes) to remove.
+    pub nodes: Vec<String>,
+    /// New claims that replace them (their `pods` are the pods that move onto them).
+    pub replacements: Vec<PlannedNodeClaim>,
+    /// Hourly saving (current price of `nodes` minus price of `replacements`).
+    pub savings_per_hour: f64,
+}
+
+/// Totals of a plan.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// Pending pods in the input.
+    pub pending_pods: u32,
+    /// Pending pods placed.
+    pub scheduled_pods: u32,
+    /// New NodeClaims.
+    pub new_node_claims: u32,
+    /// Sum of `nodeClaims[].price`.
+    pub cost_per_hour: f64,
+    /// A proven lower bound on the hourly cost of new capacity for the placed pods.
+    pub lower_bound_cost_per_hour: f64,
+}

@@ -1,0 +1,1 @@
+//! The dovetail.v1 gRPC contract (filled by the gRPC issue).

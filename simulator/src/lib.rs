@@ -1,0 +1,1 @@
+//! Simulated cluster and cloud (filled by the simulator issue).

@@ -1,0 +1,5 @@
+//! The `dovetail` command line.
+
+fn main() {
+    println!("dovetail");
+}
