@@ -50,14 +50,14 @@ pub enum Incompatibility {
     /// The incoming set needs a custom label that the existing set does not define.
     Undefined {
         /// The incoming requirement.
-        incoming: Requirement,
+        incoming: Box<Requirement>,
     },
     /// Both define the key and allow no common value.
     Disjoint {
         /// The existing requirement.
-        existing: Requirement,
+        existing: Box<Requirement>,
         /// The incoming requirement.
-        incoming: Requirement,
+        incoming: Box<Requirement>,
     },
 }
 
@@ -220,17 +220,17 @@ impl Requirements {
                     };
                     if !allowed && !inc.allows_absent() {
                         return Err(Incompatibility::Undefined {
-                            incoming: inc.clone(),
+                            incoming: Box::new(inc.clone()),
                         });
                     }
                 }
                 Some(existing) => {
-                    if !existing.intersects(inc)
-                        && !(inc.allows_absent() && existing.allows_absent())
+                    if !(existing.intersects(inc)
+                        || inc.allows_absent() && existing.allows_absent())
                     {
                         return Err(Incompatibility::Disjoint {
-                            existing: existing.clone(),
-                            incoming: inc.clone(),
+                            existing: Box::new(existing.clone()),
+                            incoming: Box::new(inc.clone()),
                         });
                     }
                 }
@@ -255,10 +255,10 @@ impl Requirements {
                 std::cmp::Ordering::Less => i += 1,
                 std::cmp::Ordering::Greater => j += 1,
                 std::cmp::Ordering::Equal => {
-                    if !a.intersects(b) && !(a.allows_absent() && b.allows_absent()) {
+                    if !(a.intersects(b) || a.allows_absent() && b.allows_absent()) {
                         return Err(Incompatibility::Disjoint {
-                            existing: a.clone(),
-                            incoming: b.clone(),
+                            existing: Box::new(a.clone()),
+                            incoming: Box::new(b.clone()),
                         });
                     }
                     i += 1;

@@ -260,14 +260,14 @@ impl Requirement {
             });
             return;
         }
-        if let (Some(g), Some(l)) = (self.greater_than, self.less_than) {
-            if g.saturating_add(1) >= l {
-                // No integer fits between the bounds: the set is empty.
-                self.complement = false;
-                self.values.clear();
-                self.greater_than = None;
-                self.less_than = None;
-            }
+        if let (Some(g), Some(l)) = (self.greater_than, self.less_than)
+            && g.saturating_add(1) >= l
+        {
+            // No integer fits between the bounds: the set is empty.
+            self.complement = false;
+            self.values.clear();
+            self.greater_than = None;
+            self.less_than = None;
         }
     }
 }
