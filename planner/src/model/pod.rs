@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    LabelSelector, Labels, NodeSelectorTerm, PreferredTerm, Resources, Timestamp, Toleration,
+    Labels, LabelSelector, NodeSelectorTerm, PreferredTerm, Resources, Timestamp, Toleration,
 };
 
 /// `namespace/name` of a pod, the form every output uses.
