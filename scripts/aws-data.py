@@ -19,8 +19,19 @@ src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "..", "shared", "
 dst = os.path.join(root, "planner", "data", "aws")
 os.makedirs(os.path.join(dst, "zones"), exist_ok=True)
 
-for name in ["instance-types.json", "on-demand-prices-us-east-1.json", "README.md"]:
+for name in ["instance-types.json", "on-demand-prices-us-east-1.json"]:
     shutil.copyfile(os.path.join(src, name), os.path.join(dst, name))
+with open(os.path.join(src, "README.md")) as f:
+    readme = f.read()
+readme += """
+## In this copy
+`instance-types.json` and `on-demand-prices-us-east-1.json` are unchanged. `zones-by-region.json`
+is split by `scripts/aws-data.py` into `zones/<region>.json`, one file per region mapping each
+instance type to the letters of its zones (`"m5.large": "abcdf"` is us-east-1a, -b, -c, -d and -f),
+so that the planner parses only the region it plans for. `planner/src/catalog/aws.rs` embeds them.
+"""
+with open(os.path.join(dst, "README.md"), "w") as f:
+    f.write(readme)
 
 with open(os.path.join(src, "zones-by-region.json")) as f:
     zones = json.load(f)
