@@ -8,7 +8,7 @@
 //!   overhead and label rules.
 //! - [`overhead`]: those rules as functions, and the EC2NodeClass kubelet overrides
 //!   ([`apply_kubelet`], [`Catalog::for_node_class`]).
-//! - [`file`]: the `--instance-types` file format (`file::parse(text, source)`).
+//! - [`mod@file`]: the `--instance-types` file format (`file::parse(text, source)`).
 //! - [`synthetic`]: Karpenter's scheduling-benchmark catalog, for benches and tests.
 
 pub mod aws;

@@ -3,7 +3,7 @@
 //! The data are EC2 facts (DescribeInstanceTypes, the zones of 30 regions) and on-demand Linux
 //! prices for us-east-1; `scripts/aws-data.py` copies them from the shared data folder. For every
 //! type the catalog computes capacity, overhead and labels with Karpenter's rules (see
-//! [`super::overhead`] and [`labels_of`]) and one offering per zone and capacity type.
+//! [`super::overhead`] and [`name_labels`]) and one offering per zone and capacity type.
 //!
 //! Decisions, also written into the catalog's notes where they affect a plan:
 //!

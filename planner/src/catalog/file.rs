@@ -103,7 +103,7 @@ fn field_prefix(field: &str) -> String {
 /// the file in errors and notes.
 ///
 /// # Errors
-/// [`Error`] naming `source` and the field at fault, for the first problem found.
+/// [`enum@Error`] naming `source` and the field at fault, for the first problem found.
 pub fn parse(text: &str, source: &str) -> Result<Catalog> {
     let raw = deserialize(text, source)?;
     let file = source;
