@@ -139,3 +139,38 @@ impl Catalog {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offering(zone: &str, price: f64, available: bool) -> Offering {
+        Offering {
+            zone: zone.to_string(),
+            capacity_type: "spot".to_string(),
+            price,
+            available,
+        }
+    }
+
+    #[test]
+    fn cheapest_offering_skips_unavailable_and_keeps_the_first_tie() {
+        let mut it = synthetic::karpenter_benchmark(1).instance_types.remove(0);
+        it.offerings = vec![
+            offering("a", 0.5, true),
+            offering("b", 0.1, false),
+            offering("c", 0.2, true),
+            offering("d", 0.2, true),
+        ];
+        assert_eq!(it.cheapest_offering().map(|o| o.zone.as_str()), Some("c"));
+        it.offerings.iter_mut().for_each(|o| o.available = false);
+        assert!(it.cheapest_offering().is_none());
+    }
+
+    #[test]
+    fn get_finds_by_name() {
+        let c = synthetic::karpenter_benchmark(3);
+        assert_eq!(c.get("fake-it-1").map(|t| t.capacity.cpu), Some(2000));
+        assert!(c.get("m5.large").is_none());
+    }
+}

@@ -477,6 +477,34 @@ mod tests {
         assert_eq!(m5.overhead.eviction_threshold.ephemeral_storage, 5 * GIB);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn kubelet_overrides_respect_their_limits(
+            i in 0usize..40,
+            max_pods in proptest::option::of(1i64..300),
+            per_core in proptest::option::of(0i64..40),
+            bottlerocket in proptest::bool::ANY,
+        ) {
+            let it = crate::catalog::synthetic::karpenter_benchmark(40).instance_types.remove(i);
+            let family = if bottlerocket { AmiFamily::Bottlerocket } else { AmiFamily::Al2023 };
+            let kubelet = KubeletConfig {
+                max_pods,
+                pods_per_core: per_core,
+                ..KubeletConfig::default()
+            };
+            let out = apply_kubelet_for_family(&it, &kubelet, family);
+            let mut expected = max_pods.unwrap_or(it.capacity.pods);
+            if let Some(p) = per_core.filter(|p| *p > 0) && !bottlerocket {
+                expected = expected.min(p * (i as i64 + 1));
+            }
+            proptest::prop_assert_eq!(out.capacity.pods, expected);
+            // Only pods change: the synthetic overhead is explicit, so it is kept.
+            proptest::prop_assert_eq!(&out.overhead, &it.overhead);
+            proptest::prop_assert_eq!(out.capacity.cpu, it.capacity.cpu);
+            proptest::prop_assert_eq!(out.capacity.memory, it.capacity.memory);
+        }
+    }
+
     #[test]
     fn family_names_parse() {
         assert_eq!(AmiFamily::from_name(None), AmiFamily::Al2023);
