@@ -100,13 +100,14 @@ pub fn eviction_nodefs(ephemeral_storage: i64) -> i64 {
 
 /// The overhead Karpenter computes when the EC2NodeClass sets nothing: kube-reserved from the
 /// cpu and `pods` (see [`kube_reserved_memory`]), no system-reserved, and the default eviction
-/// thresholds for `ephemeral_storage`.
+/// thresholds for `ephemeral_storage`. Kube-reserved ephemeral storage never exceeds the disk,
+/// so that a catalog-file type declared without disk does not end up with negative allocatable.
 pub fn default_overhead(cpu_milli: i64, pods: i64, ephemeral_storage: i64) -> Overhead {
     Overhead {
         kube_reserved: Resources {
             cpu: kube_reserved_cpu(cpu_milli),
             memory: kube_reserved_memory(pods),
-            ephemeral_storage: KUBE_RESERVED_EPHEMERAL_STORAGE,
+            ephemeral_storage: KUBE_RESERVED_EPHEMERAL_STORAGE.min(ephemeral_storage.max(0)),
             ..Resources::default()
         },
         system_reserved: Resources::default(),
@@ -343,6 +344,8 @@ mod tests {
         assert_eq!(eni_limited_pods(0, 10), 0);
         assert_eq!(eviction_nodefs(20 * GIB), 2 * GIB);
         assert_eq!(eviction_nodefs(15), 2, "rounded up");
+        let diskless = default_overhead(2000, 29, 0);
+        assert_eq!(diskless.total().ephemeral_storage, 0);
     }
 
     #[test]
