@@ -520,17 +520,13 @@ mod tests {
                 (cost - lb).abs() <= 1e-6 * lb.max(1.0),
                 "cost {cost} lb {lb}"
             );
-            for r in 0..2 {
+            for (r, dem) in demand.iter().enumerate() {
                 let held: f64 = x
                     .iter()
                     .zip(&columns)
-                    .map(|(x, c)| x * c.alloc[r].min(demand[r]))
+                    .map(|(x, c)| x * c.alloc[r].min(*dem))
                     .sum();
-                assert!(
-                    held >= demand[r] * (1.0 - 1e-6),
-                    "row {r}: {held} < {}",
-                    demand[r]
-                );
+                assert!(held >= dem * (1.0 - 1e-6), "row {r}: {held} < {dem}");
             }
         }
     }
