@@ -76,6 +76,8 @@ pub(crate) fn port_conflict<'a>(used: &[HostPort], new: &'a [HostPort]) -> Optio
 pub(crate) struct Claim {
     /// Index of its pool.
     pub(crate) pool: usize,
+    /// Placeholder hostname for topology; never output.
+    pub(crate) hostname: String,
     /// Requirements: the template's narrowed by its pods' and topology's.
     pub(crate) reqs: Requirements,
     /// Indices into the pool's types that still fit, cheapest first.
@@ -104,10 +106,11 @@ impl Claim {
         let mut reqs = pool.reqs.clone();
         reqs.add(crate::requirements::Requirement::is_in(
             labels::HOSTNAME,
-            [hostname],
+            [hostname.clone()],
         ));
         Self {
             pool: pool_idx,
+            hostname,
             reqs,
             types,
             max_alloc,
@@ -116,6 +119,26 @@ impl Claim {
             ports: pool.daemon_ports.clone(),
             relaxed: Vec::new(),
         }
+    }
+
+    /// The cheap part of [`Claim::check`] (resources against the largest type, host ports,
+    /// requirement compatibility), to run before asking topology.
+    pub(crate) fn quick_check(&self, pool: &Pool<'_>, sig: &Sig) -> Result<(), Reject> {
+        if !dims::fits3(&self.used, &sig.requests, &pool.daemon, &self.max_alloc) {
+            return Err(Reject::permanent("not enough resources"));
+        }
+        if let Some(p) = port_conflict(&self.ports, &sig.host_ports) {
+            return Err(Reject::permanent(format!(
+                "host port {}/{} already in use",
+                p.port, p.protocol
+            )));
+        }
+        if !sig.reqs.is_empty() {
+            self.reqs
+                .compatible(&sig.reqs, Undefined::AllowWellKnown)
+                .map_err(|e| Reject::permanent(format!("incompatible requirements: {e}")))?;
+        }
+        Ok(())
     }
 
     /// Checks whether a pod of signature `sig` fits, returning the narrowed state on success.
@@ -150,7 +173,14 @@ impl Claim {
         if let Some(topo) = topo.filter(|t| !t.is_empty()) {
             let base = new_reqs.as_ref().unwrap_or(&self.reqs);
             base.compatible(topo, Undefined::AllowWellKnown)
-                .map_err(|e| Reject::transient(format!("topology: {e}")))?;
+                .map_err(|e| {
+                    let reason = format!("topology: {e}");
+                    if sig.topology_permanent {
+                        Reject::permanent(reason)
+                    } else {
+                        Reject::transient(reason)
+                    }
+                })?;
             let mut r = base.clone();
             r.add_all(topo);
             if &r != base {
@@ -178,11 +208,13 @@ impl Claim {
             } else {
                 "no remaining instance type fits"
             };
-            return Err(if topo.is_some_and(|t| !t.is_empty()) {
-                Reject::transient(reason)
-            } else {
-                Reject::permanent(reason)
-            });
+            return Err(
+                if topo.is_some_and(|t| !t.is_empty()) && !sig.topology_permanent {
+                    Reject::transient(reason)
+                } else {
+                    Reject::permanent(reason)
+                },
+            );
         }
         let mut relaxed = Vec::new();
         for r in reqs.iter() {

@@ -28,6 +28,10 @@ pub(crate) struct TypeEntry {
     pub(crate) price: f64,
     /// Node labels of the type (catalog labels plus instance type, arch, os when single).
     pub(crate) labels: Labels,
+    /// Zones of its usable offerings, as bits over [`Pool::zone_names`].
+    pub(crate) zone_mask: u64,
+    /// Capacity types of its usable offerings, as bits over [`Pool::capacity_type_names`].
+    pub(crate) ct_mask: u64,
 }
 
 /// One usable offering.
@@ -83,6 +87,10 @@ pub(crate) struct Pool<'a> {
     pub(crate) limits: Vec<(usize, i64)>,
     /// Notes for the plan (e.g. relaxed minValues).
     pub(crate) notes: Vec<String>,
+    /// Zones of the pool's offerings, sorted; `None` when there are more than 64.
+    pub(crate) zone_names: Option<Vec<String>>,
+    /// Capacity types of the pool's offerings, sorted; `None` when there are more than 64.
+    pub(crate) capacity_type_names: Option<Vec<String>>,
 }
 
 // === impl Pool ===
@@ -107,6 +115,8 @@ impl<'a> Pool<'a> {
             unusable: None,
             limits: Vec::new(),
             notes: Vec::new(),
+            zone_names: None,
+            capacity_type_names: None,
         };
         if let Some(class) = class_missing {
             pool.unusable = Some(format!(
@@ -301,6 +311,8 @@ fn type_entry(it: &InstanceType, pool_reqs: &Requirements, d: &Dims) -> Option<T
         offerings,
         price,
         labels: type_labels,
+        zone_mask: 0,
+        ct_mask: 0,
     })
 }
 

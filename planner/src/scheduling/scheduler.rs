@@ -36,6 +36,8 @@ pub struct Scheduler<'a> {
     /// Whether any pod in the snapshot has required or preferred pod anti-affinity (then every
     /// pod may be constrained by topology).
     pub(super) any_anti_affinity: bool,
+    /// Whether every required anti-affinity in the snapshot is keyed on the hostname.
+    pub(super) inverse_hostname_only: bool,
     /// Whether topology matters at all in this snapshot.
     pub(super) topology_active: bool,
     /// Topology domain universe per key.
@@ -115,6 +117,11 @@ impl<'a> Scheduler<'a> {
             .pods
             .iter()
             .any(|p| !p.pod_anti_affinity.is_empty() || !p.preferred_pod_anti_affinity.is_empty());
+        let inverse_hostname_only = snapshot.pods.iter().all(|p| {
+            p.pod_anti_affinity
+                .iter()
+                .all(|t| t.topology_key == labels::HOSTNAME)
+        });
         let topology_active =
             any_anti_affinity || snapshot.pods.iter().any(super::has_topology_constraints);
         let domains = if topology_active {
@@ -130,6 +137,7 @@ impl<'a> Scheduler<'a> {
             existing,
             pending,
             any_anti_affinity,
+            inverse_hostname_only,
             topology_active,
             domains,
             notes,
@@ -192,7 +200,7 @@ impl<'a> Scheduler<'a> {
     }
 
     fn run_items(&self, removed: &BTreeSet<String>, mut items: Vec<Item<'a>>) -> Run<'_, 'a> {
-        let mut sigs = Sigs::default();
+        let mut sigs = Sigs::new(self.inverse_hostname_only);
         for it in &mut items {
             it.sig = sigs.intern(&it.pod, &self.dims, self.any_anti_affinity);
         }
@@ -403,7 +411,10 @@ impl<'s, 'a> Run<'s, 'a> {
         if let Some(e) = &self.sigs.get(sig_id).invalid {
             return Err(e.clone());
         }
-        if self.add_existing(i, sig_id) || self.add_claims(i, sig_id) {
+        let hosts = self.host_filter(i, sig_id);
+        if self.add_existing(i, sig_id, hosts.as_ref())
+            || self.add_claims(i, sig_id, hosts.as_ref())
+        {
             return Ok(());
         }
         self.add_new(i, sig_id)
@@ -430,15 +441,51 @@ impl<'s, 'a> Run<'s, 'a> {
         ))
     }
 
-    fn add_existing(&mut self, i: u32, sig_id: u32) -> bool {
+    /// For a pod with topology constraints: the hostnames a node may have to take it, as
+    /// topology says for a node that could be anywhere. Nodes and claims outside it are not
+    /// tried (they would be rejected by topology anyway); this turns the scan over every claim
+    /// into a scan over the few eligible ones for hostname spreads and (anti-)affinities.
+    fn host_filter(&self, i: u32, sig_id: u32) -> Option<crate::requirements::Requirement> {
+        let sig = self.sigs.get(sig_id);
+        // Permanent rejections already move the signature's cursor past full nodes.
+        if !sig.constrained || sig.topology_permanent {
+            return None;
+        }
+        let r = self
+            .topology
+            .add_requirements(&self.items[i as usize].pod, &sig.strict, &sig.reqs, &[])
+            .ok()?;
+        r.get(labels::HOSTNAME).cloned()
+    }
+
+    fn add_existing(
+        &mut self,
+        i: u32,
+        sig_id: u32,
+        hosts: Option<&crate::requirements::Requirement>,
+    ) -> bool {
         let mut advance = true;
         let start = self.cur_existing[sig_id as usize] as usize;
         for n in start..self.existing.len() {
-            let topo = self.topo_reqs(i, sig_id, &self.existing[n].reqs, &self.existing[n].taints);
-            let res = match &topo {
-                Some(Err(e)) => Err(Reject::transient(e.clone())),
-                Some(Ok(t)) => self.existing[n].check(self.sigs.get(sig_id), Some(t)),
-                None => self.existing[n].check(self.sigs.get(sig_id), None),
+            if hosts.is_some_and(|h| !h.has(&self.existing[n].hostname)) {
+                advance = false;
+                continue;
+            }
+            // Cheap permanent checks first, topology only for nodes that pass them.
+            let res = match self.existing[n].check(self.sigs.get(sig_id), None) {
+                Ok(()) => match self.topo_reqs(
+                    i,
+                    sig_id,
+                    &self.existing[n].reqs,
+                    &self.existing[n].taints,
+                ) {
+                    Some(Err(e)) => Err(topology_reject(self.sigs.get(sig_id), e)),
+                    Some(Ok(t)) => self.existing[n]
+                        .check_topology(&t)
+                        .map_err(|r| topology_reject(self.sigs.get(sig_id), r.reason)),
+                    None => Ok(()),
+                },
+                Err(r) => Err(r),
             };
             match res {
                 Ok(()) => {
@@ -460,10 +507,19 @@ impl<'s, 'a> Run<'s, 'a> {
         false
     }
 
-    fn add_claims(&mut self, i: u32, sig_id: u32) -> bool {
+    fn add_claims(
+        &mut self,
+        i: u32,
+        sig_id: u32,
+        hosts: Option<&crate::requirements::Requirement>,
+    ) -> bool {
         let mut advance = true;
         let start = self.cur_claims[sig_id as usize] as usize;
         for c in start..self.claims.len() {
+            if hosts.is_some_and(|h| !h.has(&self.claims[c].hostname)) {
+                advance = false;
+                continue;
+            }
             let pool_idx = self.claims[c].pool;
             let res = match self.pool_fit(sig_id, pool_idx) {
                 Err(e) => Err(Reject::permanent(e)),
@@ -490,6 +546,7 @@ impl<'s, 'a> Run<'s, 'a> {
         let sig = self.sigs.get(sig_id);
         let claim = &self.claims[c];
         let topo = if sig.constrained {
+            claim.quick_check(pool, sig)?;
             // Topology sees the claim's requirements narrowed by the pod's.
             let mut base = claim.reqs.clone();
             base.add_all(&sig.reqs);
@@ -500,7 +557,7 @@ impl<'s, 'a> Run<'s, 'a> {
                 pool.taints(),
             ) {
                 Ok(t) => Some(t),
-                Err(e) => return Err(Reject::transient(e)),
+                Err(e) => return Err(topology_reject(sig, e)),
             }
         } else {
             None
@@ -678,6 +735,15 @@ fn compute_pool_fit(
         ));
     }
     Ok(out.into())
+}
+
+/// A rejection by topology: permanent when the signature's constraints can only tighten.
+fn topology_reject(sig: &super::signature::Sig, reason: String) -> Reject {
+    if sig.topology_permanent {
+        Reject::permanent(reason)
+    } else {
+        Reject::transient(reason)
+    }
 }
 
 /// Formats an amount of a slot as a Kubernetes quantity.
