@@ -41,6 +41,9 @@ impl Results {
     }
 }
 
+/// A listed type: price, name, index in its pool.
+type Priced<'a> = (f64, &'a str, usize);
+
 /// Kubernetes' name-suffix alphabet (no vowels, no confusable characters).
 const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
@@ -91,8 +94,7 @@ impl Run<'_, '_> {
                 && ct_req == pool.reqs.get(labels::CAPACITY_TYPE)
                 && pool.zone_names.is_some()
                 && pool.capacity_type_names.is_some();
-            let (priced, zones, cts): (Vec<(f64, &str, usize)>, Vec<String>, Vec<String>) = if fast
-            {
+            let (priced, zones, cts): (Vec<Priced<'_>>, Vec<String>, Vec<String>) = if fast {
                 let priced: Vec<(f64, &str, usize)> = c
                     .types
                     .iter()
@@ -168,13 +170,13 @@ impl Run<'_, '_> {
             if zones.len() == 1 {
                 node_labels.insert(
                     labels::ZONE.to_string(),
-                    zones.iter().next().cloned().unwrap_or_default(),
+                    zones.first().cloned().unwrap_or_default(),
                 );
             }
             if cts.len() == 1 {
                 node_labels.insert(
                     labels::CAPACITY_TYPE.to_string(),
-                    cts.iter().next().cloned().unwrap_or_default(),
+                    cts.first().cloned().unwrap_or_default(),
                 );
             }
             // Labels every remaining type agrees on (arch, os, instance type when single).
