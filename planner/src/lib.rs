@@ -13,6 +13,7 @@ pub mod labels;
 pub mod manifests;
 pub mod model;
 pub mod plan;
+pub mod requirements;
 
 use catalog::Catalog;
 use model::{ClusterSnapshot, PlanOptions};
