@@ -267,7 +267,11 @@ impl SnapshotBuilder {
             let path = prefix.trim_end_matches('.');
             return Err(Error::Field {
                 location: base.clone(),
-                path: if path.is_empty() { "(document)".to_string() } else { path.to_string() },
+                path: if path.is_empty() {
+                    "(document)".to_string()
+                } else {
+                    path.to_string()
+                },
                 message: format!("expected a Kubernetes object, found {}", json_type(value)),
             });
         };
@@ -279,7 +283,11 @@ impl SnapshotBuilder {
                     name.to_string(),
                     format!("expected a string, found {}", json_type(other)),
                 )),
-                None => Err(field_err(base.clone(), name.to_string(), "missing".to_string())),
+                None => Err(field_err(
+                    base.clone(),
+                    name.to_string(),
+                    "missing".to_string(),
+                )),
             }
         };
         let api_version = text_field("apiVersion")?;
@@ -288,8 +296,14 @@ impl SnapshotBuilder {
         let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str);
         let namespaced = matches!(
             kind,
-            "Pod" | "Deployment" | "ReplicaSet" | "StatefulSet" | "Job" | "DaemonSet"
-                | "PodDisruptionBudget" | "PersistentVolumeClaim"
+            "Pod"
+                | "Deployment"
+                | "ReplicaSet"
+                | "StatefulSet"
+                | "Job"
+                | "DaemonSet"
+                | "PodDisruptionBudget"
+                | "PersistentVolumeClaim"
         );
         let namespace = meta
             .and_then(|m| m.get("namespace"))
@@ -305,7 +319,11 @@ impl SnapshotBuilder {
 
         if kind.ends_with("List") && obj.contains_key("items") {
             let Some(items) = obj.get("items").and_then(Value::as_array) else {
-                return Err(field_err(location, "items".into(), "expected a list".into()));
+                return Err(field_err(
+                    location,
+                    "items".into(),
+                    "expected a list".into(),
+                ));
             };
             for (i, item) in items.iter().enumerate() {
                 self.add_object(item, base, &format!("{prefix}items[{i}]."))?;
@@ -377,18 +395,34 @@ impl SnapshotBuilder {
                 self.snapshot.node_pools.push(karpenter::node_pool(value)?);
             }
             ("karpenter.sh/v1", "NodeClaim") => {
-                self.snapshot.node_claims.push(karpenter::node_claim(value)?);
+                self.snapshot
+                    .node_claims
+                    .push(karpenter::node_claim(value)?);
             }
             ("karpenter.k8s.aws/v1", "EC2NodeClass") => {
-                self.snapshot.node_classes.push(karpenter::node_class(value)?);
+                self.snapshot
+                    .node_classes
+                    .push(karpenter::node_class(value)?);
             }
             _ => {
                 let known = matches!(
                     kind,
-                    "Pod" | "Deployment" | "ReplicaSet" | "StatefulSet" | "Job" | "DaemonSet"
-                        | "PodDisruptionBudget" | "Node" | "Namespace" | "PersistentVolumeClaim"
-                        | "PersistentVolume" | "StorageClass" | "PriorityClass" | "NodePool"
-                        | "NodeClaim" | "EC2NodeClass"
+                    "Pod"
+                        | "Deployment"
+                        | "ReplicaSet"
+                        | "StatefulSet"
+                        | "Job"
+                        | "DaemonSet"
+                        | "PodDisruptionBudget"
+                        | "Node"
+                        | "Namespace"
+                        | "PersistentVolumeClaim"
+                        | "PersistentVolume"
+                        | "StorageClass"
+                        | "PriorityClass"
+                        | "NodePool"
+                        | "NodeClaim"
+                        | "EC2NodeClass"
                 );
                 let what = if known {
                     format!("{api_version} {kind} (unsupported apiVersion)")
@@ -413,7 +447,12 @@ impl SnapshotBuilder {
     pub fn finish(mut self) -> Loaded {
         // Default storage class for claims that named none.
         if let Some(default) = self.default_storage_classes.first().cloned() {
-            for (pvc, wants) in self.snapshot.pvcs.iter_mut().zip(&self.pvc_wants_default_class) {
+            for (pvc, wants) in self
+                .snapshot
+                .pvcs
+                .iter_mut()
+                .zip(&self.pvc_wants_default_class)
+            {
                 if *wants {
                     pvc.storage_class = Some(default.clone());
                 }

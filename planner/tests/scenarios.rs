@@ -143,11 +143,16 @@ fn check(fixture: &Path, expect: &Expect) -> Result<(), String> {
         }
     };
     if let Some(want) = &expect.error {
-        return Err(format!("expected an error containing {want:?}, but the input loaded"));
+        return Err(format!(
+            "expected an error containing {want:?}, but the input loaded"
+        ));
     }
     for w in &expect.warnings {
         if !loaded.warnings.iter().any(|got| got.contains(w.as_str())) {
-            return Err(format!("no warning contains {w:?}; warnings: {:?}", loaded.warnings));
+            return Err(format!(
+                "no warning contains {w:?}; warnings: {:?}",
+                loaded.warnings
+            ));
         }
     }
     if let Some(subset) = &expect.snapshot {
@@ -196,7 +201,10 @@ fn scenarios() {
     assert!(!dirs.is_empty(), "no scenarios found");
     let mut failures = Vec::new();
     for dir in &dirs {
-        let name = dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
         let result = read_yaml::<Expect>(&dir.join("expect.yaml")).and_then(|expect| {
             if expect.is_none() && !dir.join("expect.json").exists() {
                 return Err("no expect.yaml or expect.json".to_string());
@@ -219,9 +227,15 @@ fn scenarios() {
 #[test]
 fn subset_matching_is_strict_where_it_must_be() {
     let actual = serde_json::json!({"a": [1, {"b": 2, "c": 3}], "d": "x"});
-    assert_eq!(subset_mismatch(&serde_json::json!({"a": [1, {"b": 2}]}), &actual, "$"), None);
+    assert_eq!(
+        subset_mismatch(&serde_json::json!({"a": [1, {"b": 2}]}), &actual, "$"),
+        None
+    );
     assert!(subset_mismatch(&serde_json::json!({"a": [1]}), &actual, "$").is_some());
     assert!(subset_mismatch(&serde_json::json!({"d": "y"}), &actual, "$").is_some());
     assert!(subset_mismatch(&serde_json::json!({"e": 1}), &actual, "$").is_some());
-    assert_eq!(subset_mismatch(&serde_json::json!({"a": [1.0, {}]}), &actual, "$"), None);
+    assert_eq!(
+        subset_mismatch(&serde_json::json!({"a": [1.0, {}]}), &actual, "$"),
+        None
+    );
 }
