@@ -1044,3 +1044,70 @@ fn load_paths_reads_folders_in_sorted_order_and_reports_missing_files() {
     assert!(e.to_string().starts_with(&missing), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+// === documents ===
+
+#[test]
+fn documents_are_numbered_as_yaml_numbers_them() {
+    let text = "# leading comment\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: b}\n...\n# trailing comment\n--- {apiVersion: v1, kind: Namespace, metadata: {name: c}}\n---\nkind: Namespace\n";
+    let e = load_err(text, "docs.yaml");
+    assert!(
+        e.starts_with("docs.yaml: document 5: apiVersion: missing"),
+        "{e}"
+    );
+    let l = load(
+        &text
+            .replace("kind: Namespace\n---", "kind: Namespace\n--- #")
+            .replace(
+                "---\nkind: Namespace\n",
+                "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: d}\n",
+            ),
+    );
+    let names: Vec<&str> = l
+        .snapshot
+        .namespaces
+        .iter()
+        .map(|n| n.name.as_str())
+        .collect();
+    assert_eq!(names, vec!["a", "b", "c", "d"]);
+}
+
+#[test]
+fn syntax_errors_give_the_line_in_the_file() {
+    let text = "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: [b}\n";
+    let e = load_err(text, "ns.yaml");
+    assert!(e.starts_with("ns.yaml: document 2: "), "{e}");
+    assert!(e.contains("at line 7 column"), "{e}");
+}
+
+#[test]
+fn large_texts_read_on_threads_give_the_same_snapshot_and_first_error() {
+    let doc = |i: usize| {
+        format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: p-{i}, labels: {{app: a{}}}}}\nspec:\n  containers:\n  - name: c\n    image: registry.example.com/some/long/image/name:1.2.3\n    resources: {{requests: {{cpu: {}m, memory: 64Mi}}}}\n",
+            i % 7,
+            100 + i
+        )
+    };
+    let texts: Vec<String> = (0..6000).map(doc).collect();
+    let big = texts.concat();
+    assert!(
+        big.len() > PARALLEL_MIN_BYTES,
+        "exercises the threaded path"
+    );
+    let parallel = load(&big);
+    let mut sequential = SnapshotBuilder::new();
+    for t in &texts {
+        sequential.add_document_text(t, "one.yaml").unwrap();
+    }
+    assert_eq!(parallel.snapshot, sequential.finish().snapshot);
+
+    let mut broken = texts.clone();
+    broken[4500] = broken[4500].replace("memory: 64Mi", "memory: lots");
+    broken[5500] = broken[5500].replace("kind: Pod", "kind: [");
+    let e = load_err(&broken.concat(), "big.yaml");
+    assert!(
+        e.starts_with("big.yaml: document 4501 (Pod default/p-4500): spec.containers[0].resources.requests.memory: invalid quantity \"lots\""),
+        "{e}"
+    );
+}
