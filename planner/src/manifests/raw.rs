@@ -470,6 +470,17 @@ pub(super) struct WorkloadSpec {
     pub(super) completions: Option<i32>,
     pub(super) template: PodTemplate,
     pub(super) volume_claim_templates: Vec<ClaimTemplate>,
+    /// Job: a suspended Job runs no pods.
+    pub(super) suspend: bool,
+    /// StatefulSet: `ordinals.start`.
+    pub(super) ordinals: Option<Ordinals>,
+}
+
+/// `spec.ordinals` of a StatefulSet.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub(super) struct Ordinals {
+    pub(super) start: i32,
 }
 
 /// A StatefulSet `volumeClaimTemplates[]` entry (its name only).

@@ -338,6 +338,7 @@ fn jobs_run_parallelism_capped_by_remaining_completions() {
     };
     assert_eq!(job("", "", ""), 1, "parallelism defaults to 1");
     assert_eq!(job("  parallelism: 4\n", "", ""), 4);
+    assert_eq!(job("  parallelism: 4\n  suspend: true\n", "", ""), 0, "suspended");
     assert_eq!(
         job(
             "  parallelism: 4\n",
@@ -346,6 +347,15 @@ fn jobs_run_parallelism_capped_by_remaining_completions() {
         ),
         2
     );
+}
+
+#[test]
+fn statefulset_ordinals_start_where_asked() {
+    let l = load(
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\nspec:\n  replicas: 2\n  ordinals: {start: 5}\n  template: {spec: {containers: [{name: a}]}}\n",
+    );
+    let names: Vec<&str> = l.snapshot.pods.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, vec!["db-5", "db-6"]);
 }
 
 #[test]

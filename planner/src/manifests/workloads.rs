@@ -29,6 +29,8 @@ pub(super) struct Controller {
     pub(super) claim_templates: Vec<String>,
     /// For a ReplicaSet: the Deployment that controls it.
     pub(super) owner_deployment: Option<String>,
+    /// For a StatefulSet: its first ordinal (`spec.ordinals.start`, default 0).
+    pub(super) first_ordinal: usize,
 }
 
 fn controller_owner(refs: &[raw::OwnerReference]) -> Option<OwnerRef> {
@@ -80,7 +82,9 @@ pub(super) fn controller(kind: &str, value: &Value) -> Result<Controller, FieldE
     require_name(&meta.name)?;
     let namespace = namespace_or_default(&meta.namespace);
     let spec = raw.spec;
-    let desired = if kind == "Job" {
+    let desired = if kind == "Job" && spec.suspend {
+        0
+    } else if kind == "Job" {
         let parallelism = non_negative(spec.parallelism.unwrap_or(1), "spec.parallelism")?;
         match spec.completions {
             Some(c) => {
@@ -118,7 +122,12 @@ pub(super) fn controller(kind: &str, value: &Value) -> Result<Controller, FieldE
     } else {
         Vec::new()
     };
+    let first_ordinal = match spec.ordinals.as_ref().map(|o| o.start) {
+        Some(start) => non_negative(start, "spec.ordinals.start")?,
+        None => 0,
+    };
     Ok(Controller {
+        first_ordinal,
         kind: kind.to_string(),
         namespace,
         name: meta.name,
@@ -221,10 +230,10 @@ pub(super) fn expand(
             .copied()
             .unwrap_or(0);
         let mut missing = c.desired.saturating_sub(have);
-        let mut index = 0usize;
+        let mut index = c.first_ordinal;
         while missing > 0 {
-            // StatefulSet ordinals stop at `desired`; others take the next free index.
-            if c.kind == "StatefulSet" && index >= c.desired {
+            // StatefulSet ordinals stop at `start + desired`; others take the next free index.
+            if c.kind == "StatefulSet" && index >= c.first_ordinal + c.desired {
                 break;
             }
             let name = format!("{}-{index}", c.name);
