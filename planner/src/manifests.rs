@@ -256,17 +256,7 @@ impl SnapshotBuilder {
             document: Some(number),
             object: None,
         };
-        let segments = match source::documents(text, source)? {
-            source::Documents::Json(values) => {
-                for (i, v) in values.into_iter().enumerate() {
-                    if let Some(v) = source::json_document(v) {
-                        self.add_object(&v, &location(i + 1), "")?;
-                    }
-                }
-                return Ok(());
-            }
-            source::Documents::Yaml(segments) => segments,
-        };
+        let units = source::units(text, source)?;
         let threads = if text.len() >= PARALLEL_MIN_BYTES {
             std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
@@ -275,29 +265,27 @@ impl SnapshotBuilder {
             1
         };
         if threads <= 1 {
-            for (i, seg) in segments.iter().enumerate() {
-                if let Some(v) = source::parse_segment(seg, i + 1, source)? {
-                    self.add_object(&v, &location(i + 1), "")?;
+            for unit in &units {
+                if let Some(v) = source::parse_unit(unit, source)? {
+                    self.add_object(&v, &location(unit.number), &unit.prefix)?;
                 }
             }
             return Ok(());
         }
-        // YAML parsing dominates: parse and convert contiguous ranges of documents on several
+        // Parsing dominates: parse and convert contiguous ranges of documents on several
         // threads, then add the results in document order. The first error in document order
         // wins, as in the sequential path.
-        let chunk = segments.len().div_ceil(threads).max(1);
+        let chunk = units.len().div_ceil(threads).max(1);
         let results: Vec<Result<Vec<(Object, Location)>>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = segments
+            let handles: Vec<_> = units
                 .chunks(chunk)
-                .enumerate()
-                .map(|(c, part)| {
+                .map(|part| {
                     let location = &location;
                     scope.spawn(move || {
                         let mut out = Vec::new();
-                        for (j, seg) in part.iter().enumerate() {
-                            let number = c * chunk + j + 1;
-                            if let Some(v) = source::parse_segment(seg, number, source)? {
-                                convert_object(&v, &location(number), "", &mut out)?;
+                        for unit in part {
+                            if let Some(v) = source::parse_unit(unit, source)? {
+                                convert_object(&v, &location(unit.number), &unit.prefix, &mut out)?;
                             }
                         }
                         Ok(out)

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::{Error, Location};
 
@@ -95,41 +96,79 @@ fn syntax(source: &str, document: usize, message: String) -> Error {
     }
 }
 
-/// How a text is to be read.
-pub(super) enum Documents<'a> {
-    /// JSON values, already parsed (a stream; a top-level array is one `List` document).
-    Json(Vec<Value>),
-    /// YAML documents, each to be parsed on its own.
-    Yaml(Vec<Segment<'a>>),
+/// One document of a text (or one item of a JSON `List`), not parsed yet.
+pub(super) struct Unit<'a> {
+    /// Document number in the text, from 1.
+    pub(super) number: usize,
+    /// Path prefix of the object in its document (`items[3].` for a List item).
+    pub(super) prefix: String,
+    body: Body<'a>,
 }
 
-/// One YAML document of a text.
-pub(super) struct Segment<'a> {
-    /// Lines before it in the text (for error positions).
-    line_offset: usize,
-    /// Its text, including its `---` line when it has one.
-    text: &'a str,
+enum Body<'a> {
+    /// A YAML document: its text (with its `---` line) and the lines before it.
+    Yaml { line_offset: usize, text: &'a str },
+    /// A syntactically valid JSON value.
+    Json(&'a str),
 }
 
-/// Splits a text into documents. JSON when the source ends in `.json` or the text starts with
-/// `{` or `[` and parses as JSON; YAML otherwise.
-pub(super) fn documents<'a>(text: &'a str, source: &str) -> Result<Documents<'a>, Error> {
+/// Shape of a JSON `List`, to split its items without building the whole value.
+#[derive(Deserialize)]
+struct ListShape<'a> {
+    kind: Option<String>,
+    #[serde(borrow)]
+    items: Option<Vec<&'a RawValue>>,
+}
+
+/// Splits a text into units that can be parsed independently, in order. JSON when the source
+/// ends in `.json` or the text starts with `{` or `[` and parses as JSON (a stream of values;
+/// the items of a `List` or of a bare array are units of their own); YAML otherwise.
+pub(super) fn units<'a>(text: &'a str, source: &str) -> Result<Vec<Unit<'a>>, Error> {
     let first = text.trim_start().chars().next();
     let is_json_file = source.ends_with(".json");
     if is_json_file || matches!(first, Some('{' | '[')) {
-        let docs: Result<Vec<Value>, Error> = serde_json::Deserializer::from_str(text)
-            .into_iter::<Value>()
+        let raws: Result<Vec<&RawValue>, Error> = serde_json::Deserializer::from_str(text)
+            .into_iter::<&RawValue>()
             .enumerate()
             .map(|(i, v)| v.map_err(|e| syntax(source, i + 1, format!("invalid JSON: {e}"))))
             .collect();
-        match docs {
-            Ok(docs) => return Ok(Documents::Json(docs)),
+        match raws {
+            Ok(raws) => return Ok(json_units(&raws)),
             Err(e) if is_json_file => return Err(e),
             // A YAML flow mapping also starts with `{`: read it as YAML.
             Err(_) => {}
         }
     }
-    Ok(Documents::Yaml(split_yaml(text)))
+    Ok(split_yaml(text))
+}
+
+fn json_units<'a>(raws: &[&'a RawValue]) -> Vec<Unit<'a>> {
+    let mut out = Vec::new();
+    for (i, raw) in raws.iter().enumerate() {
+        let number = i + 1;
+        let text = raw.get();
+        let items = match text.trim_start().as_bytes().first() {
+            Some(b'[') => serde_json::from_str::<Vec<&RawValue>>(text).ok(),
+            Some(b'{') => serde_json::from_str::<ListShape<'_>>(text)
+                .ok()
+                .filter(|l| l.kind.as_deref().is_some_and(|k| k.ends_with("List")))
+                .and_then(|l| l.items),
+            _ => None,
+        };
+        match items {
+            Some(items) => out.extend(items.into_iter().enumerate().map(|(j, item)| Unit {
+                number,
+                prefix: format!("items[{j}]."),
+                body: Body::Json(item.get()),
+            })),
+            None => out.push(Unit {
+                number,
+                prefix: String::new(),
+                body: Body::Json(text),
+            }),
+        }
+    }
+    out
 }
 
 /// True for a `---` or `...` marker line (the marker followed by nothing or whitespace).
@@ -151,7 +190,7 @@ fn has_content(text: &str) -> bool {
 /// scalars may not contain `---` at column 0), so documents are found without parsing them.
 /// A document starts at each `---`; text before the first `---` or after a `...` is a document
 /// only when it has content.
-fn split_yaml(text: &str) -> Vec<Segment<'_>> {
+fn split_yaml(text: &str) -> Vec<Unit<'_>> {
     let mut out = Vec::new();
     let mut start = 0usize;
     let mut start_line = 0usize;
@@ -160,9 +199,13 @@ fn split_yaml(text: &str) -> Vec<Segment<'_>> {
     let mut push = |from: usize, to: usize, line: usize, explicit: bool| {
         let t = &text[from..to];
         if explicit || has_content(t) {
-            out.push(Segment {
-                line_offset: line,
-                text: t,
+            out.push(Unit {
+                number: out.len() + 1,
+                prefix: String::new(),
+                body: Body::Yaml {
+                    line_offset: line,
+                    text: t,
+                },
             });
         }
     };
@@ -180,13 +223,17 @@ fn split_yaml(text: &str) -> Vec<Segment<'_>> {
     out
 }
 
-/// Parses one YAML document; `number` is its number in the text, for errors.
-pub(super) fn parse_segment(
-    seg: &Segment<'_>,
-    number: usize,
-    source: &str,
-) -> Result<Option<Value>, Error> {
-    let mut docs = serde_yaml::Deserializer::from_str(seg.text);
+/// Parses one unit; `None` for an empty document.
+pub(super) fn parse_unit(unit: &Unit<'_>, source: &str) -> Result<Option<Value>, Error> {
+    let (line_offset, text) = match unit.body {
+        Body::Json(text) => {
+            let value: Value = serde_json::from_str(text)
+                .map_err(|e| syntax(source, unit.number, format!("invalid JSON: {e}")))?;
+            return Ok(document(value));
+        }
+        Body::Yaml { line_offset, text } => (line_offset, text),
+    };
+    let mut docs = serde_yaml::Deserializer::from_str(text);
     let Some(doc) = docs.next() else {
         return Ok(None);
     };
@@ -197,25 +244,20 @@ pub(super) fn parse_segment(
             message.truncate(at);
             message = format!(
                 "{message} at line {} column {}",
-                loc.line() + seg.line_offset,
+                loc.line() + line_offset,
                 loc.column()
             );
         }
-        syntax(source, number, message)
+        syntax(source, unit.number, message)
     })?;
     if docs.next().is_some() {
         return Err(syntax(
             source,
-            number,
+            unit.number,
             "more than one YAML document without a `---` line between them".to_string(),
         ));
     }
     Ok(document(value))
-}
-
-/// A parsed JSON value as a document.
-pub(super) fn json_document(value: Value) -> Option<Value> {
-    document(value)
 }
 
 fn document(value: Value) -> Option<Value> {

@@ -338,7 +338,11 @@ fn jobs_run_parallelism_capped_by_remaining_completions() {
     };
     assert_eq!(job("", "", ""), 1, "parallelism defaults to 1");
     assert_eq!(job("  parallelism: 4\n", "", ""), 4);
-    assert_eq!(job("  parallelism: 4\n  suspend: true\n", "", ""), 0, "suspended");
+    assert_eq!(
+        job("  parallelism: 4\n  suspend: true\n", "", ""),
+        0,
+        "suspended"
+    );
     assert_eq!(
         job(
             "  parallelism: 4\n",
@@ -1120,4 +1124,30 @@ fn large_texts_read_on_threads_give_the_same_snapshot_and_first_error() {
         e.starts_with("big.yaml: document 4501 (Pod default/p-4500): spec.containers[0].resources.requests.memory: invalid quantity \"lots\""),
         "{e}"
     );
+}
+
+#[test]
+fn json_lists_are_read_item_by_item_with_item_paths() {
+    let list = |replicas: &str| {
+        format!(
+            r#"{{"apiVersion": "v1", "kind": "List", "items": [
+                {{"apiVersion": "v1", "kind": "Namespace", "metadata": {{"name": "a"}}}},
+                {{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {{"name": "d"}},
+                  "spec": {{"replicas": {replicas}, "template": {{"spec": {{"containers": []}}}}}}}}
+            ]}}
+            [{{"apiVersion": "v1", "kind": "Namespace", "metadata": {{"name": "b"}}}}]"#
+        )
+    };
+    let mut b = SnapshotBuilder::new();
+    b.add_document_text(&list("2"), "dump.json").unwrap();
+    let l = b.finish();
+    assert_eq!(l.snapshot.namespaces.len(), 2);
+    assert_eq!(l.snapshot.pods.len(), 2);
+    let e = load_err(&list("\"two\""), "dump.json");
+    assert!(
+        e.starts_with("dump.json: document 1 (Deployment default/d): items[1].spec.replicas: invalid type: string \"two\""),
+        "{e}"
+    );
+    let e = load_err(&list("2").replace("\"name\": \"b\"", "\"name\": 3"), "dump.json");
+    assert!(e.starts_with("dump.json: document 2 (Namespace): items[0].metadata.name"), "{e}");
 }
