@@ -30,7 +30,11 @@ fn to_resources(m: &BTreeMap<String, i64>) -> Resources {
 
 /// Converts a Node. Without `status.allocatable` the capacity is taken.
 pub(super) fn node(value: &Value) -> Result<Node, FieldError> {
-    let raw: raw::Node = de(value)?;
+    node_from(de(value)?)
+}
+
+/// [`node`] from an already deserialized object.
+pub(super) fn node_from(raw: raw::Node) -> Result<Node, FieldError> {
     let meta = raw.metadata;
     require_name(&meta.name)?;
     let capacity = resources(&raw.status.capacity);
@@ -60,7 +64,11 @@ pub(super) fn node(value: &Value) -> Result<Node, FieldError> {
 
 /// Converts a Namespace.
 pub(super) fn namespace(value: &Value) -> Result<Namespace, FieldError> {
-    let raw: raw::MetaOnly = de(value)?;
+    namespace_from(de(value)?)
+}
+
+/// [`namespace`] from an already deserialized object.
+pub(super) fn namespace_from(raw: raw::MetaOnly) -> Result<Namespace, FieldError> {
     require_name(&raw.metadata.name)?;
     Ok(Namespace {
         name: raw.metadata.name,
@@ -71,7 +79,11 @@ pub(super) fn namespace(value: &Value) -> Result<Namespace, FieldError> {
 /// Converts a PersistentVolumeClaim; the flag is true when `storageClassName` is absent (the
 /// default class applies), as opposed to `""` (no class).
 pub(super) fn pvc(value: &Value) -> Result<(PersistentVolumeClaim, bool), FieldError> {
-    let raw: raw::Pvc = de(value)?;
+    pvc_from(de(value)?)
+}
+
+/// [`pvc`] from an already deserialized object.
+pub(super) fn pvc_from(raw: raw::Pvc) -> Result<(PersistentVolumeClaim, bool), FieldError> {
     require_name(&raw.metadata.name)?;
     let wants_default = raw.spec.storage_class_name.is_none();
     Ok((
@@ -87,7 +99,11 @@ pub(super) fn pvc(value: &Value) -> Result<(PersistentVolumeClaim, bool), FieldE
 
 /// Converts a PersistentVolume.
 pub(super) fn pv(value: &Value) -> Result<PersistentVolume, FieldError> {
-    let raw: raw::Pv = de(value)?;
+    pv_from(de(value)?)
+}
+
+/// [`pv`] from an already deserialized object.
+pub(super) fn pv_from(raw: raw::Pv) -> Result<PersistentVolume, FieldError> {
     require_name(&raw.metadata.name)?;
     let node_affinity = match raw.spec.node_affinity.and_then(|a| a.required) {
         Some(sel) => node_selector_terms(
@@ -105,7 +121,13 @@ pub(super) fn pv(value: &Value) -> Result<PersistentVolume, FieldError> {
 
 /// Converts a StorageClass; the flag is true for the default class.
 pub(super) fn storage_class(value: &Value) -> Result<(StorageClass, bool), FieldError> {
-    let raw: raw::StorageClass = de(value)?;
+    storage_class_from(de(value)?)
+}
+
+/// [`storage_class`] from an already deserialized object.
+pub(super) fn storage_class_from(
+    raw: raw::StorageClass,
+) -> Result<(StorageClass, bool), FieldError> {
     require_name(&raw.metadata.name)?;
     let mut allowed = Vec::new();
     for (i, term) in raw.allowed_topologies.iter().enumerate() {
@@ -145,7 +167,11 @@ pub(super) fn storage_class(value: &Value) -> Result<(StorageClass, bool), Field
 
 /// Converts a PriorityClass.
 pub(super) fn priority_class(value: &Value) -> Result<PriorityClass, FieldError> {
-    let raw: raw::PriorityClass = de(value)?;
+    priority_class_from(de(value)?)
+}
+
+/// [`priority_class`] from an already deserialized object.
+pub(super) fn priority_class_from(raw: raw::PriorityClass) -> Result<PriorityClass, FieldError> {
     require_name(&raw.metadata.name)?;
     Ok(PriorityClass {
         name: raw.metadata.name,
@@ -156,7 +182,11 @@ pub(super) fn priority_class(value: &Value) -> Result<PriorityClass, FieldError>
 
 /// Converts a PodDisruptionBudget.
 pub(super) fn pdb(value: &Value) -> Result<PodDisruptionBudget, FieldError> {
-    let raw: raw::Pdb = de(value)?;
+    pdb_from(de(value)?)
+}
+
+/// [`pdb`] from an already deserialized object.
+pub(super) fn pdb_from(raw: raw::Pdb) -> Result<PodDisruptionBudget, FieldError> {
     require_name(&raw.metadata.name)?;
     if raw.spec.min_available.is_some() && raw.spec.max_unavailable.is_some() {
         return Err(FieldError::new(

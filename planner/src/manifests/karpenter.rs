@@ -117,7 +117,11 @@ pub(super) fn node_pool(value: &Value) -> Result<NodePool, FieldError> {
 
 /// Converts a NodeClaim.
 pub(super) fn node_claim(value: &Value) -> Result<NodeClaim, FieldError> {
-    let raw: raw::NodeClaim = de(value)?;
+    node_claim_from(de(value)?)
+}
+
+/// [`node_claim`] from an already deserialized object.
+pub(super) fn node_claim_from(raw: raw::NodeClaim) -> Result<NodeClaim, FieldError> {
     let meta = raw.metadata;
     require_name(&meta.name)?;
     let spec = raw.spec;

@@ -105,6 +105,16 @@ pub(super) struct Unit<'a> {
     body: Body<'a>,
 }
 
+impl<'a> Unit<'a> {
+    /// The text of a YAML document (for the direct path), `None` for JSON.
+    pub(super) fn yaml_text(&self) -> Option<&'a str> {
+        match self.body {
+            Body::Yaml { text, .. } => Some(text),
+            Body::Json(_) => None,
+        }
+    }
+}
+
 enum Body<'a> {
     /// A YAML document: its text (with its `---` line) and the lines before it.
     Yaml { line_offset: usize, text: &'a str },

@@ -1148,6 +1148,57 @@ fn json_lists_are_read_item_by_item_with_item_paths() {
         e.starts_with("dump.json: document 1 (Deployment default/d): items[1].spec.replicas: invalid type: string \"two\""),
         "{e}"
     );
-    let e = load_err(&list("2").replace("\"name\": \"b\"", "\"name\": 3"), "dump.json");
-    assert!(e.starts_with("dump.json: document 2 (Namespace): items[0].metadata.name"), "{e}");
+    let e = load_err(
+        &list("2").replace("\"name\": \"b\"", "\"name\": 3"),
+        "dump.json",
+    );
+    assert!(
+        e.starts_with("dump.json: document 2 (Namespace): items[0].metadata.name"),
+        "{e}"
+    );
+}
+
+/// The same documents as a JSON stream, which never takes the direct YAML path.
+fn as_json_stream(yaml: &str) -> String {
+    serde_yaml::Deserializer::from_str(yaml)
+        .map(|d| {
+            let v = <Value as serde::Deserialize>::deserialize(d).unwrap();
+            serde_json::to_string(&v).unwrap()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_direct_yaml_path_gives_what_the_general_path_gives() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/realistic");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    let mut yaml = SnapshotBuilder::new();
+    let mut json = SnapshotBuilder::new();
+    let mut kinds = 0;
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        kinds += text.matches("\nkind: ").count();
+        yaml.add_document_text(&text, "x.yaml").unwrap();
+        json.add_document_text(&as_json_stream(&text), "x.json")
+            .unwrap();
+    }
+    assert!(kinds > 20, "the example exercises many kinds");
+    let (yaml, json) = (yaml.finish(), json.finish());
+    assert_eq!(yaml.snapshot, json.snapshot);
+    assert_eq!(yaml.warnings, json.warnings);
+
+    // Values that differ between the paths only if they are read differently.
+    let tricky = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: t\n  labels: null\n  creationTimestamp: null\nspec:\n  containers:\n  - name: a\n    resources: {requests: {cpu: 0.5, memory: 1e3, nvidia.com/gpu: 1}}\n---\napiVersion: 'v1'\nkind: \"Pod\"\nmetadata: {name: q, namespace: ''}\nspec: {priority: 3, containers: []}\n";
+    let a = load(tricky);
+    let mut b = SnapshotBuilder::new();
+    b.add_document_text(&as_json_stream(tricky), "t.json")
+        .unwrap();
+    assert_eq!(a.snapshot, b.finish().snapshot);
+    assert_eq!(pod(&a, "t").requests.cpu, 500);
+    assert_eq!(pod(&a, "q").namespace, "default");
 }

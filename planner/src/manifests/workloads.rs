@@ -47,7 +47,11 @@ fn controller_owner(refs: &[raw::OwnerReference]) -> Option<OwnerRef> {
 
 /// Converts a Pod.
 pub(super) fn pod(value: &Value) -> Result<(Pod, PriorityRef), FieldError> {
-    let raw: raw::Pod = de(value)?;
+    pod_from(de(value)?)
+}
+
+/// [`pod`] from an already deserialized object.
+pub(super) fn pod_from(raw: raw::Pod) -> Result<(Pod, PriorityRef), FieldError> {
     let meta = raw.metadata;
     require_name(&meta.name)?;
     let parts = convert_pod_spec(&raw.spec, "spec")?;
@@ -77,7 +81,11 @@ fn non_negative(v: i32, path: &str) -> Result<usize, FieldError> {
 
 /// Converts a Deployment, ReplicaSet, StatefulSet or Job.
 pub(super) fn controller(kind: &str, value: &Value) -> Result<Controller, FieldError> {
-    let raw: raw::Workload = de(value)?;
+    controller_from(kind, de(value)?)
+}
+
+/// [`controller`] from an already deserialized object.
+pub(super) fn controller_from(kind: &str, raw: raw::Workload) -> Result<Controller, FieldError> {
     let meta = raw.metadata;
     require_name(&meta.name)?;
     let namespace = namespace_or_default(&meta.namespace);
@@ -142,7 +150,11 @@ pub(super) fn controller(kind: &str, value: &Value) -> Result<Controller, FieldE
 
 /// Converts a DaemonSet; its template becomes a pod named after the DaemonSet.
 pub(super) fn daemon_set(value: &Value) -> Result<(DaemonSet, PriorityRef), FieldError> {
-    let raw: raw::Workload = de(value)?;
+    daemon_set_from(de(value)?)
+}
+
+/// [`daemon_set`] from an already deserialized object.
+pub(super) fn daemon_set_from(raw: raw::Workload) -> Result<(DaemonSet, PriorityRef), FieldError> {
     let meta = raw.metadata;
     require_name(&meta.name)?;
     let namespace = namespace_or_default(&meta.namespace);
