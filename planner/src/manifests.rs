@@ -51,7 +51,7 @@
 //! `cargo bench -p planner --bench manifests_load` prints the figures.
 //!
 //! # Errors
-//! Nothing is planned from a half-read input: the first malformed document is an [`Error`]
+//! Nothing is planned from a half-read input: the first malformed document is an [`enum@Error`]
 //! naming the file, the document (numbered from 1 in the order of the file), the object and
 //! the field, e.g. `deploy.yaml: document 2 (Deployment default/web):
 //! spec.template.spec.containers[0].resources.requests.cpu: invalid quantity "lots": expected a
@@ -139,7 +139,7 @@ pub enum Error {
     },
 }
 
-/// A `Result` with this module's [`Error`].
+/// A `Result` with this module's [`enum@Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// A field error before its location is known.
@@ -200,7 +200,7 @@ pub struct Loaded {
 /// Reads files, folders and `-` (standard input) into a snapshot.
 ///
 /// # Errors
-/// When a path cannot be read or a document is malformed; see [`Error`].
+/// When a path cannot be read or a document is malformed; see [`enum@Error`].
 pub fn load_paths(paths: &[String]) -> Result<Loaded> {
     let mut builder = SnapshotBuilder::new();
     for input in source::read_paths(paths)? {
@@ -257,7 +257,7 @@ impl SnapshotBuilder {
     /// errors and warnings (a file path, `<stdin>`, ...).
     ///
     /// # Errors
-    /// The first malformed document; see [`Error`].
+    /// The first malformed document; see [`enum@Error`].
     pub fn add_document_text(&mut self, text: &str, source: &str) -> Result<()> {
         let location = |number: usize| Location {
             source: source.to_string(),
@@ -316,7 +316,7 @@ impl SnapshotBuilder {
     /// errors and warnings.
     ///
     /// # Errors
-    /// When the object is malformed; see [`Error`].
+    /// When the object is malformed; see [`enum@Error`].
     pub fn add_value(&mut self, value: &Value, source: &str) -> Result<()> {
         let location = Location {
             source: source.to_string(),
