@@ -107,6 +107,26 @@ fn cheapest_type(c: &PlannedNodeClaim) -> String {
     }
 }
 
+/// Zones compactly: `us-east-1{a,b,c}` when they differ only in their last letter.
+fn zones(zones: &[String]) -> String {
+    let split: Option<Vec<(&str, &str)>> = zones
+        .iter()
+        .map(|z| {
+            let at = z.char_indices().last()?.0;
+            let (prefix, suffix) = z.split_at(at);
+            (!prefix.is_empty() && suffix.chars().all(|c| c.is_ascii_alphabetic()))
+                .then_some((prefix, suffix))
+        })
+        .collect();
+    match split {
+        Some(parts) if parts.len() > 1 && parts.iter().all(|(p, _)| *p == parts[0].0) => {
+            let letters: Vec<&str> = parts.iter().map(|(_, s)| *s).collect();
+            format!("{}{{{}}}", parts[0].0, letters.join(","))
+        }
+        _ => zones.join(","),
+    }
+}
+
 fn claims_table(claims: &[PlannedNodeClaim]) -> String {
     let rows: Vec<Vec<String>> = claims
         .iter()
@@ -114,7 +134,7 @@ fn claims_table(claims: &[PlannedNodeClaim]) -> String {
             vec![
                 c.node_pool.clone(),
                 cheapest_type(c),
-                c.zones.join(","),
+                zones(&c.zones),
                 c.capacity_types.join(","),
                 format!("${:.4}", c.price),
                 c.pods.len().to_string(),
@@ -206,5 +226,14 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("  - spot prices are estimates"), "{text}");
+    }
+
+    #[test]
+    fn zones_are_compacted_when_they_share_a_region() {
+        let z = |v: &[&str]| zones(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(z(&["us-east-1a", "us-east-1c"]), "us-east-1{a,c}");
+        assert_eq!(z(&["us-east-1a"]), "us-east-1a");
+        assert_eq!(z(&["us-east-1a", "eu-west-1a"]), "us-east-1a,eu-west-1a");
+        assert_eq!(z(&[]), "");
     }
 }
