@@ -12,9 +12,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use planner::catalog::Catalog;
-use planner::model::{
-    ClusterSnapshot, MinValuesPolicy, PlanOptions, PodPhase, PreferencePolicy,
-};
+use planner::model::{ClusterSnapshot, MinValuesPolicy, PlanOptions, PodPhase, PreferencePolicy};
 use planner::plan::{Plan, PlannedNodeClaim};
 use serde::Deserialize;
 
@@ -76,14 +74,19 @@ struct DomainCounts {
     counts: Option<BTreeMap<String, usize>>,
     /// Counts per domain sorted descending (domain names not checked).
     sorted: Option<Vec<usize>>,
-    /// Largest count minus smallest count over the domains used (plus `domains` listed).
+    /// Largest count minus smallest count over the domains used.
     max_skew: Option<usize>,
+    /// Also count bound pods of the input that match `pods` (domain from their node's labels).
+    #[serde(default)]
+    include_bound: bool,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct DisruptionExpect {
-    reason: String,
+    reason: Option<String>,
+    /// Any of these reasons.
+    reason_any_of: Option<Vec<String>>,
     /// Exactly these nodes (any order).
     nodes: Option<Vec<String>>,
     /// These nodes among others.
@@ -135,6 +138,8 @@ struct Expect {
     #[serde(default)]
     disruptions: Vec<DisruptionExpect>,
     disruptions_count: Option<usize>,
+    /// Total number of nodes named by all disruptions.
+    disrupted_nodes: Option<usize>,
     /// Nodes that no disruption may name.
     #[serde(default)]
     not_disrupted: Vec<String>,
@@ -264,17 +269,27 @@ fn close(a: f64, b: f64) -> bool {
 fn check_claim(what: &str, c: &PlannedNodeClaim, e: &ClaimExpect, errs: &mut Vec<String>) {
     if let Some(p) = &e.node_pool {
         if &c.node_pool != p {
-            errs.push(format!("{what}: nodePool is {:?}, expected {p:?}", c.node_pool));
+            errs.push(format!(
+                "{what}: nodePool is {:?}, expected {p:?}",
+                c.node_pool
+            ));
         }
     }
     if let Some(z) = &e.zones {
         if sorted(&c.zones) != sorted(z) {
-            errs.push(format!("{what}: zones are {:?}, expected {:?}", c.zones, sorted(z)));
+            errs.push(format!(
+                "{what}: zones are {:?}, expected {:?}",
+                c.zones,
+                sorted(z)
+            ));
         }
     }
     if let Some(z) = &e.zones_within {
         if c.zones.is_empty() || c.zones.iter().any(|x| !z.contains(x)) {
-            errs.push(format!("{what}: zones are {:?}, expected a subset of {z:?}", c.zones));
+            errs.push(format!(
+                "{what}: zones are {:?}, expected a subset of {z:?}",
+                c.zones
+            ));
         }
     }
     if let Some(ct) = &e.capacity_types {
@@ -305,7 +320,10 @@ fn check_claim(what: &str, c: &PlannedNodeClaim, e: &ClaimExpect, errs: &mut Vec
         }
     }
     if let Some(ts) = &e.instance_types_include {
-        let missing: Vec<_> = ts.iter().filter(|t| !c.instance_types.contains(t)).collect();
+        let missing: Vec<_> = ts
+            .iter()
+            .filter(|t| !c.instance_types.contains(t))
+            .collect();
         if !missing.is_empty() {
             errs.push(format!(
                 "{what}: instanceTypes {:?} lack {missing:?}",
@@ -342,7 +360,10 @@ fn check_claim(what: &str, c: &PlannedNodeClaim, e: &ClaimExpect, errs: &mut Vec
     if let Some(ks) = &e.taint_keys {
         let got: Vec<String> = c.taints.iter().map(|t| t.key.clone()).collect();
         if sorted(&got) != sorted(ks) {
-            errs.push(format!("{what}: taint keys are {got:?}, expected {:?}", sorted(ks)));
+            errs.push(format!(
+                "{what}: taint keys are {got:?}, expected {:?}",
+                sorted(ks)
+            ));
         }
     }
     if let Some(p) = e.price {
@@ -352,7 +373,10 @@ fn check_claim(what: &str, c: &PlannedNodeClaim, e: &ClaimExpect, errs: &mut Vec
     }
     if let Some(p) = e.price_max {
         if c.price > p + 1e-9 {
-            errs.push(format!("{what}: price is {}, expected at most {p}", c.price));
+            errs.push(format!(
+                "{what}: price is {}, expected at most {p}",
+                c.price
+            ));
         }
     }
     if let Some(n) = e.pod_count {
@@ -379,7 +403,10 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
     for pat in &expect.scheduled {
         for pod in pl.matching(pat, &mut errs) {
             if !pl.by_pod.contains_key(&pod) {
-                let why = pl.unschedulable.get(&pod).map_or("missing from the plan", |r| r);
+                let why = pl
+                    .unschedulable
+                    .get(&pod)
+                    .map_or("missing from the plan", |r| r);
                 errs.push(format!("{pod} should be scheduled, but: {why}"));
             }
         }
@@ -387,9 +414,13 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
     for pat in &expect.unschedulable {
         for pod in pl.matching(pat, &mut errs) {
             if let Some(p) = pl.node_id(&pod) {
-                errs.push(format!("{pod} should be unschedulable, but was placed on {p}"));
+                errs.push(format!(
+                    "{pod} should be unschedulable, but was placed on {p}"
+                ));
             } else if !pl.unschedulable.contains_key(&pod) {
-                errs.push(format!("{pod} should be unschedulable, but is missing from the plan"));
+                errs.push(format!(
+                    "{pod} should be unschedulable, but is missing from the plan"
+                ));
             }
         }
     }
@@ -408,7 +439,9 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
             .iter()
             .map(|u| format!("{} ({})", u.pod, u.reason))
             .collect();
-        errs.push(format!("every pod should be scheduled, unschedulable: {list:?}"));
+        errs.push(format!(
+            "every pod should be scheduled, unschedulable: {list:?}"
+        ));
     }
     if let Some(n) = expect.scheduled_count {
         if pl.by_pod.len() != n {
@@ -425,7 +458,10 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
     }
     if let Some(n) = expect.new_node_claims {
         if plan.node_claims.len() != n {
-            errs.push(format!("{} new NodeClaims, expected {n}", plan.node_claims.len()));
+            errs.push(format!(
+                "{} new NodeClaims, expected {n}",
+                plan.node_claims.len()
+            ));
         }
     }
     if let Some(n) = expect.new_node_claims_max {
@@ -441,10 +477,15 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
         for c in &plan.node_claims {
             *got.entry(c.node_pool.clone()).or_default() += 1;
         }
-        let want: BTreeMap<String, usize> =
-            by_pool.iter().filter(|(_, n)| **n > 0).map(|(k, v)| (k.clone(), *v)).collect();
+        let want: BTreeMap<String, usize> = by_pool
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
         if got != want {
-            errs.push(format!("new NodeClaims per pool are {got:?}, expected {want:?}"));
+            errs.push(format!(
+                "new NodeClaims per pool are {got:?}, expected {want:?}"
+            ));
         }
     }
     for (pat, ce) in &expect.claims {
@@ -495,7 +536,9 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
         let nodes: Vec<Option<String>> = pods.iter().map(|p| pl.node_id(p)).collect();
         let distinct: BTreeSet<&Option<String>> = nodes.iter().collect();
         if distinct.len() != pods.len() || distinct.contains(&None) {
-            errs.push(format!("{pods:?} should each be on a different node, got {nodes:?}"));
+            errs.push(format!(
+                "{pods:?} should each be on a different node, got {nodes:?}"
+            ));
         }
     }
     for (pat, node) in &expect.existing {
@@ -515,7 +558,10 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
     for pat in &expect.on_new_claims {
         for pod in pl.matching(pat, &mut errs) {
             if !matches!(pl.by_pod.get(&pod), Some(Placement::New(_))) {
-                errs.push(format!("{pod} should be on a new claim, got {:?}", pl.node_id(&pod)));
+                errs.push(format!(
+                    "{pod} should be on a new claim, got {:?}",
+                    pl.node_id(&pod)
+                ));
             }
         }
     }
@@ -533,9 +579,33 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
                 )),
             }
         }
+        if dc.include_bound {
+            let prefix = dc.pods.strip_suffix('*');
+            for p in &snapshot.pods {
+                let Some(node) = &p.node_name else {
+                    continue;
+                };
+                let key = p.key();
+                let hit = match prefix {
+                    Some(prefix) => key.starts_with(prefix),
+                    None => key == dc.pods,
+                };
+                if hit && !matches!(p.phase, PodPhase::Succeeded | PodPhase::Failed) {
+                    match domain(&Placement::Existing(node.clone()), &dc.key, snapshot) {
+                        Some(d) => *counts.entry(d).or_default() += 1,
+                        None => {
+                            errs.push(format!("bound pod {key}: node {node} has no {}", dc.key))
+                        }
+                    }
+                }
+            }
+        }
         if let Some(want) = &dc.counts {
-            let want: BTreeMap<String, usize> =
-                want.iter().filter(|(_, n)| **n > 0).map(|(k, v)| (k.clone(), *v)).collect();
+            let want: BTreeMap<String, usize> = want
+                .iter()
+                .filter(|(_, n)| **n > 0)
+                .map(|(k, v)| (k.clone(), *v))
+                .collect();
             if counts != want {
                 errs.push(format!(
                     "{} by {}: counts are {counts:?}, expected {want:?}",
@@ -569,11 +639,25 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
     let described: Vec<String> = plan
         .disruptions
         .iter()
-        .map(|d| format!("{} {:?} (+{} replacements)", d.reason, d.nodes, d.replacements.len()))
+        .map(|d| {
+            format!(
+                "{} {:?} (+{} replacements)",
+                d.reason,
+                d.nodes,
+                d.replacements.len()
+            )
+        })
         .collect();
     for de in &expect.disruptions {
         let found = plan.disruptions.iter().find(|d| {
-            if d.reason != de.reason {
+            if de.reason.as_ref().is_some_and(|r| *r != d.reason) {
+                return false;
+            }
+            if de
+                .reason_any_of
+                .as_ref()
+                .is_some_and(|rs| !rs.contains(&d.reason))
+            {
                 return false;
             }
             if let Some(ns) = &de.nodes {
@@ -590,8 +674,13 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
         });
         let Some(d) = found else {
             errs.push(format!(
-                "no disruption {} nodes={:?} include={:?} count={:?}; got {described:?}",
-                de.reason, de.nodes, de.nodes_include, de.node_count
+                "no disruption {:?} nodes={:?} include={:?} count={:?}; got {described:?}",
+                de.reason
+                    .as_ref()
+                    .or(de.reason_any_of.as_ref().and_then(|r| r.first())),
+                de.nodes,
+                de.nodes_include,
+                de.node_count
             ));
             continue;
         };
@@ -627,14 +716,28 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
             ));
         }
     }
+    if let Some(n) = expect.disrupted_nodes {
+        let got: usize = plan.disruptions.iter().map(|d| d.nodes.len()).sum();
+        if got != n {
+            errs.push(format!(
+                "{got} nodes disrupted, expected {n}: {described:?}"
+            ));
+        }
+    }
     for node in &expect.not_disrupted {
         if let Some(d) = plan.disruptions.iter().find(|d| d.nodes.contains(node)) {
-            errs.push(format!("{node} must not be disrupted, got {} {:?}", d.reason, d.nodes));
+            errs.push(format!(
+                "{node} must not be disrupted, got {} {:?}",
+                d.reason, d.nodes
+            ));
         }
     }
     if let Some(c) = expect.cost_per_hour {
         if !close(plan.summary.cost_per_hour, c) {
-            errs.push(format!("costPerHour is {}, expected {c}", plan.summary.cost_per_hour));
+            errs.push(format!(
+                "costPerHour is {}, expected {c}",
+                plan.summary.cost_per_hour
+            ));
         }
     }
     if let Some(c) = expect.cost_per_hour_max {
@@ -647,9 +750,12 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
     }
     // Contract invariant: every pending pod in exactly one place.
     for pod in &pending {
-        let n = usize::from(pl.by_pod.contains_key(pod)) + usize::from(pl.unschedulable.contains_key(pod));
+        let n = usize::from(pl.by_pod.contains_key(pod))
+            + usize::from(pl.unschedulable.contains_key(pod));
         if n != 1 {
-            errs.push(format!("{pod} appears {n} times among placed/unschedulable"));
+            errs.push(format!(
+                "{pod} appears {n} times among placed/unschedulable"
+            ));
         }
     }
     errs
@@ -801,7 +907,10 @@ fn karpenter_conformance() {
             }
             Ok((errs, plan)) => failed.push(format!(
                 "FAIL {name}\n{}\n  plan:\n{plan}",
-                errs.iter().map(|e| format!("  - {e}")).collect::<Vec<_>>().join("\n")
+                errs.iter()
+                    .map(|e| format!("  - {e}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
             )),
             Err(e) => failed.push(format!("ERROR {name}: {e}")),
         }
