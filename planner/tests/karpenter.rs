@@ -921,9 +921,6 @@ fn karpenter_conformance() {
         failed.len(),
         dirs.len()
     );
-    for f in &failed {
-        println!("{f}");
-    }
     assert!(
         failed.is_empty(),
         "{} of {} Karpenter scenarios failed:\n{}",
