@@ -67,7 +67,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::model::{ClusterSnapshot, PriorityClass};
+use crate::model::{
+    ClusterSnapshot, DaemonSet, Namespace, Node, NodeClaim, NodeClass, NodePool, PersistentVolume,
+    PersistentVolumeClaim, Pod, PodDisruptionBudget, PriorityClass, StorageClass,
+};
 pub use duration::parse_go_duration;
 use pods::PriorityRef;
 use workloads::Controller;
@@ -148,7 +151,26 @@ impl FieldError {
 }
 
 /// Deserializes a raw object from a JSON value, keeping the path of the first bad field.
+///
+/// Path tracking allocates for every map key, so the fast untracked pass runs first and the
+/// tracked one only when it fails, to find the path.
 fn de<T: DeserializeOwned>(v: &Value) -> Result<T, FieldError> {
+    if let Ok(t) = T::deserialize(v) {
+        return Ok(t);
+    }
+    // Kubernetes treats a `null` member as absent: retry without them.
+    let stripped;
+    let v = if has_null_member(v) {
+        let mut owned = v.clone();
+        strip_nulls(&mut owned);
+        if let Ok(t) = T::deserialize(&owned) {
+            return Ok(t);
+        }
+        stripped = owned;
+        &stripped
+    } else {
+        v
+    };
     serde_path_to_error::deserialize(v).map_err(|e| {
         let path = e.path().to_string();
         let message = e.into_inner().to_string();
@@ -178,6 +200,11 @@ pub fn load_paths(paths: &[String]) -> Result<Loaded> {
     }
     Ok(builder.finish())
 }
+
+/// Texts at least this large are read on several threads.
+const PARALLEL_MIN_BYTES: usize = 1 << 20;
+/// At most this many threads read one text.
+const MAX_THREADS: usize = 8;
 
 /// A count of skipped objects of one kind.
 #[derive(Debug)]
@@ -224,15 +251,69 @@ impl SnapshotBuilder {
     /// # Errors
     /// The first malformed document; see [`Error`].
     pub fn add_document_text(&mut self, text: &str, source: &str) -> Result<()> {
-        for (index, doc) in source::documents(text, source)?.into_iter().enumerate() {
-            let location = Location {
-                source: source.to_string(),
-                document: Some(index + 1),
-                object: None,
-            };
-            let Some(mut value) = doc else { continue };
-            strip_nulls(&mut value);
-            self.add_object(&value, &location, "")?;
+        let location = |number: usize| Location {
+            source: source.to_string(),
+            document: Some(number),
+            object: None,
+        };
+        let segments = match source::documents(text, source)? {
+            source::Documents::Json(values) => {
+                for (i, v) in values.into_iter().enumerate() {
+                    if let Some(v) = source::json_document(v) {
+                        self.add_object(&v, &location(i + 1), "")?;
+                    }
+                }
+                return Ok(());
+            }
+            source::Documents::Yaml(segments) => segments,
+        };
+        let threads = if text.len() >= PARALLEL_MIN_BYTES {
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(MAX_THREADS)
+        } else {
+            1
+        };
+        if threads <= 1 {
+            for (i, seg) in segments.iter().enumerate() {
+                if let Some(v) = source::parse_segment(seg, i + 1, source)? {
+                    self.add_object(&v, &location(i + 1), "")?;
+                }
+            }
+            return Ok(());
+        }
+        // YAML parsing dominates: parse and convert contiguous ranges of documents on several
+        // threads, then add the results in document order. The first error in document order
+        // wins, as in the sequential path.
+        let chunk = segments.len().div_ceil(threads).max(1);
+        let results: Vec<Result<Vec<(Object, Location)>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = segments
+                .chunks(chunk)
+                .enumerate()
+                .map(|(c, part)| {
+                    let location = &location;
+                    scope.spawn(move || {
+                        let mut out = Vec::new();
+                        for (j, seg) in part.iter().enumerate() {
+                            let number = c * chunk + j + 1;
+                            if let Some(v) = source::parse_segment(seg, number, source)? {
+                                convert_object(&v, &location(number), "", &mut out)?;
+                            }
+                        }
+                        Ok(out)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        });
+        for r in results {
+            self.apply(r?);
         }
         Ok(())
     }
@@ -248,164 +329,71 @@ impl SnapshotBuilder {
             document: None,
             object: None,
         };
-        if has_null_member(value) {
-            let mut owned = value.clone();
-            strip_nulls(&mut owned);
-            self.add_object(&owned, &location, "")
-        } else {
-            self.add_object(value, &location, "")
-        }
+        self.add_object(value, &location, "")
     }
 
     fn add_object(&mut self, value: &Value, base: &Location, prefix: &str) -> Result<()> {
-        let field_err = |location: Location, path: String, message: String| Error::Field {
-            location,
-            path: format!("{prefix}{path}"),
-            message,
-        };
-        let Some(obj) = value.as_object() else {
-            let path = prefix.trim_end_matches('.');
-            return Err(Error::Field {
-                location: base.clone(),
-                path: if path.is_empty() { "(document)".to_string() } else { path.to_string() },
-                message: format!("expected a Kubernetes object, found {}", json_type(value)),
-            });
-        };
-        let text_field = |name: &str| -> Result<&str> {
-            match obj.get(name) {
-                Some(Value::String(s)) if !s.is_empty() => Ok(s),
-                Some(other) => Err(field_err(
-                    base.clone(),
-                    name.to_string(),
-                    format!("expected a string, found {}", json_type(other)),
-                )),
-                None => Err(field_err(base.clone(), name.to_string(), "missing".to_string())),
-            }
-        };
-        let api_version = text_field("apiVersion")?;
-        let kind = text_field("kind")?;
-        let meta = obj.get("metadata");
-        let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str);
-        let namespaced = matches!(
-            kind,
-            "Pod" | "Deployment" | "ReplicaSet" | "StatefulSet" | "Job" | "DaemonSet"
-                | "PodDisruptionBudget" | "PersistentVolumeClaim"
-        );
-        let namespace = meta
-            .and_then(|m| m.get("namespace"))
-            .and_then(Value::as_str)
-            .filter(|ns| !ns.is_empty())
-            .or(namespaced.then_some("default"));
-        let mut location = base.clone();
-        location.object = Some(match (namespace, name) {
-            (Some(ns), Some(n)) => format!("{kind} {ns}/{n}"),
-            (None, Some(n)) => format!("{kind} {n}"),
-            _ => kind.to_string(),
-        });
-
-        if kind.ends_with("List") && obj.contains_key("items") {
-            let Some(items) = obj.get("items").and_then(Value::as_array) else {
-                return Err(field_err(location, "items".into(), "expected a list".into()));
-            };
-            for (i, item) in items.iter().enumerate() {
-                self.add_object(item, base, &format!("{prefix}items[{i}]."))?;
-            }
-            return Ok(());
-        }
-
-        let result = self.add_kind(api_version, kind, value, &location);
-        result.map_err(|e| field_err(location, e.path, e.message))
+        let mut objects = Vec::new();
+        convert_object(value, base, prefix, &mut objects)?;
+        self.apply(objects);
+        Ok(())
     }
 
-    fn add_kind(
-        &mut self,
-        api_version: &str,
-        kind: &str,
-        value: &Value,
-        location: &Location,
-    ) -> Result<(), FieldError> {
-        match (api_version, kind) {
-            ("v1", "Pod") => {
-                let (pod, priority) = workloads::pod(value)?;
-                self.snapshot.pods.push(pod);
-                self.pod_priority.push(priority);
-            }
-            ("apps/v1", "Deployment" | "ReplicaSet" | "StatefulSet") | ("batch/v1", "Job") => {
-                let c = workloads::controller(kind, value)?;
-                if let Some(d) = &c.owner_deployment {
-                    self.replica_set_owner
-                        .insert((c.namespace.clone(), c.name.clone()), d.clone());
+    /// Adds converted objects (in input order).
+    fn apply(&mut self, objects: Vec<(Object, Location)>) {
+        for (object, location) in objects {
+            match object {
+                Object::Pod(pod, priority) => {
+                    self.snapshot.pods.push(*pod);
+                    self.pod_priority.push(priority);
                 }
-                self.controllers.push(c);
-            }
-            ("apps/v1", "DaemonSet") => {
-                let (ds, priority) = workloads::daemon_set(value)?;
-                self.snapshot.daemon_sets.push(ds);
-                self.daemon_set_priority.push(priority);
-            }
-            ("policy/v1" | "policy/v1beta1", "PodDisruptionBudget") => {
-                self.snapshot.pdbs.push(cluster::pdb(value)?);
-            }
-            ("v1", "Node") => {
-                let node = cluster::node(value)?;
-                if node.allocatable.is_zero() {
-                    self.warnings.push(format!(
-                        "{location}: Node {} has neither status.allocatable nor status.capacity; it can hold no pods",
-                        node.name
-                    ));
+                Object::Controller(c) => {
+                    if let Some(d) = &c.owner_deployment {
+                        self.replica_set_owner
+                            .insert((c.namespace.clone(), c.name.clone()), d.clone());
+                    }
+                    self.controllers.push(*c);
                 }
-                self.snapshot.nodes.push(node);
-            }
-            ("v1", "Namespace") => self.snapshot.namespaces.push(cluster::namespace(value)?),
-            ("v1", "PersistentVolumeClaim") => {
-                let (pvc, wants_default) = cluster::pvc(value)?;
-                self.snapshot.pvcs.push(pvc);
-                self.pvc_wants_default_class.push(wants_default);
-            }
-            ("v1", "PersistentVolume") => self.snapshot.pvs.push(cluster::pv(value)?),
-            ("storage.k8s.io/v1", "StorageClass") => {
-                let (sc, is_default) = cluster::storage_class(value)?;
-                if is_default {
-                    self.default_storage_classes.push(sc.name.clone());
+                Object::DaemonSet(ds, priority) => {
+                    self.snapshot.daemon_sets.push(*ds);
+                    self.daemon_set_priority.push(priority);
                 }
-                self.snapshot.storage_classes.push(sc);
-            }
-            ("scheduling.k8s.io/v1", "PriorityClass") => {
-                self.priority_classes.push(cluster::priority_class(value)?);
-            }
-            ("karpenter.sh/v1", "NodePool") => {
-                self.snapshot.node_pools.push(karpenter::node_pool(value)?);
-            }
-            ("karpenter.sh/v1", "NodeClaim") => {
-                self.snapshot.node_claims.push(karpenter::node_claim(value)?);
-            }
-            ("karpenter.k8s.aws/v1", "EC2NodeClass") => {
-                self.snapshot.node_classes.push(karpenter::node_class(value)?);
-            }
-            _ => {
-                let known = matches!(
-                    kind,
-                    "Pod" | "Deployment" | "ReplicaSet" | "StatefulSet" | "Job" | "DaemonSet"
-                        | "PodDisruptionBudget" | "Node" | "Namespace" | "PersistentVolumeClaim"
-                        | "PersistentVolume" | "StorageClass" | "PriorityClass" | "NodePool"
-                        | "NodeClaim" | "EC2NodeClass"
-                );
-                let what = if known {
-                    format!("{api_version} {kind} (unsupported apiVersion)")
-                } else {
-                    format!("{api_version} {kind}")
-                };
-                match self.skipped.iter_mut().find(|s| s.what == what) {
+                Object::Pdb(pdb) => self.snapshot.pdbs.push(pdb),
+                Object::Node(node) => {
+                    if node.allocatable.is_zero() {
+                        self.warnings.push(format!(
+                            "{location}: Node {} has neither status.allocatable nor status.capacity; it can hold no pods",
+                            node.name
+                        ));
+                    }
+                    self.snapshot.nodes.push(*node);
+                }
+                Object::Namespace(ns) => self.snapshot.namespaces.push(ns),
+                Object::Pvc(pvc, wants_default) => {
+                    self.snapshot.pvcs.push(pvc);
+                    self.pvc_wants_default_class.push(wants_default);
+                }
+                Object::Pv(pv) => self.snapshot.pvs.push(pv),
+                Object::StorageClass(sc, is_default) => {
+                    if is_default {
+                        self.default_storage_classes.push(sc.name.clone());
+                    }
+                    self.snapshot.storage_classes.push(sc);
+                }
+                Object::PriorityClass(pc) => self.priority_classes.push(pc),
+                Object::NodePool(np) => self.snapshot.node_pools.push(*np),
+                Object::NodeClaim(nc) => self.snapshot.node_claims.push(*nc),
+                Object::NodeClass(nc) => self.snapshot.node_classes.push(*nc),
+                Object::Skipped(what) => match self.skipped.iter_mut().find(|s| s.what == what) {
                     Some(s) => s.count += 1,
                     None => self.skipped.push(Skipped {
                         what,
                         count: 1,
-                        first: location.clone(),
+                        first: location,
                     }),
-                }
+                },
             }
         }
-        Ok(())
     }
 
     /// Expands controllers, resolves priorities and default storage classes, and returns the
@@ -413,7 +401,12 @@ impl SnapshotBuilder {
     pub fn finish(mut self) -> Loaded {
         // Default storage class for claims that named none.
         if let Some(default) = self.default_storage_classes.first().cloned() {
-            for (pvc, wants) in self.snapshot.pvcs.iter_mut().zip(&self.pvc_wants_default_class) {
+            for (pvc, wants) in self
+                .snapshot
+                .pvcs
+                .iter_mut()
+                .zip(&self.pvc_wants_default_class)
+            {
                 if *wants {
                     pvc.storage_class = Some(default.clone());
                 }
@@ -508,7 +501,183 @@ impl SnapshotBuilder {
     }
 }
 
-/// Kubernetes treats a `null` member as absent; remove them so that serde defaults apply.
+/// One converted object, ready to be added to a builder.
+#[derive(Debug)]
+enum Object {
+    Pod(Box<Pod>, PriorityRef),
+    Controller(Box<Controller>),
+    DaemonSet(Box<DaemonSet>, PriorityRef),
+    Pdb(PodDisruptionBudget),
+    Node(Box<Node>),
+    Namespace(Namespace),
+    Pvc(PersistentVolumeClaim, bool),
+    Pv(PersistentVolume),
+    StorageClass(StorageClass, bool),
+    PriorityClass(PriorityClass),
+    NodePool(Box<NodePool>),
+    NodeClaim(Box<NodeClaim>),
+    NodeClass(Box<NodeClass>),
+    /// A kind (or apiVersion) the planner does not use, described for the warning.
+    Skipped(String),
+}
+
+/// Converts one object (a `List` contributes its items) and appends the results to `out`.
+/// Pure: the same value gives the same objects, so documents can be converted in parallel.
+fn convert_object(
+    value: &Value,
+    base: &Location,
+    prefix: &str,
+    out: &mut Vec<(Object, Location)>,
+) -> Result<()> {
+    let field_err = |location: Location, path: String, message: String| Error::Field {
+        location,
+        path: format!("{prefix}{path}"),
+        message,
+    };
+    let Some(obj) = value.as_object() else {
+        let path = prefix.trim_end_matches('.');
+        return Err(Error::Field {
+            location: base.clone(),
+            path: if path.is_empty() {
+                "(document)".to_string()
+            } else {
+                path.to_string()
+            },
+            message: format!("expected a Kubernetes object, found {}", json_type(value)),
+        });
+    };
+    let text_field = |name: &str| -> Result<&str> {
+        match obj.get(name) {
+            Some(Value::String(s)) if !s.is_empty() => Ok(s),
+            Some(other) => Err(field_err(
+                base.clone(),
+                name.to_string(),
+                format!("expected a string, found {}", json_type(other)),
+            )),
+            None => Err(field_err(
+                base.clone(),
+                name.to_string(),
+                "missing".to_string(),
+            )),
+        }
+    };
+    let api_version = text_field("apiVersion")?;
+    let kind = text_field("kind")?;
+    let meta = obj.get("metadata");
+    let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str);
+    let namespaced = matches!(
+        kind,
+        "Pod"
+            | "Deployment"
+            | "ReplicaSet"
+            | "StatefulSet"
+            | "Job"
+            | "DaemonSet"
+            | "PodDisruptionBudget"
+            | "PersistentVolumeClaim"
+    );
+    let namespace = meta
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str)
+        .filter(|ns| !ns.is_empty())
+        .or(namespaced.then_some("default"));
+    let mut location = base.clone();
+    location.object = Some(match (namespace, name) {
+        (Some(ns), Some(n)) => format!("{kind} {ns}/{n}"),
+        (None, Some(n)) => format!("{kind} {n}"),
+        _ => kind.to_string(),
+    });
+
+    if kind.ends_with("List") && obj.contains_key("items") {
+        let Some(items) = obj.get("items").and_then(Value::as_array) else {
+            return Err(field_err(
+                location,
+                "items".into(),
+                "expected a list".into(),
+            ));
+        };
+        for (i, item) in items.iter().enumerate() {
+            convert_object(item, base, &format!("{prefix}items[{i}]."), out)?;
+        }
+        return Ok(());
+    }
+
+    match convert_kind(api_version, kind, value) {
+        Ok(object) => {
+            out.push((object, location));
+            Ok(())
+        }
+        Err(e) => Err(field_err(location, e.path, e.message)),
+    }
+}
+
+fn convert_kind(api_version: &str, kind: &str, value: &Value) -> Result<Object, FieldError> {
+    Ok(match (api_version, kind) {
+        ("v1", "Pod") => {
+            let (pod, priority) = workloads::pod(value)?;
+            Object::Pod(Box::new(pod), priority)
+        }
+        ("apps/v1", "Deployment" | "ReplicaSet" | "StatefulSet") | ("batch/v1", "Job") => {
+            Object::Controller(Box::new(workloads::controller(kind, value)?))
+        }
+        ("apps/v1", "DaemonSet") => {
+            let (ds, priority) = workloads::daemon_set(value)?;
+            Object::DaemonSet(Box::new(ds), priority)
+        }
+        ("policy/v1" | "policy/v1beta1", "PodDisruptionBudget") => {
+            Object::Pdb(cluster::pdb(value)?)
+        }
+        ("v1", "Node") => Object::Node(Box::new(cluster::node(value)?)),
+        ("v1", "Namespace") => Object::Namespace(cluster::namespace(value)?),
+        ("v1", "PersistentVolumeClaim") => {
+            let (pvc, wants_default) = cluster::pvc(value)?;
+            Object::Pvc(pvc, wants_default)
+        }
+        ("v1", "PersistentVolume") => Object::Pv(cluster::pv(value)?),
+        ("storage.k8s.io/v1", "StorageClass") => {
+            let (sc, is_default) = cluster::storage_class(value)?;
+            Object::StorageClass(sc, is_default)
+        }
+        ("scheduling.k8s.io/v1", "PriorityClass") => {
+            Object::PriorityClass(cluster::priority_class(value)?)
+        }
+        ("karpenter.sh/v1", "NodePool") => Object::NodePool(Box::new(karpenter::node_pool(value)?)),
+        ("karpenter.sh/v1", "NodeClaim") => {
+            Object::NodeClaim(Box::new(karpenter::node_claim(value)?))
+        }
+        ("karpenter.k8s.aws/v1", "EC2NodeClass") => {
+            Object::NodeClass(Box::new(karpenter::node_class(value)?))
+        }
+        _ => {
+            let known = matches!(
+                kind,
+                "Pod"
+                    | "Deployment"
+                    | "ReplicaSet"
+                    | "StatefulSet"
+                    | "Job"
+                    | "DaemonSet"
+                    | "PodDisruptionBudget"
+                    | "Node"
+                    | "Namespace"
+                    | "PersistentVolumeClaim"
+                    | "PersistentVolume"
+                    | "StorageClass"
+                    | "PriorityClass"
+                    | "NodePool"
+                    | "NodeClaim"
+                    | "EC2NodeClass"
+            );
+            Object::Skipped(if known {
+                format!("{api_version} {kind} (unsupported apiVersion)")
+            } else {
+                format!("{api_version} {kind}")
+            })
+        }
+    })
+}
+
+/// Removes `null` members so that serde defaults apply.
 fn strip_nulls(v: &mut Value) {
     match v {
         Value::Object(m) => {

@@ -66,7 +66,8 @@ fn load_catalog(choice: &CatalogChoice) -> Result<Catalog, CliError> {
     match choice {
         CatalogChoice::Builtin { region } => planner::catalog::aws::builtin(region)
             .map_err(|e| CliError::Input(format!("--region {region}: {e}"))),
-        CatalogChoice::File { path, text } => planner::catalog::file::parse(text, path)
-            .map_err(|e| CliError::Input(e.to_string())),
+        CatalogChoice::File { path, text } => {
+            planner::catalog::file::parse(text, path).map_err(|e| CliError::Input(e.to_string()))
+        }
     }
 }

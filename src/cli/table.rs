@@ -44,7 +44,7 @@ pub(super) fn render(plan: &Plan, catalog_notes: &[String]) -> String {
                 } else {
                     d.replacements
                         .iter()
-                        .map(|r| cheapest_type(r))
+                        .map(cheapest_type)
                         .collect::<Vec<_>>()
                         .join(", ")
                 };
@@ -56,16 +56,24 @@ pub(super) fn render(plan: &Plan, catalog_notes: &[String]) -> String {
                 ]
             })
             .collect();
-        out.push_str(&grid(&["REASON", "NODES", "REPLACEMENTS", "SAVES/H"], &rows));
+        out.push_str(&grid(
+            &["REASON", "NODES", "REPLACEMENTS", "SAVES/H"],
+            &rows,
+        ));
     }
     let s = &plan.summary;
     let _ = writeln!(
         out,
-        "\nSummary: {} pending pods, {} scheduled, {} unschedulable; {} new node claims, ${:.4}/h",
+        "\nSummary: {} pending pods, {} scheduled, {} unschedulable; {} new node {}, ${:.4}/h",
         s.pending_pods,
         s.scheduled_pods,
         plan.unschedulable.len(),
         s.new_node_claims,
+        if s.new_node_claims == 1 {
+            "claim"
+        } else {
+            "claims"
+        },
         s.cost_per_hour
     );
     if s.cost_per_hour > 0.0 && s.lower_bound_cost_per_hour > 0.0 {
@@ -114,7 +122,14 @@ fn claims_table(claims: &[PlannedNodeClaim]) -> String {
         })
         .collect();
     grid(
-        &["NODEPOOL", "INSTANCE TYPE", "ZONES", "CAPACITY", "PRICE/H", "PODS"],
+        &[
+            "NODEPOOL",
+            "INSTANCE TYPE",
+            "ZONES",
+            "CAPACITY",
+            "PRICE/H",
+            "PODS",
+        ],
         &rows,
     )
 }
@@ -182,11 +197,14 @@ mod tests {
         let text = render(&plan, &["spot prices are estimates".to_string()]);
         assert!(text.contains("NODEPOOL  INSTANCE TYPE"), "{text}");
         assert!(
-            text.contains("default   m5.large (+1 more)  us-east-1a  spot,on-demand  $0.0350    2"),
+            text.contains("default   m5.large (+1 more)  us-east-1a  spot,on-demand  $0.0350  2"),
             "{text}"
         );
         assert!(text.contains("default/big-0  too big"), "{text}");
-        assert!(text.contains("3 pending pods, 2 scheduled, 1 unschedulable"), "{text}");
+        assert!(
+            text.contains("3 pending pods, 2 scheduled, 1 unschedulable"),
+            "{text}"
+        );
         assert!(text.contains("  - spot prices are estimates"), "{text}");
     }
 }

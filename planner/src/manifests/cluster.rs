@@ -134,7 +134,9 @@ pub(super) fn storage_class(value: &Value) -> Result<(StorageClass, bool), Field
     Ok((
         StorageClass {
             name: raw.metadata.name,
-            volume_binding_mode: raw.volume_binding_mode.unwrap_or(VolumeBindingMode::Immediate),
+            volume_binding_mode: raw
+                .volume_binding_mode
+                .unwrap_or(VolumeBindingMode::Immediate),
             allowed_topologies: allowed,
         },
         is_default,

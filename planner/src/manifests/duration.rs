@@ -88,7 +88,10 @@ mod tests {
     #[test]
     fn rejects_non_durations() {
         for bad in ["", "Never", "10", "5d", "1h30", "h", "1..5h", "-"] {
-            assert!(parse_go_duration(bad).is_err(), "{bad:?} should be rejected");
+            assert!(
+                parse_go_duration(bad).is_err(),
+                "{bad:?} should be rejected"
+            );
         }
     }
 }

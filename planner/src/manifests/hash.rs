@@ -105,7 +105,7 @@ pub fn resolved_ami_family(spec: &Map<String, Value>) -> Option<String> {
         .iter()
         .filter_map(|t| t.get("alias").and_then(Value::as_str))
         .find(|a| !a.is_empty())
-        .and_then(|a| ami_family_from_alias(a))
+        .and_then(ami_family_from_alias)
 }
 
 /// The family of an AMI alias (`al2023@v20240625` → `AL2023`), or `None` for an unknown family.
@@ -125,10 +125,8 @@ pub fn ami_family_from_alias(alias: &str) -> Option<String> {
 /// Rewrites a Go duration as whole seconds (`720h` and `720h0m0s` hash alike); leaves `Never`
 /// and unparsable text as they are.
 fn normalize_duration(v: &mut Value) {
-    if let Some(s) = v.as_str() {
-        if let Ok(secs) = parse_go_duration(s) {
-            *v = Value::String(format!("{secs}s"));
-        }
+    if let Some(Ok(secs)) = v.as_str().map(parse_go_duration) {
+        *v = Value::String(format!("{secs}s"));
     }
 }
 

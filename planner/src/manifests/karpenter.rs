@@ -9,8 +9,8 @@ use super::pods::{requirements, taints};
 use super::raw;
 use super::{FieldError, de, require_name};
 use crate::model::{
-    Budget, BudgetNodes, ConsolidationPolicy, Disruption, IntOrPercent, KubeletConfig,
-    NodeClaim, NodeClass, NodePool, Resources, names,
+    Budget, BudgetNodes, ConsolidationPolicy, Disruption, IntOrPercent, KubeletConfig, NodeClaim,
+    NodeClass, NodePool, Resources, names,
 };
 
 /// Karpenter's default `expireAfter`: 720h.
@@ -28,7 +28,10 @@ fn budget(b: &raw::Budget, at: &str) -> Result<Budget, FieldError> {
     let nodes = match b.nodes.map(|n| n.0) {
         None => BudgetNodes::Percent(10),
         Some(IntOrPercent::Int(n)) => BudgetNodes::Count(u32::try_from(n).map_err(|_| {
-            FieldError::new(format!("{at}.nodes"), format!("must not be negative, got {n}"))
+            FieldError::new(
+                format!("{at}.nodes"),
+                format!("must not be negative, got {n}"),
+            )
         })?),
         Some(IntOrPercent::Percent(p)) if (0..=100).contains(&p) => {
             BudgetNodes::Percent(p.unsigned_abs())
@@ -99,7 +102,10 @@ pub(super) fn node_pool(value: &Value) -> Result<NodePool, FieldError> {
         taints: taints(&tspec.taints),
         startup_taints: taints(&tspec.startup_taints),
         requirements: requirements(&tspec.requirements, "spec.template.spec.requirements")?,
-        node_class: tspec.node_class_ref.map(|r| r.name).filter(|n| !n.is_empty()),
+        node_class: tspec
+            .node_class_ref
+            .map(|r| r.name)
+            .filter(|n| !n.is_empty()),
         expire_after: expire_after(tspec.expire_after),
         limits,
         limited_resources,
@@ -124,7 +130,10 @@ pub(super) fn node_claim(value: &Value) -> Result<NodeClaim, FieldError> {
         taints: taints(&spec.taints),
         startup_taints: taints(&spec.startup_taints),
         requests: resources(&spec.resources.requests),
-        node_class: spec.node_class_ref.map(|r| r.name).filter(|n| !n.is_empty()),
+        node_class: spec
+            .node_class_ref
+            .map(|r| r.name)
+            .filter(|n| !n.is_empty()),
         expire_after: expire_after(spec.expire_after),
         node_name: status.node_name.filter(|n| !n.is_empty()),
         provider_id: status.provider_id.filter(|p| !p.is_empty()),

@@ -8,10 +8,10 @@ use super::FieldError;
 use super::raw;
 use crate::labels;
 use crate::model::{
-    HostPort, LabelSelector, NodeInclusionPolicy, NodeSelectorTerm, Operator, Pod,
-    PodAffinityTerm, PreferredTerm, Requirement, Resources, SelectorExpression,
-    SelectorOperator, Taint, TaintEffect, Toleration, TolerationOperator,
-    TopologySpreadConstraint, WeightedPodAffinityTerm, WhenUnsatisfiable,
+    HostPort, LabelSelector, NodeInclusionPolicy, NodeSelectorTerm, Operator, Pod, PodAffinityTerm,
+    PreferredTerm, Requirement, Resources, SelectorExpression, SelectorOperator, Taint,
+    TaintEffect, Toleration, TolerationOperator, TopologySpreadConstraint, WeightedPodAffinityTerm,
+    WhenUnsatisfiable,
 };
 
 /// How a pod's priority is to be resolved once every PriorityClass has been read.
@@ -49,7 +49,9 @@ pub(super) fn convert_pod_spec(spec: &raw::PodSpec, base: &str) -> Result<PodPar
             if let Some(req) = &na.required_during_scheduling_ignored_during_execution {
                 pod.required_node_affinity = node_selector_terms(
                     &req.node_selector_terms,
-                    &path("nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"),
+                    &path(
+                        "nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
+                    ),
                 )?;
             }
             for (i, p) in na
@@ -262,16 +264,16 @@ pub(super) fn requirement(
                 format!("operator {:?} takes no values", r.operator),
             ));
         }
-        Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte => {
-            if r.values.len() != 1 || r.values[0].trim().parse::<i64>().is_err() {
-                return Err(err(
-                    "values",
-                    format!(
-                        "operator {:?} needs exactly one integer value, got {:?}",
-                        r.operator, r.values
-                    ),
-                ));
-            }
+        Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte
+            if r.values.len() != 1 || r.values[0].trim().parse::<i64>().is_err() =>
+        {
+            return Err(err(
+                "values",
+                format!(
+                    "operator {:?} needs exactly one integer value, got {:?}",
+                    r.operator, r.values
+                ),
+            ));
         }
         _ => {}
     }
@@ -323,13 +325,19 @@ pub(super) fn node_selector_term(
         if f.key != "metadata.name" {
             return Err(FieldError::new(
                 format!("{fat}.key"),
-                format!("unsupported field {:?}: only metadata.name is supported", f.key),
+                format!(
+                    "unsupported field {:?}: only metadata.name is supported",
+                    f.key
+                ),
             ));
         }
         if !matches!(f.operator, Operator::In | Operator::NotIn) {
             return Err(FieldError::new(
                 format!("{fat}.operator"),
-                format!("operator {:?} is not supported for fields (In or NotIn)", f.operator),
+                format!(
+                    "operator {:?} is not supported for fields (In or NotIn)",
+                    f.operator
+                ),
             ));
         }
         let mut r = requirement(f, &fat)?;

@@ -12,8 +12,8 @@ use super::duration::parse_go_duration;
 use super::time::parse_rfc3339;
 use crate::model::quantity::{parse_milli, parse_units};
 use crate::model::{
-    IntOrPercent, Labels, NodeInclusionPolicy, Operator, PodPhase, SelectorOperator,
-    TaintEffect, Timestamp, VolumeBindingMode, WhenUnsatisfiable, names,
+    IntOrPercent, Labels, NodeInclusionPolicy, Operator, PodPhase, SelectorOperator, TaintEffect,
+    Timestamp, VolumeBindingMode, WhenUnsatisfiable, names,
 };
 
 // === scalar wrappers ===
@@ -104,7 +104,9 @@ impl<'de> Deserialize<'de> for NillableDuration {
         if s == "Never" {
             return Ok(Self(None));
         }
-        parse_go_duration(&s).map(|v| Self(Some(v))).map_err(de::Error::custom)
+        parse_go_duration(&s)
+            .map(|v| Self(Some(v)))
+            .map_err(de::Error::custom)
     }
 }
 
@@ -161,7 +163,9 @@ impl<'de> Deserialize<'de> for RawIntOrPercent {
                     .map_err(|_| E::custom(format!("{v} is out of range")))
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<RawIntOrPercent, E> {
-                parse_int_or_percent(v).map(RawIntOrPercent).map_err(E::custom)
+                parse_int_or_percent(v)
+                    .map(RawIntOrPercent)
+                    .map_err(E::custom)
             }
         }
         d.deserialize_any(V)

@@ -95,47 +95,135 @@ fn syntax(source: &str, document: usize, message: String) -> Error {
     }
 }
 
-/// Splits a text into documents (`None` for an empty one). JSON when the source ends in
-/// `.json` or the text starts with `{` or `[` (a stream of values; a top-level array is one
-/// document whose elements are objects); YAML otherwise.
-pub(super) fn documents(text: &str, source: &str) -> Result<Vec<Option<Value>>, Error> {
+/// How a text is to be read.
+pub(super) enum Documents<'a> {
+    /// JSON values, already parsed (a stream; a top-level array is one `List` document).
+    Json(Vec<Value>),
+    /// YAML documents, each to be parsed on its own.
+    Yaml(Vec<Segment<'a>>),
+}
+
+/// One YAML document of a text.
+pub(super) struct Segment<'a> {
+    /// Lines before it in the text (for error positions).
+    line_offset: usize,
+    /// Its text, including its `---` line when it has one.
+    text: &'a str,
+}
+
+/// Splits a text into documents. JSON when the source ends in `.json` or the text starts with
+/// `{` or `[` and parses as JSON; YAML otherwise.
+pub(super) fn documents<'a>(text: &'a str, source: &str) -> Result<Documents<'a>, Error> {
     let first = text.trim_start().chars().next();
-    let looks_json = source.ends_with(".json") || matches!(first, Some('{' | '['));
-    if looks_json {
-        match json_documents(text, source) {
-            Ok(docs) => return Ok(docs),
-            Err(e) if source.ends_with(".json") => return Err(e),
-            // A YAML flow mapping also starts with `{`: try YAML before giving up.
+    let is_json_file = source.ends_with(".json");
+    if is_json_file || matches!(first, Some('{' | '[')) {
+        let docs: Result<Vec<Value>, Error> = serde_json::Deserializer::from_str(text)
+            .into_iter::<Value>()
+            .enumerate()
+            .map(|(i, v)| v.map_err(|e| syntax(source, i + 1, format!("invalid JSON: {e}"))))
+            .collect();
+        match docs {
+            Ok(docs) => return Ok(Documents::Json(docs)),
+            Err(e) if is_json_file => return Err(e),
+            // A YAML flow mapping also starts with `{`: read it as YAML.
             Err(_) => {}
         }
     }
-    let mut out = Vec::new();
-    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let value = Value::deserialize(doc).map_err(|e| syntax(source, i + 1, e.to_string()))?;
-        out.push(match value {
-            Value::Null => None,
-            Value::Array(items) => Some(as_list(items)),
-            other => Some(other),
-        });
-    }
-    Ok(out)
+    Ok(Documents::Yaml(split_yaml(text)))
 }
 
-fn json_documents(text: &str, source: &str) -> Result<Vec<Option<Value>>, Error> {
+/// True for a `---` or `...` marker line (the marker followed by nothing or whitespace).
+fn is_marker(line: &str, marker: &str) -> bool {
+    line.strip_prefix(marker)
+        .is_some_and(|rest| rest.chars().next().is_none_or(char::is_whitespace))
+}
+
+/// True when a text has something besides blank lines, comments and directives.
+fn has_content(text: &str) -> bool {
+    text.lines().any(|l| {
+        let t = l.trim();
+        !t.is_empty() && !t.starts_with('#') && !l.starts_with('%')
+    })
+}
+
+/// Splits multi-document YAML at its document markers. A marker is only recognised at the
+/// start of a line, where YAML allows nothing else (block scalar content is indented and flow
+/// scalars may not contain `---` at column 0), so documents are found without parsing them.
+/// A document starts at each `---`; text before the first `---` or after a `...` is a document
+/// only when it has content.
+fn split_yaml(text: &str) -> Vec<Segment<'_>> {
     let mut out = Vec::new();
-    for (i, v) in serde_json::Deserializer::from_str(text)
-        .into_iter::<Value>()
-        .enumerate()
-    {
-        let v = v.map_err(|e| syntax(source, i + 1, format!("invalid JSON: {e}")))?;
-        out.push(match v {
-            Value::Null => None,
-            // A bare array of objects reads like a List.
-            Value::Array(items) => Some(as_list(items)),
-            other => Some(other),
-        });
+    let mut start = 0usize;
+    let mut start_line = 0usize;
+    let mut explicit = false;
+    let mut pos = 0usize;
+    let mut push = |from: usize, to: usize, line: usize, explicit: bool| {
+        let t = &text[from..to];
+        if explicit || has_content(t) {
+            out.push(Segment {
+                line_offset: line,
+                text: t,
+            });
+        }
+    };
+    for (line_no, line) in text.split_inclusive('\n').enumerate() {
+        if is_marker(line, "---") {
+            push(start, pos, start_line, explicit);
+            (start, start_line, explicit) = (pos, line_no, true);
+        } else if is_marker(line, "...") {
+            push(start, pos, start_line, explicit);
+            (start, start_line, explicit) = (pos + line.len(), line_no + 1, false);
+        }
+        pos += line.len();
     }
-    Ok(out)
+    push(start, text.len(), start_line, explicit);
+    out
+}
+
+/// Parses one YAML document; `number` is its number in the text, for errors.
+pub(super) fn parse_segment(
+    seg: &Segment<'_>,
+    number: usize,
+    source: &str,
+) -> Result<Option<Value>, Error> {
+    let mut docs = serde_yaml::Deserializer::from_str(seg.text);
+    let Some(doc) = docs.next() else {
+        return Ok(None);
+    };
+    let value = Value::deserialize(doc).map_err(|e| {
+        // serde_yaml counts lines from the start of the document: count from the file's.
+        let mut message = e.to_string();
+        if let (Some(loc), Some(at)) = (e.location(), message.rfind(" at line ")) {
+            message.truncate(at);
+            message = format!(
+                "{message} at line {} column {}",
+                loc.line() + seg.line_offset,
+                loc.column()
+            );
+        }
+        syntax(source, number, message)
+    })?;
+    if docs.next().is_some() {
+        return Err(syntax(
+            source,
+            number,
+            "more than one YAML document without a `---` line between them".to_string(),
+        ));
+    }
+    Ok(document(value))
+}
+
+/// A parsed JSON value as a document.
+pub(super) fn json_document(value: Value) -> Option<Value> {
+    document(value)
+}
+
+fn document(value: Value) -> Option<Value> {
+    match value {
+        Value::Null => None,
+        Value::Array(items) => Some(as_list(items)),
+        other => Some(other),
+    }
 }
 
 /// A bare array of objects reads like a `v1 List`.

@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::model::{
-    BudgetNodes, ConsolidationPolicy, IntOrPercent, NodeInclusionPolicy, Operator, Pod,
-    Resources, TaintEffect, TolerationOperator, VolumeBindingMode, WhenUnsatisfiable,
+    BudgetNodes, ConsolidationPolicy, IntOrPercent, NodeInclusionPolicy, Operator, Pod, Resources,
+    TaintEffect, TolerationOperator, VolumeBindingMode, WhenUnsatisfiable,
 };
 
 const GI: i64 = 1 << 30;
@@ -51,8 +51,15 @@ fn requests_sum_app_containers_and_take_the_largest_init_container() {
 "#,
     ));
     let r = &pod(&l, "p").requests;
-    assert_eq!(r.cpu, 500, "the init container is larger than the sum (300m)");
-    assert_eq!(r.memory, 200 * MI, "the sum is larger than the init container");
+    assert_eq!(
+        r.cpu, 500,
+        "the init container is larger than the sum (300m)"
+    );
+    assert_eq!(
+        r.memory,
+        200 * MI,
+        "the sum is larger than the init container"
+    );
     assert_eq!(r.pods, 1);
     assert_eq!(r.extended.get("nvidia.com/gpu"), Some(&1000));
 }
@@ -80,7 +87,11 @@ fn sidecars_add_to_the_sum_and_to_later_init_containers_only() {
   - {name: a, resources: {requests: {cpu: 100m}}}
 "#,
     ));
-    assert_eq!(pod(&sidecar_last, "p").requests.cpu, 300, "100m app + 200m sidecar");
+    assert_eq!(
+        pod(&sidecar_last, "p").requests.cpu,
+        300,
+        "100m app + 200m sidecar"
+    );
 }
 
 #[test]
@@ -94,7 +105,11 @@ fn overhead_is_added_and_limits_stand_in_for_missing_requests() {
 "#,
     ));
     let r = &pod(&l, "p").requests;
-    assert_eq!(r.cpu, 1000 + 50, "b's explicit zero request is kept, not its limit");
+    assert_eq!(
+        r.cpu,
+        1000 + 50,
+        "b's explicit zero request is kept, not its limit"
+    );
     assert_eq!(r.memory, GI + 512 * MI + 10 * MI);
 }
 
@@ -165,9 +180,15 @@ fn node_affinity_match_fields_become_hostname_requirements() {
     let first = &p.required_node_affinity[0].requirements;
     assert_eq!(first[1].key, "kubernetes.io/hostname");
     assert_eq!(first[1].values, vec!["node-1"]);
-    assert_eq!(p.required_node_affinity[1].requirements[0].operator, Operator::Gt);
+    assert_eq!(
+        p.required_node_affinity[1].requirements[0].operator,
+        Operator::Gt
+    );
     assert_eq!(p.preferred_node_affinity[0].weight, 50);
-    assert_eq!(p.preferred_node_affinity[0].term.requirements[0].values, vec!["spot"]);
+    assert_eq!(
+        p.preferred_node_affinity[0].term.requirements[0].values,
+        vec!["spot"]
+    );
 }
 
 #[test]
@@ -206,14 +227,29 @@ fn tolerations_spreads_and_pod_affinity_keep_every_field() {
     let p = pod(&l, "p");
     assert_eq!(p.tolerations[0].operator, TolerationOperator::Exists);
     assert_eq!(p.tolerations[0].effect, Some(TaintEffect::NoSchedule));
-    assert_eq!(p.tolerations[1].operator, TolerationOperator::Equal, "empty operator is Equal");
-    assert_eq!(p.tolerations[1].effect, None, "empty effect means all effects");
+    assert_eq!(
+        p.tolerations[1].operator,
+        TolerationOperator::Equal,
+        "empty operator is Equal"
+    );
+    assert_eq!(
+        p.tolerations[1].effect, None,
+        "empty effect means all effects"
+    );
     assert!(p.tolerations[2].key.is_empty());
     let s = &p.topology_spread;
     assert_eq!(s[0].min_domains, Some(3));
     assert_eq!(s[0].match_label_keys, vec!["pod-template-hash"]);
-    assert_eq!(s[0].node_affinity_policy, NodeInclusionPolicy::Honor, "default Honor");
-    assert_eq!(s[0].node_taints_policy, NodeInclusionPolicy::Ignore, "default Ignore");
+    assert_eq!(
+        s[0].node_affinity_policy,
+        NodeInclusionPolicy::Honor,
+        "default Honor"
+    );
+    assert_eq!(
+        s[0].node_taints_policy,
+        NodeInclusionPolicy::Ignore,
+        "default Ignore"
+    );
     assert_eq!(s[1].when_unsatisfiable, WhenUnsatisfiable::ScheduleAnyway);
     assert_eq!(s[1].node_affinity_policy, NodeInclusionPolicy::Ignore);
     assert_eq!(s[1].node_taints_policy, NodeInclusionPolicy::Honor);
@@ -223,7 +259,12 @@ fn tolerations_spreads_and_pod_affinity_keep_every_field() {
     assert_eq!(anti.mismatch_label_keys, vec!["tenant"]);
     let pref = &p.preferred_pod_affinity[0];
     assert_eq!(pref.weight, 10);
-    assert!(pref.term.namespace_selector.as_ref().is_some_and(|s| s.is_empty()));
+    assert!(
+        pref.term
+            .namespace_selector
+            .as_ref()
+            .is_some_and(|s| s.is_empty())
+    );
 }
 
 #[test]
@@ -265,14 +306,25 @@ spec:
 "#,
     );
     let names: Vec<String> = l.snapshot.pods.iter().map(Pod::key).collect();
-    assert_eq!(names, vec!["default/web-0", "default/web-1", "default/web-2", "data/db-0"]);
+    assert_eq!(
+        names,
+        vec![
+            "default/web-0",
+            "default/web-1",
+            "default/web-2",
+            "data/db-0"
+        ]
+    );
     let p = pod(&l, "web-1");
     assert!(p.is_pending());
     assert_eq!(p.labels.get("app").map(String::as_str), Some("web"));
     assert!(p.annotations.contains_key("karpenter.sh/do-not-disrupt"));
     assert_eq!(p.requests.cpu, 250);
     let owner = p.owner.as_ref().unwrap();
-    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Deployment", "web"));
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Deployment", "web")
+    );
     assert_eq!(p.uid, "default/web-1");
 }
 
@@ -286,7 +338,14 @@ fn jobs_run_parallelism_capped_by_remaining_completions() {
     };
     assert_eq!(job("", "", ""), 1, "parallelism defaults to 1");
     assert_eq!(job("  parallelism: 4\n", "", ""), 4);
-    assert_eq!(job("  parallelism: 4\n", "  completions: 5\n", "status: {succeeded: 3}"), 2);
+    assert_eq!(
+        job(
+            "  parallelism: 4\n",
+            "  completions: 5\n",
+            "status: {succeeded: 3}"
+        ),
+        2
+    );
 }
 
 #[test]
@@ -357,7 +416,10 @@ spec:
 "#,
     );
     let ds = &l.snapshot.daemon_sets[0];
-    assert_eq!((ds.namespace.as_str(), ds.name.as_str()), ("monitoring", "node-exporter"));
+    assert_eq!(
+        (ds.namespace.as_str(), ds.name.as_str()),
+        ("monitoring", "node-exporter")
+    );
     assert_eq!(ds.template.requests, {
         let mut r = Resources::cpu_memory(100, 128 * MI);
         r.pods = 1;
@@ -407,10 +469,18 @@ globalDefault: true
 "#,
     );
     assert_eq!(pod(&l, "explicit").priority, 7);
-    assert_eq!(pod(&l, "classed").priority, 1000, "class read after the pod");
+    assert_eq!(
+        pod(&l, "classed").priority,
+        1000,
+        "class read after the pod"
+    );
     assert_eq!(pod(&l, "plain").priority, 10, "globalDefault");
     assert_eq!(pod(&l, "lost").priority, 0);
-    assert!(l.warnings.iter().any(|w| w.contains("\"nope\"") && w.contains("default/lost")));
+    assert!(
+        l.warnings
+            .iter()
+            .any(|w| w.contains("\"nope\"") && w.contains("default/lost"))
+    );
     assert_eq!(l.priority_classes.len(), 2);
 }
 
@@ -434,7 +504,10 @@ spec:
     assert_eq!(np.expire_after, Some(720 * 3600));
     assert_eq!(np.weight, 0);
     assert_eq!(np.node_class.as_deref(), Some("default"));
-    assert_eq!(np.disruption.consolidation_policy, ConsolidationPolicy::WhenEmptyOrUnderutilized);
+    assert_eq!(
+        np.disruption.consolidation_policy,
+        ConsolidationPolicy::WhenEmptyOrUnderutilized
+    );
     assert_eq!(np.disruption.consolidate_after, Some(0));
     assert_eq!(np.disruption.budgets.len(), 1);
     assert_eq!(np.disruption.budgets[0].nodes, BudgetNodes::Percent(10));
@@ -479,7 +552,10 @@ spec:
     let np = &l.snapshot.node_pools[0];
     assert_eq!(np.weight, 50);
     assert_eq!(np.expire_after, None, "Never");
-    assert_eq!(np.disruption.consolidation_policy, ConsolidationPolicy::WhenEmpty);
+    assert_eq!(
+        np.disruption.consolidation_policy,
+        ConsolidationPolicy::WhenEmpty
+    );
     assert_eq!(np.disruption.consolidate_after, Some(5400));
     let b = &np.disruption.budgets;
     assert_eq!(b[0].nodes, BudgetNodes::Count(0));
@@ -487,11 +563,18 @@ spec:
     assert_eq!(b[0].duration, Some(8 * 3600));
     assert_eq!(b[0].reasons, vec!["Drifted", "Underutilized"]);
     assert_eq!(b[1].nodes, BudgetNodes::Percent(25));
-    assert_eq!(b[2].nodes, BudgetNodes::Percent(10), "nodes defaults to 10%");
+    assert_eq!(
+        b[2].nodes,
+        BudgetNodes::Percent(10),
+        "nodes defaults to 10%"
+    );
     let limits = np.limits.as_ref().unwrap();
     assert_eq!((limits.cpu, limits.memory), (100_000, 400 * GI));
     assert_eq!(limits.extended.get("nvidia.com/gpu"), Some(&8000));
-    assert_eq!(np.limited_resources, vec!["cpu", "memory", "nvidia.com/gpu"]);
+    assert_eq!(
+        np.limited_resources,
+        vec!["cpu", "memory", "nvidia.com/gpu"]
+    );
     assert_eq!(np.labels.get("team").map(String::as_str), Some("ml"));
     assert_eq!(np.annotations.get("a").map(String::as_str), Some("b"));
     assert_eq!(np.taints[0].effect, TaintEffect::NoSchedule);
@@ -500,7 +583,9 @@ spec:
     assert_eq!(np.requirements[1].operator, Operator::Gte);
     assert_eq!(np.requirements[3].operator, Operator::DoesNotExist);
     assert_eq!(
-        np.metadata_annotations.get("karpenter.sh/nodepool-hash-version").map(String::as_str),
+        np.metadata_annotations
+            .get("karpenter.sh/nodepool-hash-version")
+            .map(String::as_str),
         Some("v3")
     );
 }
@@ -575,7 +660,10 @@ spec:
     assert_eq!((k.max_pods, k.pods_per_core), (Some(58), Some(4)));
     let kube = k.kube_reserved.as_ref().unwrap();
     assert_eq!((kube.cpu, kube.memory), (200, GI));
-    assert!(kube.extended.is_empty(), "pid is not a schedulable resource");
+    assert!(
+        kube.extended.is_empty(),
+        "pid is not a schedulable resource"
+    );
     assert_eq!(k.system_reserved.as_ref().unwrap().memory, 256 * MI);
     assert_eq!(k.eviction_hard.as_ref().unwrap().ephemeral_storage, 10 * GI);
     assert_eq!(k.eviction_hard.as_ref().unwrap().memory, 0);
@@ -584,7 +672,11 @@ spec:
 
     let br = &l.snapshot.node_classes[1];
     assert_eq!(br.ami_family.as_deref(), Some("Bottlerocket"));
-    assert_eq!(br.root_volume_size, Some(50 * GI), "Bottlerocket's data volume is xvdb");
+    assert_eq!(
+        br.root_volume_size,
+        Some(50 * GI),
+        "Bottlerocket's data volume is xvdb"
+    );
     assert_eq!(br.kubelet.eviction_hard.as_ref().unwrap().memory, 100 * MI);
     assert!(br.kubelet.eviction_hard_percent.is_empty());
 }
@@ -685,16 +777,29 @@ spec: {storageClassName: ""}
 "#,
     );
     let sc = &l.snapshot.storage_classes[0];
-    assert_eq!(sc.volume_binding_mode, VolumeBindingMode::WaitForFirstConsumer);
+    assert_eq!(
+        sc.volume_binding_mode,
+        VolumeBindingMode::WaitForFirstConsumer
+    );
     let req = &sc.allowed_topologies[0].requirements[0];
     assert_eq!((req.operator, req.values.len()), (Operator::In, 2));
     let pv = &l.snapshot.pvs[0];
-    assert_eq!(pv.node_affinity[0].requirements[0].values, vec!["us-east-1a"]);
+    assert_eq!(
+        pv.node_affinity[0].requirements[0].values,
+        vec!["us-east-1a"]
+    );
     let pvcs = &l.snapshot.pvcs;
     assert_eq!(pvcs[0].volume_name.as_deref(), Some("pv-1"));
     assert_eq!(pvcs[0].namespace, "db");
-    assert_eq!(pvcs[1].storage_class.as_deref(), Some("gp3"), "default class");
-    assert_eq!(pvcs[2].storage_class, None, "explicit empty class stays empty");
+    assert_eq!(
+        pvcs[1].storage_class.as_deref(),
+        Some("gp3"),
+        "default class"
+    );
+    assert_eq!(
+        pvcs[2].storage_class, None,
+        "explicit empty class stays empty"
+    );
 }
 
 #[test]
@@ -724,7 +829,13 @@ metadata: {name: shop, labels: {team: web}}
     assert_eq!(pdbs[1].min_available, Some(IntOrPercent::Int(2)));
     assert_eq!(pdbs[1].selector, None);
     assert_eq!(pdbs[1].namespace, "default");
-    assert_eq!(l.snapshot.namespaces[0].labels.get("team").map(String::as_str), Some("web"));
+    assert_eq!(
+        l.snapshot.namespaces[0]
+            .labels
+            .get("team")
+            .map(String::as_str),
+        Some("web")
+    );
 }
 
 #[test]
@@ -757,7 +868,9 @@ metadata: {name: c}
 
 #[test]
 fn nulls_are_absent_and_json_streams_are_read() {
-    let l = load("apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: null}\nspec: {tolerations: ~, containers: [{name: a, resources: {requests: null}}]}\n");
+    let l = load(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: null}\nspec: {tolerations: ~, containers: [{name: a, resources: {requests: null}}]}\n",
+    );
     assert!(pod(&l, "p").labels.is_empty());
     let mut b = SnapshotBuilder::new();
     b.add_document_text(
@@ -766,7 +879,13 @@ fn nulls_are_absent_and_json_streams_are_read() {
         "ns.json",
     )
     .unwrap();
-    let names: Vec<String> = b.finish().snapshot.namespaces.into_iter().map(|n| n.name).collect();
+    let names: Vec<String> = b
+        .finish()
+        .snapshot
+        .namespaces
+        .into_iter()
+        .map(|n| n.name)
+        .collect();
     assert_eq!(names, vec!["a", "b"]);
 }
 
@@ -784,8 +903,14 @@ fn add_value_takes_objects_and_lists() {
     let l = b.finish();
     assert_eq!(l.snapshot.pods.len(), 3);
     let bad = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}, "spec": {"priority": "high"}});
-    let e = SnapshotBuilder::new().add_value(&bad, "sim").unwrap_err().to_string();
-    assert!(e.starts_with("sim (Pod default/x): spec.priority: invalid type"), "{e}");
+    let e = SnapshotBuilder::new()
+        .add_value(&bad, "sim")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("sim (Pod default/x): spec.priority: invalid type"),
+        "{e}"
+    );
 }
 
 // === errors ===
@@ -898,15 +1023,91 @@ fn load_paths_reads_folders_in_sorted_order_and_reports_missing_files() {
     let ns = |n: &str| format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {n}}}\n");
     std::fs::write(dir.join("b.yaml"), ns("b")).unwrap();
     std::fs::write(dir.join("a.yml"), ns("a")).unwrap();
-    std::fs::write(sub.join("c.json"), r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"c"}}"#).unwrap();
+    std::fs::write(
+        sub.join("c.json"),
+        r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"c"}}"#,
+    )
+    .unwrap();
     std::fs::write(dir.join("notes.txt"), "not a manifest").unwrap();
     std::fs::write(dir.join(".hidden.yaml"), "garbage: [").unwrap();
     let l = load_paths(&[dir.display().to_string()]).unwrap();
-    let names: Vec<String> = l.snapshot.namespaces.iter().map(|n| n.name.clone()).collect();
+    let names: Vec<String> = l
+        .snapshot
+        .namespaces
+        .iter()
+        .map(|n| n.name.clone())
+        .collect();
     assert_eq!(names, vec!["a", "b", "c"]);
     let missing = dir.join("nope.yaml").display().to_string();
     let e = load_paths(std::slice::from_ref(&missing)).unwrap_err();
     assert!(matches!(e, Error::Read { .. }));
     assert!(e.to_string().starts_with(&missing), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// === documents ===
+
+#[test]
+fn documents_are_numbered_as_yaml_numbers_them() {
+    let text = "# leading comment\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: b}\n...\n# trailing comment\n--- {apiVersion: v1, kind: Namespace, metadata: {name: c}}\n---\nkind: Namespace\n";
+    let e = load_err(text, "docs.yaml");
+    assert!(
+        e.starts_with("docs.yaml: document 5: apiVersion: missing"),
+        "{e}"
+    );
+    let l = load(
+        &text
+            .replace("kind: Namespace\n---", "kind: Namespace\n--- #")
+            .replace(
+                "---\nkind: Namespace\n",
+                "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: d}\n",
+            ),
+    );
+    let names: Vec<&str> = l
+        .snapshot
+        .namespaces
+        .iter()
+        .map(|n| n.name.as_str())
+        .collect();
+    assert_eq!(names, vec!["a", "b", "c", "d"]);
+}
+
+#[test]
+fn syntax_errors_give_the_line_in_the_file() {
+    let text = "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: [b}\n";
+    let e = load_err(text, "ns.yaml");
+    assert!(e.starts_with("ns.yaml: document 2: "), "{e}");
+    assert!(e.contains("at line 7 column"), "{e}");
+}
+
+#[test]
+fn large_texts_read_on_threads_give_the_same_snapshot_and_first_error() {
+    let doc = |i: usize| {
+        format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: p-{i}, labels: {{app: a{}}}}}\nspec:\n  containers:\n  - name: c\n    image: registry.example.com/some/long/image/name:1.2.3\n    resources: {{requests: {{cpu: {}m, memory: 64Mi}}}}\n",
+            i % 7,
+            100 + i
+        )
+    };
+    let texts: Vec<String> = (0..6000).map(doc).collect();
+    let big = texts.concat();
+    assert!(
+        big.len() > PARALLEL_MIN_BYTES,
+        "exercises the threaded path"
+    );
+    let parallel = load(&big);
+    let mut sequential = SnapshotBuilder::new();
+    for t in &texts {
+        sequential.add_document_text(t, "one.yaml").unwrap();
+    }
+    assert_eq!(parallel.snapshot, sequential.finish().snapshot);
+
+    let mut broken = texts.clone();
+    broken[4500] = broken[4500].replace("memory: 64Mi", "memory: lots");
+    broken[5500] = broken[5500].replace("kind: Pod", "kind: [");
+    let e = load_err(&broken.concat(), "big.yaml");
+    assert!(
+        e.starts_with("big.yaml: document 4501 (Pod default/p-4500): spec.containers[0].resources.requests.memory: invalid quantity \"lots\""),
+        "{e}"
+    );
 }

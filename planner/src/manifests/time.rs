@@ -22,7 +22,9 @@ pub fn parse_rfc3339(s: &str) -> Result<Timestamp, String> {
         if !part.iter().all(u8::is_ascii_digit) {
             return Err(bad("expected digits"));
         }
-        Ok(part.iter().fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0')))
+        Ok(part
+            .iter()
+            .fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0')))
     };
     if b[4] != b'-' || b[7] != b'-' || b[13] != b':' || b[16] != b':' {
         return Err(bad("expected YYYY-MM-DDTHH:MM:SS"));
@@ -111,7 +113,15 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { yoe + era * 400 + 1 } else { yoe + era * 400 }, m, d)
+    (
+        if m <= 2 {
+            yoe + era * 400 + 1
+        } else {
+            yoe + era * 400
+        },
+        m,
+        d,
+    )
 }
 
 #[cfg(test)]
@@ -121,9 +131,18 @@ mod tests {
     #[test]
     fn parses_utc_offsets_and_fractions() {
         assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z").unwrap(), 0);
-        assert_eq!(parse_rfc3339("2024-05-01T12:00:00Z").unwrap(), 1_714_564_800);
-        assert_eq!(parse_rfc3339("2024-05-01T14:00:00+02:00").unwrap(), 1_714_564_800);
-        assert_eq!(parse_rfc3339("2024-05-01T11:30:00.999-00:30").unwrap(), 1_714_564_800);
+        assert_eq!(
+            parse_rfc3339("2024-05-01T12:00:00Z").unwrap(),
+            1_714_564_800
+        );
+        assert_eq!(
+            parse_rfc3339("2024-05-01T14:00:00+02:00").unwrap(),
+            1_714_564_800
+        );
+        assert_eq!(
+            parse_rfc3339("2024-05-01T11:30:00.999-00:30").unwrap(),
+            1_714_564_800
+        );
         assert_eq!(parse_rfc3339("2000-02-29T00:00:00Z").unwrap(), 951_782_400);
         assert_eq!(parse_rfc3339("1969-12-31T23:59:59Z").unwrap(), -1);
     }
