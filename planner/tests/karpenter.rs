@@ -267,57 +267,57 @@ fn close(a: f64, b: f64) -> bool {
 }
 
 fn check_claim(what: &str, c: &PlannedNodeClaim, e: &ClaimExpect, errs: &mut Vec<String>) {
-    if let Some(p) = &e.node_pool {
-        if &c.node_pool != p {
-            errs.push(format!(
-                "{what}: nodePool is {:?}, expected {p:?}",
-                c.node_pool
-            ));
-        }
+    if let Some(p) = &e.node_pool
+        && &c.node_pool != p
+    {
+        errs.push(format!(
+            "{what}: nodePool is {:?}, expected {p:?}",
+            c.node_pool
+        ));
     }
-    if let Some(z) = &e.zones {
-        if sorted(&c.zones) != sorted(z) {
-            errs.push(format!(
-                "{what}: zones are {:?}, expected {:?}",
-                c.zones,
-                sorted(z)
-            ));
-        }
+    if let Some(z) = &e.zones
+        && sorted(&c.zones) != sorted(z)
+    {
+        errs.push(format!(
+            "{what}: zones are {:?}, expected {:?}",
+            c.zones,
+            sorted(z)
+        ));
     }
-    if let Some(z) = &e.zones_within {
-        if c.zones.is_empty() || c.zones.iter().any(|x| !z.contains(x)) {
-            errs.push(format!(
-                "{what}: zones are {:?}, expected a subset of {z:?}",
-                c.zones
-            ));
-        }
+    if let Some(z) = &e.zones_within
+        && (c.zones.is_empty() || c.zones.iter().any(|x| !z.contains(x)))
+    {
+        errs.push(format!(
+            "{what}: zones are {:?}, expected a subset of {z:?}",
+            c.zones
+        ));
     }
-    if let Some(ct) = &e.capacity_types {
-        if sorted(&c.capacity_types) != sorted(ct) {
-            errs.push(format!(
-                "{what}: capacityTypes are {:?}, expected {:?}",
-                c.capacity_types,
-                sorted(ct)
-            ));
-        }
+    if let Some(ct) = &e.capacity_types
+        && sorted(&c.capacity_types) != sorted(ct)
+    {
+        errs.push(format!(
+            "{what}: capacityTypes are {:?}, expected {:?}",
+            c.capacity_types,
+            sorted(ct)
+        ));
     }
-    if let Some(t) = &e.instance_type {
-        if c.instance_types.first() != Some(t) {
-            errs.push(format!(
-                "{what}: cheapest instance type is {:?}, expected {t:?} (all: {:?})",
-                c.instance_types.first(),
-                c.instance_types
-            ));
-        }
+    if let Some(t) = &e.instance_type
+        && c.instance_types.first() != Some(t)
+    {
+        errs.push(format!(
+            "{what}: cheapest instance type is {:?}, expected {t:?} (all: {:?})",
+            c.instance_types.first(),
+            c.instance_types
+        ));
     }
-    if let Some(ts) = &e.instance_types {
-        if sorted(&c.instance_types) != sorted(ts) {
-            errs.push(format!(
-                "{what}: instanceTypes are {:?}, expected exactly {:?}",
-                c.instance_types,
-                sorted(ts)
-            ));
-        }
+    if let Some(ts) = &e.instance_types
+        && sorted(&c.instance_types) != sorted(ts)
+    {
+        errs.push(format!(
+            "{what}: instanceTypes are {:?}, expected exactly {:?}",
+            c.instance_types,
+            sorted(ts)
+        ));
     }
     if let Some(ts) = &e.instance_types_include {
         let missing: Vec<_> = ts
@@ -366,23 +366,23 @@ fn check_claim(what: &str, c: &PlannedNodeClaim, e: &ClaimExpect, errs: &mut Vec
             ));
         }
     }
-    if let Some(p) = e.price {
-        if !close(c.price, p) {
-            errs.push(format!("{what}: price is {}, expected {p}", c.price));
-        }
+    if let Some(p) = e.price
+        && !close(c.price, p)
+    {
+        errs.push(format!("{what}: price is {}, expected {p}", c.price));
     }
-    if let Some(p) = e.price_max {
-        if c.price > p + 1e-9 {
-            errs.push(format!(
-                "{what}: price is {}, expected at most {p}",
-                c.price
-            ));
-        }
+    if let Some(p) = e.price_max
+        && c.price > p + 1e-9
+    {
+        errs.push(format!(
+            "{what}: price is {}, expected at most {p}",
+            c.price
+        ));
     }
-    if let Some(n) = e.pod_count {
-        if c.pods.len() != n {
-            errs.push(format!("{what}: holds {} pods, expected {n}", c.pods.len()));
-        }
+    if let Some(n) = e.pod_count
+        && c.pods.len() != n
+    {
+        errs.push(format!("{what}: holds {} pods, expected {n}", c.pods.len()));
     }
 }
 
@@ -443,34 +443,34 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
             "every pod should be scheduled, unschedulable: {list:?}"
         ));
     }
-    if let Some(n) = expect.scheduled_count {
-        if pl.by_pod.len() != n {
-            errs.push(format!("{} pods scheduled, expected {n}", pl.by_pod.len()));
-        }
+    if let Some(n) = expect.scheduled_count
+        && pl.by_pod.len() != n
+    {
+        errs.push(format!("{} pods scheduled, expected {n}", pl.by_pod.len()));
     }
-    if let Some(n) = expect.unschedulable_count {
-        if plan.unschedulable.len() != n {
-            errs.push(format!(
-                "{} pods unschedulable, expected {n}",
-                plan.unschedulable.len()
-            ));
-        }
+    if let Some(n) = expect.unschedulable_count
+        && plan.unschedulable.len() != n
+    {
+        errs.push(format!(
+            "{} pods unschedulable, expected {n}",
+            plan.unschedulable.len()
+        ));
     }
-    if let Some(n) = expect.new_node_claims {
-        if plan.node_claims.len() != n {
-            errs.push(format!(
-                "{} new NodeClaims, expected {n}",
-                plan.node_claims.len()
-            ));
-        }
+    if let Some(n) = expect.new_node_claims
+        && plan.node_claims.len() != n
+    {
+        errs.push(format!(
+            "{} new NodeClaims, expected {n}",
+            plan.node_claims.len()
+        ));
     }
-    if let Some(n) = expect.new_node_claims_max {
-        if plan.node_claims.len() > n {
-            errs.push(format!(
-                "{} new NodeClaims, expected at most {n}",
-                plan.node_claims.len()
-            ));
-        }
+    if let Some(n) = expect.new_node_claims_max
+        && plan.node_claims.len() > n
+    {
+        errs.push(format!(
+            "{} new NodeClaims, expected at most {n}",
+            plan.node_claims.len()
+        ));
     }
     if let Some(by_pool) = &expect.node_claims_by_pool {
         let mut got: BTreeMap<String, usize> = BTreeMap::new();
@@ -660,15 +660,15 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
             {
                 return false;
             }
-            if let Some(ns) = &de.nodes {
-                if sorted(&d.nodes) != sorted(ns) {
-                    return false;
-                }
+            if let Some(ns) = &de.nodes
+                && sorted(&d.nodes) != sorted(ns)
+            {
+                return false;
             }
-            if let Some(ns) = &de.nodes_include {
-                if !ns.iter().all(|n| d.nodes.contains(n)) {
-                    return false;
-                }
+            if let Some(ns) = &de.nodes_include
+                && !ns.iter().all(|n| d.nodes.contains(n))
+            {
+                return false;
             }
             de.node_count.is_none_or(|n| d.nodes.len() == n)
         });
@@ -684,37 +684,37 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
             ));
             continue;
         };
-        if let Some(n) = de.replacements {
-            if d.replacements.len() != n {
-                errs.push(format!(
-                    "disruption {} {:?}: {} replacements, expected {n}",
-                    d.reason,
-                    d.nodes,
-                    d.replacements.len()
-                ));
-            }
+        if let Some(n) = de.replacements
+            && d.replacements.len() != n
+        {
+            errs.push(format!(
+                "disruption {} {:?}: {} replacements, expected {n}",
+                d.reason,
+                d.nodes,
+                d.replacements.len()
+            ));
         }
         if let Some(ce) = &de.replacement {
             for r in &d.replacements {
                 check_claim(&format!("replacement {}", r.name), r, ce, &mut errs);
             }
         }
-        if let Some(s) = de.savings_min {
-            if d.savings_per_hour + 1e-9 < s {
-                errs.push(format!(
-                    "disruption {} {:?}: saves {}, expected at least {s}",
-                    d.reason, d.nodes, d.savings_per_hour
-                ));
-            }
-        }
-    }
-    if let Some(n) = expect.disruptions_count {
-        if plan.disruptions.len() != n {
+        if let Some(s) = de.savings_min
+            && d.savings_per_hour + 1e-9 < s
+        {
             errs.push(format!(
-                "{} disruptions, expected {n}: {described:?}",
-                plan.disruptions.len()
+                "disruption {} {:?}: saves {}, expected at least {s}",
+                d.reason, d.nodes, d.savings_per_hour
             ));
         }
+    }
+    if let Some(n) = expect.disruptions_count
+        && plan.disruptions.len() != n
+    {
+        errs.push(format!(
+            "{} disruptions, expected {n}: {described:?}",
+            plan.disruptions.len()
+        ));
     }
     if let Some(n) = expect.disrupted_nodes {
         let got: usize = plan.disruptions.iter().map(|d| d.nodes.len()).sum();
@@ -732,21 +732,21 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
             ));
         }
     }
-    if let Some(c) = expect.cost_per_hour {
-        if !close(plan.summary.cost_per_hour, c) {
-            errs.push(format!(
-                "costPerHour is {}, expected {c}",
-                plan.summary.cost_per_hour
-            ));
-        }
+    if let Some(c) = expect.cost_per_hour
+        && !close(plan.summary.cost_per_hour, c)
+    {
+        errs.push(format!(
+            "costPerHour is {}, expected {c}",
+            plan.summary.cost_per_hour
+        ));
     }
-    if let Some(c) = expect.cost_per_hour_max {
-        if plan.summary.cost_per_hour > c + 1e-9 {
-            errs.push(format!(
-                "costPerHour is {}, expected at most {c}",
-                plan.summary.cost_per_hour
-            ));
-        }
+    if let Some(c) = expect.cost_per_hour_max
+        && plan.summary.cost_per_hour > c + 1e-9
+    {
+        errs.push(format!(
+            "costPerHour is {}, expected at most {c}",
+            plan.summary.cost_per_hour
+        ));
     }
     // Contract invariant: every pending pod in exactly one place.
     for pod in &pending {
