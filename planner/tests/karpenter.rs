@@ -830,6 +830,10 @@ fn plan_options(options: &Options) -> Result<PlanOptions, String> {
     })
 }
 
+fn verbose_labels() -> bool {
+    std::env::var_os("KARPENTER_LABELS").is_some()
+}
+
 fn describe(plan: &Plan) -> String {
     let mut s = String::new();
     for c in &plan.node_claims {
@@ -844,6 +848,9 @@ fn describe(plan: &Plan) -> String {
             c.price,
             c.pods
         );
+        if verbose_labels() {
+            let _ = writeln!(s, "      labels={:?} taints={:?}", c.labels, c.taints);
+        }
     }
     for e in &plan.existing_nodes {
         let _ = writeln!(s, "    existing {} pods={:?}", e.name, e.pods);
