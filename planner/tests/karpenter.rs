@@ -140,6 +140,8 @@ struct Expect {
     disruptions_count: Option<usize>,
     /// Total number of nodes named by all disruptions.
     disrupted_nodes: Option<usize>,
+    /// Sum of `savingsPerHour` over all disruptions, at most.
+    total_savings_max: Option<f64>,
     /// Nodes that no disruption may name.
     #[serde(default)]
     not_disrupted: Vec<String>,
@@ -721,6 +723,14 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
         if got != n {
             errs.push(format!(
                 "{got} nodes disrupted, expected {n}: {described:?}"
+            ));
+        }
+    }
+    if let Some(max) = expect.total_savings_max {
+        let got: f64 = plan.disruptions.iter().map(|d| d.savings_per_hour).sum();
+        if got > max + 1e-9 {
+            errs.push(format!(
+                "disruptions save {got} in total, expected at most {max}: {described:?}"
             ));
         }
     }
