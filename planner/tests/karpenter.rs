@@ -899,7 +899,12 @@ fn run_one(dir: &Path, root: &Path) -> Result<(Vec<String>, String), String> {
     let catalog = load_catalog(dir, root, &options)?;
     let opts = plan_options(&options)?;
     let plan = planner::plan(&loaded.snapshot, &catalog, &opts);
-    let errs = check(&expect, &plan, &loaded.snapshot);
+    let mut errs = check(&expect, &plan, &loaded.snapshot);
+    // Contract: the same input gives the same output, byte for byte.
+    let again = planner::plan(&loaded.snapshot, &catalog, &opts);
+    if serde_json::to_string(&plan).ok() != serde_json::to_string(&again).ok() {
+        errs.push("planning the same input twice gave different plans".to_string());
+    }
     Ok((errs, describe(&plan)))
 }
 
