@@ -351,12 +351,7 @@ pub(super) fn problem(
         }
         for t in usable {
             let te = &pool.types[t as usize];
-            let alloc = te
-                .alloc
-                .iter()
-                .zip(pool.daemon.iter())
-                .map(|(a, o)| (a.saturating_sub(*o)).max(0) as f64)
-                .collect();
+            let alloc = te.free.iter().map(|a| (*a).max(0) as f64).collect();
             columns.push(Column {
                 price: te.price,
                 alloc,

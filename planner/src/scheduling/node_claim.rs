@@ -82,7 +82,8 @@ pub(crate) struct Claim {
     pub(crate) reqs: Requirements,
     /// Indices into the pool's types that still fit, cheapest first.
     pub(crate) types: Vec<u32>,
-    /// Slot-wise max allocatable over `types`, for a quick reject.
+    /// Slot-wise max of what pods may use (allocatable minus DaemonSets) over `types`, for a
+    /// quick reject.
     pub(crate) max_alloc: Vector,
     /// Sum of its pods' requests (DaemonSet overhead not included).
     pub(crate) used: Vector,
@@ -101,7 +102,7 @@ impl Claim {
     pub(crate) fn new(pool_idx: usize, pool: &Pool<'_>, types: Vec<u32>, hostname: String) -> Self {
         let mut max_alloc = vec![0; pool.daemon.len()].into_boxed_slice();
         for &t in &types {
-            dims::max_in(&mut max_alloc, &pool.types[t as usize].alloc);
+            dims::max_in(&mut max_alloc, &pool.types[t as usize].free);
         }
         let mut reqs = pool.reqs.clone();
         reqs.add(crate::requirements::Requirement::is_in(
@@ -123,8 +124,8 @@ impl Claim {
 
     /// The cheap part of [`Claim::check`] (resources against the largest type, host ports,
     /// requirement compatibility), to run before asking topology.
-    pub(crate) fn quick_check(&self, pool: &Pool<'_>, sig: &Sig) -> Result<(), Reject> {
-        if !dims::fits3(&self.used, &sig.requests, &pool.daemon, &self.max_alloc) {
+    pub(crate) fn quick_check(&self, sig: &Sig) -> Result<(), Reject> {
+        if !dims::fits2(&self.used, &sig.requests, &self.max_alloc) {
             return Err(Reject::permanent("not enough resources"));
         }
         if let Some(p) = port_conflict(&self.ports, &sig.host_ports) {
@@ -150,7 +151,7 @@ impl Claim {
         topo: Option<&Requirements>,
         min_values: MinValuesPolicy,
     ) -> Result<Narrowed, Reject> {
-        if !dims::fits3(&self.used, &sig.requests, &pool.daemon, &self.max_alloc) {
+        if !dims::fits2(&self.used, &sig.requests, &self.max_alloc) {
             return Err(Reject::permanent("not enough resources"));
         }
         if let Some(p) = port_conflict(&self.ports, &sig.host_ports) {
@@ -196,7 +197,7 @@ impl Claim {
             .copied()
             .filter(|&t| {
                 let te = &pool.types[t as usize];
-                dims::fits2(&total, &pool.daemon, &te.alloc)
+                dims::fits(&total, &te.free)
                     && (new_reqs.is_none()
                         || (te.reqs.intersects(reqs).is_ok()
                             && te.cheapest_allowed(reqs).is_some()))
@@ -249,7 +250,7 @@ impl Claim {
         if n.types.len() != self.types.len() {
             self.max_alloc.iter_mut().for_each(|x| *x = 0);
             for &t in &n.types {
-                dims::max_in(&mut self.max_alloc, &pool.types[t as usize].alloc);
+                dims::max_in(&mut self.max_alloc, &pool.types[t as usize].free);
             }
         }
         self.types = n.types;

@@ -9,7 +9,7 @@ use super::scheduler::Run;
 
 /// Improves the packing of `run`'s new claims in place.
 pub(super) fn improve(run: &mut Run<'_, '_>) {
-    if run.s.topology_active || run.claims.len() < 2 {
+    if run.s.topology_active || run.claims.is_empty() {
         return;
     }
     for p in 0..run.s.pools.len() {
@@ -31,7 +31,7 @@ fn repack_pool(run: &mut Run<'_, '_>, p: usize) {
     let old: Vec<usize> = (0..run.claims.len())
         .filter(|&c| run.claims[c].pool == p && !run.claims[c].pods.is_empty())
         .collect();
-    if old.len() < 2 {
+    if old.is_empty() {
         return;
     }
     let items: Vec<u32> = old
@@ -261,8 +261,9 @@ pub(super) fn claim_price(run: &Run<'_, '_>, c: usize) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
-/// For each claim, cheapest first: move all its pods onto the other claims when that lowers
-/// the total price (the freed claim's price exceeds the increase of the receivers').
+/// For each claim, cheapest first: move all its pods onto the other claims of the same NodePool
+/// when that lowers the total price (the freed claim's price exceeds the increase of the
+/// receivers'). Pods never change NodePool: weights decide which pool takes a pod.
 fn empty_claims(run: &mut Run<'_, '_>) {
     let mut order: Vec<usize> = (0..run.claims.len()).collect();
     let prices: Vec<f64> = order.iter().map(|&c| claim_price(run, c)).collect();
@@ -280,7 +281,10 @@ fn empty_claims(run: &mut Run<'_, '_>) {
             let sig_id = run.items[i as usize].sig;
             let mut placed = false;
             for c in 0..run.claims.len() {
-                if c == v || run.claims[c].pods.is_empty() {
+                if c == v
+                    || run.claims[c].pods.is_empty()
+                    || run.claims[c].pool != run.claims[v].pool
+                {
                     continue;
                 }
                 if budget == 0 {
@@ -392,10 +396,9 @@ fn lp_pack(
         .map(|&t| super::lower_bound::Column {
             price: pool.types[t].price,
             alloc: pool.types[t]
-                .alloc
+                .free
                 .iter()
-                .zip(pool.daemon.iter())
-                .map(|(a, o)| (a.saturating_sub(*o)).max(0) as f64)
+                .map(|a| (*a).max(0) as f64)
                 .collect(),
         })
         .collect();
@@ -424,14 +427,13 @@ fn lp_pack(
         match target {
             Some(t) => {
                 for &r in &slots {
-                    cap[r] = (pool.types[t].alloc[r] - pool.daemon[r]).max(0) as f64;
+                    cap[r] = pool.types[t].free[r].max(0) as f64;
                 }
             }
             None => {
                 for &t in &col_types {
                     for &r in &slots {
-                        cap[r] =
-                            cap[r].max((pool.types[t].alloc[r] - pool.daemon[r]).max(0) as f64);
+                        cap[r] = cap[r].max(pool.types[t].free[r].max(0) as f64);
                     }
                 }
             }

@@ -19,6 +19,11 @@ pub(crate) struct TypeEntry {
     pub(crate) alloc: Vector,
     /// Capacity, for NodePool limits.
     pub(crate) capacity: Vector,
+    /// DaemonSet overhead on a node of this type: the pool's DaemonSets whose pods would run on
+    /// this type (a DaemonSet that selects another architecture does not count).
+    pub(crate) daemon: Vector,
+    /// What pods may use: allocatable minus `daemon`.
+    pub(crate) free: Vector,
     /// The labels a node of this type carries, as requirements (well-known labels it does not
     /// carry are `DoesNotExist`), with the zones and capacity types of its usable offerings.
     pub(crate) reqs: Requirements,
@@ -118,6 +123,10 @@ impl<'a> Pool<'a> {
             zone_names: None,
             capacity_type_names: None,
         };
+        if np.deletion_time.is_some() {
+            pool.unusable = Some(format!("NodePool {} is being deleted", np.name));
+            return pool;
+        }
         if let Some(class) = class_missing {
             pool.unusable = Some(format!(
                 "NodePool {} references EC2NodeClass {class}, which is not in the input",
@@ -135,22 +144,23 @@ impl<'a> Pool<'a> {
                 return pool;
             }
         }
-        if let Some(r) = pool.reqs.first_empty() {
-            pool.unusable = Some(format!(
-                "NodePool {} requirements allow no value for {}",
-                np.name,
-                r.key()
-            ));
-            return pool;
-        }
-        for ds in daemons {
-            if ds.compatible_with_template(&pool.reqs, &np.taints) {
-                dims::add(&mut pool.daemon, &ds.requests);
-                pool.daemon_ports.extend(ds.host_ports.iter().cloned());
-            }
+        let pool_daemons: Vec<&DaemonInfo<'_>> = daemons
+            .iter()
+            .filter(|ds| ds.compatible_with_template(&pool.reqs, &np.taints))
+            .collect();
+        for ds in &pool_daemons {
+            dims::add(&mut pool.daemon, &ds.requests);
+            pool.daemon_ports.extend(ds.host_ports.iter().cloned());
         }
         for it in &catalog.instance_types {
-            if let Some(t) = type_entry(it, &pool.reqs, d) {
+            if let Some(mut t) = type_entry(it, &pool.reqs, d) {
+                for ds in &pool_daemons {
+                    if ds.compatible_with_type(&t.reqs) {
+                        dims::add(&mut t.daemon, &ds.requests);
+                    }
+                }
+                t.free = t.alloc.clone();
+                dims::sub(&mut t.free, &t.daemon);
                 pool.types.push(t);
             }
         }
@@ -307,6 +317,8 @@ fn type_entry(it: &InstanceType, pool_reqs: &Requirements, d: &Dims) -> Option<T
         name: it.name.clone(),
         alloc: d.capacity(&it.allocatable()),
         capacity: d.vector(&it.capacity),
+        daemon: d.zero(),
+        free: d.zero(),
         reqs,
         offerings,
         price,
@@ -376,6 +388,14 @@ impl<'a> DaemonInfo<'a> {
                 .iter()
                 .any(|t| reqs.compatible(t, Undefined::AllowWellKnown).is_ok())
         })
+    }
+
+    /// Whether its pod would run on a node of an instance type (given as the type's
+    /// requirements): some required term intersects them.
+    pub(crate) fn compatible_with_type(&self, type_reqs: &Requirements) -> bool {
+        self.terms
+            .as_ref()
+            .is_some_and(|terms| terms.iter().any(|t| type_reqs.intersects(t).is_ok()))
     }
 
     /// Whether its pod would run on an existing node with these labels and taints.

@@ -179,15 +179,16 @@ impl Run<'_, '_> {
                     cts.first().cloned().unwrap_or_default(),
                 );
             }
-            // Labels every remaining type agrees on (arch, os, instance type when single).
-            for key in [labels::ARCH, labels::OS, labels::INSTANCE_TYPE] {
-                let mut vals = priced
-                    .iter()
-                    .map(|&(_, _, t)| pool.types[t].labels.get(key));
-                if let Some(Some(first)) = vals.next()
-                    && vals.all(|v| v == Some(first))
-                {
-                    node_labels.insert(key.to_string(), first.clone());
+            // Labels every listed type carries with the same value (instance family, cpu, arch,
+            // ...; the instance type itself when only one is listed).
+            if let Some(&(_, _, first)) = priced.first() {
+                for (key, value) in &pool.types[first].labels {
+                    if priced[1..]
+                        .iter()
+                        .all(|&(_, _, t)| pool.types[t].labels.get(key) == Some(value))
+                    {
+                        node_labels.insert(key.clone(), value.clone());
+                    }
                 }
             }
             node_labels.remove(labels::HOSTNAME);
@@ -224,6 +225,7 @@ impl Run<'_, '_> {
                 out.existing.push((n.name.clone(), pods));
             }
         }
+        out.existing.sort();
         for (i, reason) in &self.unschedulable {
             out.unschedulable
                 .push((self.items[*i as usize].pod.key(), reason.clone()));
