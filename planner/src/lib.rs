@@ -13,6 +13,7 @@ pub mod labels;
 pub mod model;
 pub mod plan;
 pub mod requirements;
+mod scheduling;
 
 use catalog::Catalog;
 use model::{ClusterSnapshot, PlanOptions};

@@ -1,0 +1,70 @@
+//! Interned domain values per topology key, and which taints guard each domain (for
+//! `nodeTaintsPolicy: Honor`, Karpenter's `TopologyDomainGroup`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::model::{Taint, Toleration};
+use crate::requirements::taints::tolerates_all;
+
+/// The values one topology key takes, interned so that groups count by index.
+#[derive(Clone, Debug, Default)]
+pub(super) struct KeyDomains {
+    names: Vec<Arc<str>>,
+    index: HashMap<Arc<str>, u32>,
+    /// Taint sets of the NodePools and nodes that can produce each value (by index); an empty
+    /// set anywhere means every pod may land there.
+    taints: Vec<Vec<Vec<Taint>>>,
+}
+
+// === impl KeyDomains ===
+
+impl KeyDomains {
+    /// The index of `value`, if known.
+    pub(super) fn id(&self, value: &str) -> Option<u32> {
+        self.index.get(value).copied()
+    }
+
+    /// The index of `value`, interning it.
+    pub(super) fn intern(&mut self, value: &str) -> u32 {
+        if let Some(id) = self.id(value) {
+            return id;
+        }
+        let id = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        let name: Arc<str> = Arc::from(value);
+        self.names.push(name.clone());
+        self.index.insert(name, id);
+        self.taints.push(Vec::new());
+        id
+    }
+
+    /// The value of an index.
+    pub(super) fn name(&self, id: u32) -> &Arc<str> {
+        &self.names[id as usize]
+    }
+
+    /// Number of values.
+    pub(super) fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Records that a source guarded by `taints` can produce domain `id`.
+    pub(super) fn add_source(&mut self, id: u32, taints: &[Taint]) {
+        let sets = &mut self.taints[id as usize];
+        if sets.first().is_some_and(Vec::is_empty) {
+            return;
+        }
+        if taints.is_empty() {
+            *sets = vec![Vec::new()];
+        } else if !sets.iter().any(|s| s.as_slice() == taints) {
+            sets.push(taints.to_vec());
+        }
+    }
+
+    /// True when a pod with `tolerations` tolerates some source of domain `id` (a domain with no
+    /// known source is open to all).
+    pub(super) fn tolerated(&self, id: u32, tolerations: &[Toleration]) -> bool {
+        let sets = &self.taints[id as usize];
+        sets.is_empty() || sets.iter().any(|s| tolerates_all(s, tolerations))
+    }
+}
