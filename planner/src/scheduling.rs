@@ -10,3 +10,6 @@ pub(crate) mod preferences;
 pub(crate) mod topology;
 #[allow(dead_code)]
 pub(crate) mod volumes;
+
+#[cfg(test)]
+pub(crate) mod test_util;

@@ -188,13 +188,13 @@ impl fmt::Display for Unsatisfiable {
                     format!("a pod matching {}", self.selector)
                 };
                 let occupied = self.counts.iter().filter(|(_, c)| *c > 0).count();
-                if let Some(d) = &self.node_domain {
-                    if key == labels::HOSTNAME || self.counts.is_empty() {
+                if let (Some(d), Some(c)) = (&self.node_domain, self.node_count) {
+                    if c > 0 {
                         return write!(f, "pod anti-affinity on {key}: {noun} {d} already holds {who}");
                     }
                 }
                 if !self.counts.is_empty() && occupied == self.counts.len() {
-                    let holds = if self.inverse { "hold" } else { "holds" };
+                    let holds = "hold";
                     let subject = if self.inverse {
                         who.clone()
                     } else {
@@ -304,6 +304,17 @@ impl NodeInfo {
     }
 }
 
+/// A recorded placement, kept so that groups created later (pods the topology was not built
+/// with) also count the pods placed earlier in the plan.
+#[derive(Clone, Debug)]
+struct Placement {
+    sig: u32,
+    /// The node's requirements on the keys topology may look at.
+    reqs: Requirements,
+    taints: Vec<Taint>,
+    delta: i32,
+}
+
 #[derive(Clone, Debug)]
 struct Pool {
     reqs: Requirements,
@@ -336,6 +347,10 @@ pub(crate) struct Topology {
     sigs: Vec<LabelSig>,
     sig_ids: HashMap<u64, Vec<u32>>,
     pods: HashMap<String, PodEntry>,
+
+    placements: Vec<Placement>,
+    /// Topology keys and node-selector keys of the pods: what a placement keeps.
+    placement_keys: BTreeSet<String>,
 }
 
 // === impl Topology ===
@@ -414,7 +429,15 @@ impl Topology {
             sigs: Vec::new(),
             sig_ids: HashMap::new(),
             pods: HashMap::new(),
+            placements: Vec::new(),
+            placement_keys: [labels::HOSTNAME, labels::ZONE, labels::CAPACITY_TYPE]
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
         };
+        for p in input.pending {
+            t.placement_keys.extend(constraint_keys(p));
+        }
         // Anti-affinity of bound pods applies back to the pods being placed.
         for (p, node) in bound_anti {
             for term in &p.pod_anti_affinity {
@@ -576,6 +599,24 @@ impl Topology {
             self.register_pod(pod);
         }
         let sig = self.pods[&pod.uid].sig as usize;
+        let kept: Requirements = node_reqs
+            .iter()
+            .filter(|r| self.placement_keys.contains(r.key()))
+            .cloned()
+            .collect();
+        for r in kept.iter() {
+            if let (Some(&k), false) = (self.key_ids.get(r.key()), r.is_complement()) {
+                for v in r.values() {
+                    self.keys[k as usize].intern(v);
+                }
+            }
+        }
+        self.placements.push(Placement {
+            sig: sig as u32,
+            reqs: kept,
+            taints: taints.to_vec(),
+            delta,
+        });
         let Self {
             groups,
             inverse,
@@ -753,6 +794,13 @@ impl Topology {
                 kd.add_source(id, &n.taints);
             }
         }
+        for pl in &self.placements {
+            if let Some(r) = pl.reqs.get(key).filter(|r| !r.is_complement()) {
+                for v in r.values() {
+                    kd.intern(v);
+                }
+            }
+        }
         let k = u32::try_from(self.keys.len()).unwrap_or(u32::MAX);
         self.keys.push(kd);
         self.key_ids.insert(key.to_string(), k);
@@ -793,6 +841,22 @@ impl Topology {
                 }
                 if let Some(id) = kd.id(v) {
                     g.add(id, 1);
+                }
+            }
+        }
+        for pl in &self.placements {
+            let sig = &self.sigs[pl.sig as usize];
+            if !g.selects(&sig.namespace, &sig.labels, &self.ns_labels) || !g.node_counts(&pl.taints, &pl.reqs) {
+                continue;
+            }
+            let Some(r) = pl.reqs.get(&g.spec.key).filter(|r| !r.is_complement()) else {
+                continue;
+            };
+            if g.spec.kind == Kind::AntiAffinity || r.values().len() == 1 {
+                for v in r.values() {
+                    if let Some(id) = kd.id(v) {
+                        g.add(id, pl.delta);
+                    }
                 }
             }
         }
@@ -924,6 +988,27 @@ fn filter_terms(pod: &Pod) -> Vec<Requirements> {
             Some(r)
         })
         .collect()
+}
+
+/// Keys a pod's topology may look at: its topology keys and its node-selector keys.
+fn constraint_keys(p: &Pod) -> impl Iterator<Item = String> + '_ {
+    p.topology_spread
+        .iter()
+        .map(|c| c.topology_key.clone())
+        .chain(
+            p.pod_affinity
+                .iter()
+                .chain(&p.pod_anti_affinity)
+                .chain(p.preferred_pod_affinity.iter().map(|w| &w.term))
+                .chain(p.preferred_pod_anti_affinity.iter().map(|w| &w.term))
+                .map(|t| t.topology_key.clone()),
+        )
+        .chain(p.node_selector.keys().cloned())
+        .chain(
+            p.required_node_affinity
+                .iter()
+                .flat_map(|t| t.requirements.iter().map(|r| r.key.clone())),
+        )
 }
 
 fn hash_constraints(p: &Pod, h: &mut impl Hasher) {
