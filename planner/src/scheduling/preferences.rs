@@ -7,9 +7,7 @@
 //! spreads, and last a toleration of `PreferNoSchedule` taints. With
 //! [`PreferencePolicy::Ignore`] preferences are stripped before the first attempt.
 
-use crate::model::{
-    ClusterSnapshot, Pod, PreferencePolicy, TaintEffect, WhenUnsatisfiable,
-};
+use crate::model::{ClusterSnapshot, Pod, PreferencePolicy, TaintEffect, WhenUnsatisfiable};
 use crate::requirements::taints::prefer_no_schedule_toleration;
 
 /// What one relaxation step removed or added, for logs and reasons.

@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::labels;
 use crate::model::{
-    ClusterSnapshot, LabelSelector, Labels, Node, NodeInclusionPolicy, NodePool, Operator,
-    Pod, PodAffinityTerm, PodPhase, Requirement as InputRequirement, Taint,
-    TopologySpreadConstraint, WeightedPodAffinityTerm, WhenUnsatisfiable,
+    ClusterSnapshot, LabelSelector, Labels, Node, NodeInclusionPolicy, NodePool, Operator, Pod,
+    PodAffinityTerm, PodPhase, Requirement as InputRequirement, Taint, TopologySpreadConstraint,
+    WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
 use crate::requirements::taints::tolerates_all;
 use crate::requirements::{Requirement, Requirements, Undefined};
@@ -45,8 +45,15 @@ pub(crate) fn pod(name: &str, pairs: &[(&str, &str)]) -> Pod {
 }
 
 /// `n` pods `<prefix>-<i>` built by `f`.
-pub(crate) fn pods(prefix: &str, n: usize, f: impl Fn(Pod) -> Pod, pairs: &[(&str, &str)]) -> Vec<Pod> {
-    (0..n).map(|i| f(pod(&format!("{prefix}-{i}"), pairs))).collect()
+pub(crate) fn pods(
+    prefix: &str,
+    n: usize,
+    f: impl Fn(Pod) -> Pod,
+    pairs: &[(&str, &str)],
+) -> Vec<Pod> {
+    (0..n)
+        .map(|i| f(pod(&format!("{prefix}-{i}"), pairs)))
+        .collect()
 }
 
 /// A bound running copy of `p` on `node`.
@@ -150,7 +157,9 @@ pub(crate) struct Outcome {
 impl Outcome {
     /// Index of the node holding pod `name`.
     pub(crate) fn node_of(&self, name: &str) -> Option<&SimNode> {
-        self.nodes.iter().find(|n| n.pods.iter().any(|p| p.name == name))
+        self.nodes
+            .iter()
+            .find(|n| n.pods.iter().any(|p| p.name == name))
     }
 
     /// Domain on `key` of the node holding pod `name`.
@@ -178,7 +187,9 @@ pub(crate) fn universe(snapshot: &ClusterSnapshot) -> BTreeMap<String, BTreeSet<
     for p in &snapshot.node_pools {
         for r in &p.requirements {
             if r.operator == Operator::In {
-                out.entry(r.key.clone()).or_default().extend(r.values.iter().cloned());
+                out.entry(r.key.clone())
+                    .or_default()
+                    .extend(r.values.iter().cloned());
             }
         }
         for (k, v) in &p.labels {
@@ -218,7 +229,13 @@ pub(crate) fn run(snapshot: &ClusterSnapshot, capacity: usize) -> Outcome {
         .iter()
         .map(|n| {
             let mut reqs = Requirements::from_labels(&n.labels);
-            reqs.add(Requirement::is_in(labels::HOSTNAME, [n.labels.get(labels::HOSTNAME).cloned().unwrap_or(n.name.clone())]));
+            reqs.add(Requirement::is_in(
+                labels::HOSTNAME,
+                [n.labels
+                    .get(labels::HOSTNAME)
+                    .cloned()
+                    .unwrap_or(n.name.clone())],
+            ));
             SimNode {
                 name: n.name.clone(),
                 reqs,
@@ -244,7 +261,15 @@ pub(crate) fn run(snapshot: &ClusterSnapshot, capacity: usize) -> Outcome {
             let mut p = (*original).clone();
             prefs.prepare(&mut p);
             let placed = loop {
-                match try_place(&mut topology, &mut nodes, &pools, &p, original, capacity, &mut next_claim) {
+                match try_place(
+                    &mut topology,
+                    &mut nodes,
+                    &pools,
+                    &p,
+                    original,
+                    capacity,
+                    &mut next_claim,
+                ) {
                     Ok(()) => break true,
                     Err(e) => {
                         reasons.insert(original.key(), e);
@@ -297,7 +322,11 @@ fn try_place(
             if !pod_reqs.matches_labels(l) {
                 continue;
             }
-        } else if n.reqs.compatible(&pod_reqs, Undefined::AllowWellKnown).is_err() {
+        } else if n
+            .reqs
+            .compatible(&pod_reqs, Undefined::AllowWellKnown)
+            .is_err()
+        {
             continue;
         }
         reqs.add_all(&pod_reqs);

@@ -40,14 +40,14 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use crate::labels;
-use crate::model::{
-    ClusterSnapshot, Labels, NodeInclusionPolicy, Pod, PodAffinityTerm, Taint,
-};
+use crate::model::{ClusterSnapshot, Labels, NodeInclusionPolicy, Pod, PodAffinityTerm, Taint};
 use crate::requirements::{Requirement, Requirements};
 
 use super::preferences::{Preferences, strip_preferences};
 use domains::KeyDomains;
-use group::{Choice, Group, GroupKey, Kind, Namespaces, NodeFilter, merged_selector, requirement_in};
+use group::{
+    Choice, Group, GroupKey, Kind, Namespaces, NodeFilter, merged_selector, requirement_in,
+};
 
 /// What a topology is built from.
 #[derive(Clone, Copy, Debug)]
@@ -99,20 +99,20 @@ impl fmt::Display for Unsatisfiable {
         };
         match self.kind {
             Kind::Spread => {
-                if let (Some(m), false) = (self.min_domains, key == labels::HOSTNAME) {
-                    if i64::from(self.eligible) < i64::from(m) {
-                        return write!(
-                            f,
-                            "topology spread on {key} needs a {} {noun}: minDomains is {m} but the \
+                if let (Some(m), false) = (self.min_domains, key == labels::HOSTNAME)
+                    && i64::from(self.eligible) < i64::from(m)
+                {
+                    return write!(
+                        f,
+                        "topology spread on {key} needs a {} {noun}: minDomains is {m} but the \
                              NodePools and existing nodes allow {} ({}); maxSkew {} over pods \
                              matching {}",
-                            ordinal(self.eligible + 1),
-                            self.eligible,
-                            list(),
-                            self.max_skew,
-                            self.selector
-                        );
-                    }
+                        ordinal(self.eligible + 1),
+                        self.eligible,
+                        list(),
+                        self.max_skew,
+                        self.selector
+                    );
                 }
                 if let (Some(d), Some(c)) = (&self.node_domain, self.node_count) {
                     return write!(
@@ -188,10 +188,13 @@ impl fmt::Display for Unsatisfiable {
                     format!("a pod matching {}", self.selector)
                 };
                 let occupied = self.counts.iter().filter(|(_, c)| *c > 0).count();
-                if let (Some(d), Some(c)) = (&self.node_domain, self.node_count) {
-                    if c > 0 {
-                        return write!(f, "pod anti-affinity on {key}: {noun} {d} already holds {who}");
-                    }
+                if let (Some(d), Some(c)) = (&self.node_domain, self.node_count)
+                    && c > 0
+                {
+                    return write!(
+                        f,
+                        "pod anti-affinity on {key}: {noun} {d} already holds {who}"
+                    );
                 }
                 if !self.counts.is_empty() && occupied == self.counts.len() {
                     let holds = "hold";
@@ -372,8 +375,11 @@ impl Topology {
                 taints: n.taints.clone(),
             })
             .collect();
-        let node_index: HashMap<&str, usize> =
-            nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+        let node_index: HashMap<&str, usize> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.as_str(), i))
+            .collect();
         let pools = snapshot
             .node_pools
             .iter()
@@ -391,7 +397,10 @@ impl Topology {
         let mut bound = Vec::new();
         let mut bound_anti = Vec::new();
         for p in &snapshot.pods {
-            if !p.is_bound_active() || p.deletion_time.is_some() || pending_uids.contains(p.uid.as_str()) {
+            if !p.is_bound_active()
+                || p.deletion_time.is_some()
+                || pending_uids.contains(p.uid.as_str())
+            {
                 continue;
             }
             let Some(&node) = p.node_name.as_deref().and_then(|n| node_index.get(n)) else {
@@ -487,7 +496,8 @@ impl Topology {
                 if owned.is_empty() && sig.selecting_inverse.is_empty() {
                     return Ok(Requirements::new());
                 }
-                let mut refs: Vec<(&Group, bool, bool)> = Vec::with_capacity(owned.len() + sig.selecting_inverse.len());
+                let mut refs: Vec<(&Group, bool, bool)> =
+                    Vec::with_capacity(owned.len() + sig.selecting_inverse.len());
                 for &gid in owned {
                     let selects = sig.selecting.binary_search(&gid).is_ok();
                     refs.push((&self.groups[gid as usize], false, selects));
@@ -726,7 +736,10 @@ impl Topology {
             loop {
                 let fp = fingerprint(&p);
                 if !states.iter().any(|(f, _)| *f == fp) {
-                    let ids: Vec<u32> = group_keys(&p).into_iter().map(|k| self.add_group(k)).collect();
+                    let ids: Vec<u32> = group_keys(&p)
+                        .into_iter()
+                        .map(|k| self.add_group(k))
+                        .collect();
                     states.push((fp, ids));
                 }
                 if !prefs.relax(&mut p) {
@@ -846,7 +859,9 @@ impl Topology {
         }
         for pl in &self.placements {
             let sig = &self.sigs[pl.sig as usize];
-            if !g.selects(&sig.namespace, &sig.labels, &self.ns_labels) || !g.node_counts(&pl.taints, &pl.reqs) {
+            if !g.selects(&sig.namespace, &sig.labels, &self.ns_labels)
+                || !g.node_counts(&pl.taints, &pl.reqs)
+            {
                 continue;
             }
             let Some(r) = pl.reqs.get(&g.spec.key).filter(|r| !r.is_complement()) else {
@@ -921,10 +936,18 @@ fn group_keys(pod: &Pod) -> Vec<GroupKey> {
             max_skew: c.max_skew,
             min_domains: c.min_domains,
             filter: Some(NodeFilter {
-                terms: if honor_affinity { filter_terms(pod) } else { Vec::new() },
+                terms: if honor_affinity {
+                    filter_terms(pod)
+                } else {
+                    Vec::new()
+                },
                 affinity: c.node_affinity_policy,
                 taints: c.node_taints_policy,
-                tolerations: if honor_taints { pod.tolerations.clone() } else { Vec::new() },
+                tolerations: if honor_taints {
+                    pod.tolerations.clone()
+                } else {
+                    Vec::new()
+                },
             }),
         });
     }
@@ -977,7 +1000,11 @@ fn affinity_key(kind: Kind, pod: &Pod, t: &PodAffinityTerm) -> GroupKey {
 fn filter_terms(pod: &Pod) -> Vec<Requirements> {
     let selector = Requirements::from_labels(&pod.node_selector);
     if pod.required_node_affinity.is_empty() {
-        return if selector.is_empty() { Vec::new() } else { vec![selector] };
+        return if selector.is_empty() {
+            Vec::new()
+        } else {
+            vec![selector]
+        };
     }
     pod.required_node_affinity
         .iter()
@@ -1061,3 +1088,6 @@ fn constraint_copy(p: &Pod) -> Pod {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod proptests;

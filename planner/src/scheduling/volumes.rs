@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use thiserror::Error;
 
 use crate::model::{
-    ClusterSnapshot, NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim, Pod,
-    StorageClass, VolumeBindingMode,
+    ClusterSnapshot, NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass,
+    VolumeBindingMode,
 };
 use crate::requirements::{self, Requirements};
 
@@ -31,7 +31,9 @@ pub(crate) enum Error {
         claim: String,
     },
     /// The claim is bound to a volume that is not in the input.
-    #[error("PersistentVolumeClaim {namespace}/{claim} is bound to PersistentVolume {volume}, which is not in the input")]
+    #[error(
+        "PersistentVolumeClaim {namespace}/{claim} is bound to PersistentVolume {volume}, which is not in the input"
+    )]
     VolumeNotFound {
         /// Namespace of the claim.
         namespace: String,
@@ -49,7 +51,9 @@ pub(crate) enum Error {
         claim: String,
     },
     /// The claim's StorageClass is not in the input.
-    #[error("StorageClass {class} of PersistentVolumeClaim {namespace}/{claim} is not in the input")]
+    #[error(
+        "StorageClass {class} of PersistentVolumeClaim {namespace}/{claim} is not in the input"
+    )]
     StorageClassNotFound {
         /// Namespace of the claim.
         namespace: String,
@@ -60,7 +64,9 @@ pub(crate) enum Error {
     },
     /// The claim is unbound but its class binds immediately: the volume controller places it,
     /// not the scheduler (Karpenter skips such pods until the claim is bound).
-    #[error("PersistentVolumeClaim {namespace}/{claim} is unbound and StorageClass {class} binds Immediately; wait until it is bound")]
+    #[error(
+        "PersistentVolumeClaim {namespace}/{claim} is unbound and StorageClass {class} binds Immediately; wait until it is bound"
+    )]
     ImmediateUnbound {
         /// Namespace of the claim.
         namespace: String,
@@ -157,7 +163,11 @@ impl<'a> VolumeTopology<'a> {
         Ok(out)
     }
 
-    fn claim_requirements(&self, namespace: &str, name: &str) -> Result<(Vec<Requirements>, String)> {
+    fn claim_requirements(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(Vec<Requirements>, String)> {
         let claim = self
             .claims
             .get(&(namespace, name))

@@ -86,7 +86,8 @@ impl NodeFilter {
                 .iter()
                 .any(|t| t.is_empty() || node.compatible(t, Undefined::AllowWellKnown).is_ok());
         affinity
-            && (self.taints == NodeInclusionPolicy::Ignore || tolerates_all(taints, &self.tolerations))
+            && (self.taints == NodeInclusionPolicy::Ignore
+                || tolerates_all(taints, &self.tolerations))
     }
 }
 
@@ -189,14 +190,25 @@ impl Group {
     }
 
     /// True when the pod (namespace and labels) is one this group counts.
-    pub(super) fn selects(&self, ns: &str, labels: &Labels, ns_labels: &HashMap<String, Labels>) -> bool {
-        self.spec.selector.as_ref().is_some_and(|s| s.matches(labels))
+    pub(super) fn selects(
+        &self,
+        ns: &str,
+        labels: &Labels,
+        ns_labels: &HashMap<String, Labels>,
+    ) -> bool {
+        self.spec
+            .selector
+            .as_ref()
+            .is_some_and(|s| s.matches(labels))
             && self.spec.namespaces.contains(ns, ns_labels)
     }
 
     /// True when a pod placed on a node with these taints and requirements counts here.
     pub(super) fn node_counts(&self, taints: &[Taint], node: &Requirements) -> bool {
-        self.spec.filter.as_ref().is_none_or(|f| f.matches(taints, node))
+        self.spec
+            .filter
+            .as_ref()
+            .is_none_or(|f| f.matches(taints, node))
     }
 
     /// The domains a pod may use. `pod` is its requirement on the key (`None`: any), `node` the
@@ -277,7 +289,11 @@ impl Group {
                 min = min.min(c);
             }
         }
-        if self.spec.min_domains.is_some_and(|m| i64::from(eligible) < i64::from(m)) {
+        if self
+            .spec
+            .min_domains
+            .is_some_and(|m| i64::from(eligible) < i64::from(m))
+        {
             min = 0;
         }
         (min, eligible)
@@ -450,7 +466,10 @@ pub(super) fn merged_selector(
     mismatch_keys: &[String],
 ) -> Option<LabelSelector> {
     let mut sel = selector.clone()?;
-    for (keys, op) in [(match_keys, SelectorOperator::In), (mismatch_keys, SelectorOperator::NotIn)] {
+    for (keys, op) in [
+        (match_keys, SelectorOperator::In),
+        (mismatch_keys, SelectorOperator::NotIn),
+    ] {
         for k in keys {
             if let Some(v) = pod_labels.get(k) {
                 let expr = crate::model::SelectorExpression {

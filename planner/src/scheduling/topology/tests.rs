@@ -15,7 +15,9 @@ const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
 fn zone_counts(out: &Outcome, names: impl Iterator<Item = String>) -> BTreeMap<String, usize> {
     let mut m = BTreeMap::new();
     for n in names {
-        let z = out.domain_of(&n, ZONE).unwrap_or_else(|| panic!("{n} has no single zone"));
+        let z = out
+            .domain_of(&n, ZONE)
+            .unwrap_or_else(|| panic!("{n} has no single zone"));
         *m.entry(z).or_default() += 1;
     }
     m
@@ -32,11 +34,20 @@ fn with_spread(mut p: Pod, c: crate::model::TopologySpreadConstraint) -> Pod {
 
 #[test]
 fn zone_spread_balances_pods_across_zones() {
-    let pods = pods("web", 7, |p| with_spread(p, spread(ZONE, 1, &[("app", "web")])), &[("app", "web")]);
+    let pods = pods(
+        "web",
+        7,
+        |p| with_spread(p, spread(ZONE, 1, &[("app", "web")])),
+        &[("app", "web")],
+    );
     let out = run(&snapshot(vec![pool("default", &ZONES)], vec![], pods), 10);
     assert!(out.unschedulable.is_empty(), "{:?}", out.unschedulable);
     let counts = zone_counts(&out, names("web", 7));
-    assert_eq!(counts.values().copied().collect::<Vec<_>>(), vec![3, 2, 2], "{counts:?}");
+    assert_eq!(
+        counts.values().copied().collect::<Vec<_>>(),
+        vec![3, 2, 2],
+        "{counts:?}"
+    );
 }
 
 #[test]
@@ -45,7 +56,12 @@ fn zone_spread_with_existing_pods_already_skewed_fills_the_emptier_zones() {
     for i in 0..3 {
         all.push(bound(pod(&format!("old-{i}"), &[("app", "web")]), "n-a"));
     }
-    all.extend(pods("web", 4, |p| with_spread(p, spread(ZONE, 1, &[("app", "web")])), &[("app", "web")]));
+    all.extend(pods(
+        "web",
+        4,
+        |p| with_spread(p, spread(ZONE, 1, &[("app", "web")])),
+        &[("app", "web")],
+    ));
     let nodes = vec![node("n-a", "us-east-1a")];
     let out = run(&snapshot(vec![pool("default", &ZONES)], nodes, all), 10);
     assert!(out.unschedulable.is_empty(), "{:?}", out.unschedulable);
@@ -82,7 +98,12 @@ fn min_domains_larger_than_the_zones_leaves_extra_pods_unschedulable_with_a_reas
 
 #[test]
 fn hostname_spread_puts_one_pod_per_node_with_max_skew_one() {
-    let pods = pods("web", 4, |p| with_spread(p, spread(HOSTNAME, 1, &[("app", "web")])), &[("app", "web")]);
+    let pods = pods(
+        "web",
+        4,
+        |p| with_spread(p, spread(HOSTNAME, 1, &[("app", "web")])),
+        &[("app", "web")],
+    );
     let out = run(&snapshot(vec![pool("default", &ZONES)], vec![], pods), 10);
     assert!(out.unschedulable.is_empty());
     assert_eq!(out.nodes.len(), 4);
@@ -91,7 +112,12 @@ fn hostname_spread_puts_one_pod_per_node_with_max_skew_one() {
 
 #[test]
 fn hostname_spread_max_skew_two_packs_two_per_node() {
-    let pods = pods("web", 4, |p| with_spread(p, spread(HOSTNAME, 2, &[("app", "web")])), &[("app", "web")]);
+    let pods = pods(
+        "web",
+        4,
+        |p| with_spread(p, spread(HOSTNAME, 2, &[("app", "web")])),
+        &[("app", "web")],
+    );
     let out = run(&snapshot(vec![pool("default", &ZONES)], vec![], pods), 10);
     assert_eq!(out.nodes.len(), 2);
 }
@@ -105,11 +131,20 @@ fn capacity_type_spread_uses_any_node_label() {
         values: vec!["spot".into(), "on-demand".into()],
         min_values: None,
     });
-    let pods = pods("w", 4, |p| with_spread(p, spread(CAPACITY_TYPE, 1, &[("app", "w")])), &[("app", "w")]);
+    let pods = pods(
+        "w",
+        4,
+        |p| with_spread(p, spread(CAPACITY_TYPE, 1, &[("app", "w")])),
+        &[("app", "w")],
+    );
     let out = run(&snapshot(vec![np], vec![], pods), 10);
     let mut m = BTreeMap::new();
     for n in names("w", 4) {
-        *m.entry(out.domain_of(&n, CAPACITY_TYPE).expect("single capacity type")).or_insert(0) += 1;
+        *m.entry(
+            out.domain_of(&n, CAPACITY_TYPE)
+                .expect("single capacity type"),
+        )
+        .or_insert(0) += 1;
     }
     assert_eq!(m.values().copied().collect::<Vec<_>>(), vec![2, 2]);
 }
@@ -137,19 +172,34 @@ fn affinity_to_a_pod_later_in_the_batch_is_retried_until_it_lands() {
     follower.pod_affinity.push(term(ZONE, &[("app", "leader")]));
     let mut leader = pod("leader", &[("app", "leader")]);
     leader.node_selector = labels(&[(ZONE, "us-east-1c")]);
-    let out = run(&snapshot(vec![pool("default", &ZONES)], vec![], vec![follower, leader]), 10);
+    let out = run(
+        &snapshot(
+            vec![pool("default", &ZONES)],
+            vec![],
+            vec![follower, leader],
+        ),
+        10,
+    );
     assert!(out.unschedulable.is_empty(), "{:?}", out.unschedulable);
-    assert_eq!(out.domain_of("follower", ZONE).as_deref(), Some("us-east-1c"));
+    assert_eq!(
+        out.domain_of("follower", ZONE).as_deref(),
+        Some("us-east-1c")
+    );
 }
 
 #[test]
 fn affinity_to_a_pod_that_exists_nowhere_is_unschedulable_with_a_reason() {
     let mut p = pod("lonely", &[("app", "x")]);
     p.pod_affinity.push(term(ZONE, &[("app", "ghost")]));
-    let out = run(&snapshot(vec![pool("default", &ZONES)], vec![], vec![p]), 10);
+    let out = run(
+        &snapshot(vec![pool("default", &ZONES)], vec![], vec![p]),
+        10,
+    );
     assert_eq!(
         out.reason("lonely"),
-        Some("pod affinity on topology.kubernetes.io/zone: no zone holds a pod matching app=ghost in namespace default")
+        Some(
+            "pod affinity on topology.kubernetes.io/zone: no zone holds a pod matching app=ghost in namespace default"
+        )
     );
 }
 
@@ -158,7 +208,14 @@ fn hostname_affinity_joins_the_node_of_a_bound_pod() {
     let mut p = pod("side", &[]);
     p.pod_affinity.push(term(HOSTNAME, &[("app", "main")]));
     let all = vec![bound(pod("main", &[("app", "main")]), "n2"), p];
-    let out = run(&snapshot(vec![pool("default", &ZONES)], vec![node("n1", "us-east-1a"), node("n2", "us-east-1b")], all), 10);
+    let out = run(
+        &snapshot(
+            vec![pool("default", &ZONES)],
+            vec![node("n1", "us-east-1a"), node("n2", "us-east-1b")],
+            all,
+        ),
+        10,
+    );
     assert_eq!(out.node_of("side").map(|n| n.name.as_str()), Some("n2"));
 }
 
@@ -175,7 +232,14 @@ fn zone_anti_affinity_with_more_replicas_than_zones_leaves_extras_unschedulable(
     );
     let out = run(&snapshot(vec![pool("default", &ZONES)], vec![], pods), 10);
     assert_eq!(out.placed(), 3);
-    let counts = zone_counts(&out, out.nodes.iter().flat_map(|n| n.pods.iter().map(|p| p.name.clone())).collect::<Vec<_>>().into_iter());
+    let counts = zone_counts(
+        &out,
+        out.nodes
+            .iter()
+            .flat_map(|n| n.pods.iter().map(|p| p.name.clone()))
+            .collect::<Vec<_>>()
+            .into_iter(),
+    );
     assert_eq!(counts.len(), 3, "{counts:?}");
     assert_eq!(out.unschedulable.len(), 2);
     assert_eq!(
@@ -196,9 +260,20 @@ fn hostname_anti_affinity_puts_each_replica_on_its_own_node() {
         },
         &[("app", "web")],
     );
-    let out = run(&snapshot(vec![pool("default", &ZONES)], vec![node("n1", "us-east-1a")], pods), 10);
+    let out = run(
+        &snapshot(
+            vec![pool("default", &ZONES)],
+            vec![node("n1", "us-east-1a")],
+            pods,
+        ),
+        10,
+    );
     assert!(out.unschedulable.is_empty());
-    assert_eq!(out.nodes.len(), 6, "the existing node takes one, five new claims");
+    assert_eq!(
+        out.nodes.len(),
+        6,
+        "the existing node takes one, five new claims"
+    );
     assert!(out.nodes.iter().all(|n| n.pods.len() == 1));
 }
 
@@ -208,7 +283,14 @@ fn inverse_anti_affinity_of_a_bound_pod_keeps_new_pods_out_of_its_zone() {
     guard.pod_anti_affinity.push(term(ZONE, &[("app", "web")]));
     let mut all = vec![bound(guard, "n-a")];
     all.extend(pods("web", 4, |p| p, &[("app", "web")]));
-    let out = run(&snapshot(vec![pool("default", &ZONES)], vec![node("n-a", "us-east-1a")], all), 10);
+    let out = run(
+        &snapshot(
+            vec![pool("default", &ZONES)],
+            vec![node("n-a", "us-east-1a")],
+            all,
+        ),
+        10,
+    );
     assert!(out.unschedulable.is_empty(), "{:?}", out.unschedulable);
     for n in names("web", 4) {
         let node = out.node_of(&n).expect("placed");
@@ -234,7 +316,10 @@ fn inverse_anti_affinity_in_every_zone_blocks_with_a_reason() {
     all.push(pod("web-0", &[("app", "web")]));
     let out = run(&snapshot(vec![pool("default", &ZONES)], nodes, all), 10);
     let reason = out.reason("web-0").expect("unschedulable");
-    assert!(reason.contains("pods with required anti-affinity to app=web"), "{reason}");
+    assert!(
+        reason.contains("pods with required anti-affinity to app=web"),
+        "{reason}"
+    );
     assert!(reason.contains("all 3 zones"), "{reason}");
 }
 
@@ -260,7 +345,8 @@ fn preferred_anti_affinity_is_relaxed_when_it_cannot_be_met() {
         "web",
         4,
         |mut p| {
-            p.preferred_pod_anti_affinity.push(weighted(50, term(ZONE, &[("app", "web")])));
+            p.preferred_pod_anti_affinity
+                .push(weighted(50, term(ZONE, &[("app", "web")])));
             p
         },
         &[("app", "web")],
@@ -294,7 +380,14 @@ fn preferred_spread_that_cannot_be_met_still_schedules_the_pods() {
         },
         &[("app", "web")],
     ));
-    let out = run(&snapshot(vec![pool("default", &["us-east-1a"])], vec![node("n-a", "us-east-1a"), full], all), 10);
+    let out = run(
+        &snapshot(
+            vec![pool("default", &["us-east-1a"])],
+            vec![node("n-a", "us-east-1a"), full],
+            all,
+        ),
+        10,
+    );
     assert!(out.unschedulable.is_empty(), "{:?}", out.unschedulable);
     assert_eq!(out.placed(), 3);
 }
@@ -305,8 +398,18 @@ fn required_spread_that_cannot_be_met_is_unschedulable_with_the_counts() {
     for i in 0..4 {
         all.push(bound(pod(&format!("old-{i}"), &[("app", "web")]), "n-a"));
     }
-    all.push(with_spread(pod("web-0", &[("app", "web")]), spread(ZONE, 1, &[("app", "web")])));
-    let out = run(&snapshot(vec![pool("default", &["us-east-1a"])], vec![node("n-a", "us-east-1a"), node("n-b", "us-east-1b")], all), 0);
+    all.push(with_spread(
+        pod("web-0", &[("app", "web")]),
+        spread(ZONE, 1, &[("app", "web")]),
+    ));
+    let out = run(
+        &snapshot(
+            vec![pool("default", &["us-east-1a"])],
+            vec![node("n-a", "us-east-1a"), node("n-b", "us-east-1b")],
+            all,
+        ),
+        0,
+    );
     let reason = out.reason("web-0").expect("unschedulable");
     assert!(reason.starts_with("topology spread on topology.kubernetes.io/zone (maxSkew 1, pods matching app=web in namespace default)"), "{reason}");
     assert!(reason.contains("us-east-1a=4 us-east-1b=0"), "{reason}");
@@ -321,14 +424,22 @@ fn namespace_selector_counts_pods_in_selected_namespaces() {
     let mut t = term(ZONE, &[("app", "db")]);
     t.namespace_selector = Some(selector(&[("team", "x")]));
     p.pod_anti_affinity.push(t);
-    let mut snap = snapshot(vec![pool("default", &ZONES)], vec![node("n-a", "us-east-1a")], vec![other, p]);
+    let mut snap = snapshot(
+        vec![pool("default", &ZONES)],
+        vec![node("n-a", "us-east-1a")],
+        vec![other, p],
+    );
     snap.namespaces.push(Namespace {
         name: "team-x".into(),
         labels: labels(&[("team", "x")]),
     });
     let out = run(&snap, 0);
     let node = out.node_of("web").expect("placed");
-    assert!(!node.reqs.get(ZONE).is_some_and(|r| r.has("us-east-1a")), "{}", node.reqs);
+    assert!(
+        !node.reqs.get(ZONE).is_some_and(|r| r.has("us-east-1a")),
+        "{}",
+        node.reqs
+    );
 
     // Without the namespace label the pod in team-x does not count: zone a is allowed.
     snap.namespaces[0].labels.clear();
@@ -345,7 +456,11 @@ fn empty_namespace_selector_means_all_namespaces() {
     let mut t = term(ZONE, &[("app", "db")]);
     t.namespace_selector = Some(LabelSelector::default());
     p.pod_anti_affinity.push(t);
-    let snap = snapshot(vec![pool("default", &ZONES)], vec![node("n-a", "us-east-1a")], vec![other, p]);
+    let snap = snapshot(
+        vec![pool("default", &ZONES)],
+        vec![node("n-a", "us-east-1a")],
+        vec![other, p],
+    );
     let out = run(&snap, 0);
     assert_ne!(out.domain_of("web", ZONE).as_deref(), Some("us-east-1a"));
 }
@@ -354,7 +469,10 @@ fn empty_namespace_selector_means_all_namespaces() {
 fn match_label_keys_only_count_pods_of_the_same_revision() {
     let mut all = vec![];
     for i in 0..3 {
-        all.push(bound(pod(&format!("old-{i}"), &[("app", "web"), ("hash", "v1")]), "n-a"));
+        all.push(bound(
+            pod(&format!("old-{i}"), &[("app", "web"), ("hash", "v1")]),
+            "n-a",
+        ));
     }
     all.extend(pods(
         "web",
@@ -366,7 +484,14 @@ fn match_label_keys_only_count_pods_of_the_same_revision() {
         },
         &[("app", "web"), ("hash", "v2")],
     ));
-    let out = run(&snapshot(vec![pool("default", &ZONES)], vec![node("n-a", "us-east-1a")], all), 10);
+    let out = run(
+        &snapshot(
+            vec![pool("default", &ZONES)],
+            vec![node("n-a", "us-east-1a")],
+            all,
+        ),
+        10,
+    );
     let counts = zone_counts(&out, names("web", 3));
     // v1 pods in zone a do not count: the v2 pods spread over all three zones.
     assert_eq!(counts.len(), 3, "{counts:?}");
@@ -384,7 +509,11 @@ fn mismatch_label_keys_exclude_pods_with_the_same_value() {
         bound(pod("other", &[("app", "web"), ("tenant", "b")]), "n2"),
         p,
     ];
-    let snap = snapshot(vec![], vec![node("n2", "us-east-1a"), node("n1", "us-east-1a")], all);
+    let snap = snapshot(
+        vec![],
+        vec![node("n2", "us-east-1a"), node("n1", "us-east-1a")],
+        all,
+    );
     let out = run(&snap, 10);
     assert_eq!(out.node_of("web-new").map(|n| n.name.as_str()), Some("n1"));
 }
@@ -400,7 +529,10 @@ fn node_taints_policy_honor_ignores_zones_the_pod_cannot_use() {
     };
     let mut tainted = pool("gpu", &["us-east-1c"]);
     tainted.taints.push(taint);
-    for (policy, expect_placed) in [(NodeInclusionPolicy::Ignore, 2), (NodeInclusionPolicy::Honor, 3)] {
+    for (policy, expect_placed) in [
+        (NodeInclusionPolicy::Ignore, 2),
+        (NodeInclusionPolicy::Honor, 3),
+    ] {
         let pods = pods(
             "web",
             3,
@@ -411,8 +543,23 @@ fn node_taints_policy_honor_ignores_zones_the_pod_cannot_use() {
             },
             &[("app", "web")],
         );
-        let out = run(&snapshot(vec![pool("default", &["us-east-1a", "us-east-1b"]), tainted.clone()], vec![], pods), 10);
-        assert_eq!(out.placed(), expect_placed, "{policy:?}: {:?}", out.unschedulable);
+        let out = run(
+            &snapshot(
+                vec![
+                    pool("default", &["us-east-1a", "us-east-1b"]),
+                    tainted.clone(),
+                ],
+                vec![],
+                pods,
+            ),
+            10,
+        );
+        assert_eq!(
+            out.placed(),
+            expect_placed,
+            "{policy:?}: {:?}",
+            out.unschedulable
+        );
     }
 }
 
@@ -422,7 +569,10 @@ fn node_affinity_policy_decides_whether_pods_on_other_nodes_count() {
     // Honor those pods do not count, with Ignore they do and zone a is avoided.
     let mut ssd = pool("ssd", &ZONES);
     ssd.labels = labels(&[("disk", "ssd")]);
-    for (policy, a_allowed) in [(NodeInclusionPolicy::Honor, true), (NodeInclusionPolicy::Ignore, false)] {
+    for (policy, a_allowed) in [
+        (NodeInclusionPolicy::Honor, true),
+        (NodeInclusionPolicy::Ignore, false),
+    ] {
         let mut all = vec![];
         for i in 0..2 {
             all.push(bound(pod(&format!("old-{i}"), &[("app", "web")]), "n-a"));
@@ -438,9 +588,16 @@ fn node_affinity_policy_decides_whether_pods_on_other_nodes_count() {
             },
             &[("app", "web")],
         ));
-        let out = run(&snapshot(vec![ssd.clone()], vec![node("n-a", "us-east-1a")], all), 10);
+        let out = run(
+            &snapshot(vec![ssd.clone()], vec![node("n-a", "us-east-1a")], all),
+            10,
+        );
         let counts = zone_counts(&out, names("web", 3));
-        assert_eq!(counts.contains_key("us-east-1a"), a_allowed, "{policy:?}: {counts:?}");
+        assert_eq!(
+            counts.contains_key("us-east-1a"),
+            a_allowed,
+            "{policy:?}: {counts:?}"
+        );
     }
 }
 
@@ -457,7 +614,14 @@ fn spread_combined_with_anti_affinity_on_the_same_key_narrows_both() {
         },
         &[("app", "web")],
     ));
-    let out = run(&snapshot(vec![pool("default", &ZONES)], vec![node("n-b", "us-east-1b")], all), 10);
+    let out = run(
+        &snapshot(
+            vec![pool("default", &ZONES)],
+            vec![node("n-b", "us-east-1b")],
+            all,
+        ),
+        10,
+    );
     let counts = zone_counts(&out, names("web", 2));
     assert!(!counts.contains_key("us-east-1b"), "{counts:?}");
     assert_eq!(counts.len(), 2);
@@ -465,9 +629,19 @@ fn spread_combined_with_anti_affinity_on_the_same_key_narrows_both() {
 
 #[test]
 fn unrecord_restores_counts() {
-    let p = with_spread(pod("web-0", &[("app", "web")]), spread(ZONE, 1, &[("app", "web")]));
-    let q = with_spread(pod("web-1", &[("app", "web")]), spread(ZONE, 1, &[("app", "web")]));
-    let snap = snapshot(vec![pool("default", &ZONES)], vec![], vec![p.clone(), q.clone()]);
+    let p = with_spread(
+        pod("web-0", &[("app", "web")]),
+        spread(ZONE, 1, &[("app", "web")]),
+    );
+    let q = with_spread(
+        pod("web-1", &[("app", "web")]),
+        spread(ZONE, 1, &[("app", "web")]),
+    );
+    let snap = snapshot(
+        vec![pool("default", &ZONES)],
+        vec![],
+        vec![p.clone(), q.clone()],
+    );
     let domains = universe(&snap);
     let excluded = BTreeSet::new();
     let pending = vec![&p, &q];
@@ -480,16 +654,31 @@ fn unrecord_restores_counts() {
     let node = Requirements::from_iter([Requirement::is_in(ZONE, ["us-east-1a"])]);
     let open = Requirements::from_iter([Requirement::is_in(ZONE, ZONES)]);
     t.record(&p, &node, &[]);
-    let after = t.add_requirements(&q, &Requirements::new(), &open, &[]).expect("a zone");
-    assert_eq!(after.get(ZONE).and_then(Requirement::single_value), Some("us-east-1b"));
+    let after = t
+        .add_requirements(&q, &Requirements::new(), &open, &[])
+        .expect("a zone");
+    assert_eq!(
+        after.get(ZONE).and_then(Requirement::single_value),
+        Some("us-east-1b")
+    );
     t.unrecord(&p, &node, &[]);
-    let back = t.add_requirements(&q, &Requirements::new(), &open, &[]).expect("a zone");
-    assert_eq!(back.get(ZONE).and_then(Requirement::single_value), Some("us-east-1a"));
+    let back = t
+        .add_requirements(&q, &Requirements::new(), &open, &[])
+        .expect("a zone");
+    assert_eq!(
+        back.get(ZONE).and_then(Requirement::single_value),
+        Some("us-east-1a")
+    );
 }
 
 #[test]
 fn pods_with_equal_constraints_share_groups() {
-    let pods = pods("web", 50, |p| with_spread(p, spread(ZONE, 1, &[("app", "web")])), &[("app", "web")]);
+    let pods = pods(
+        "web",
+        50,
+        |p| with_spread(p, spread(ZONE, 1, &[("app", "web")])),
+        &[("app", "web")],
+    );
     let snap = snapshot(vec![pool("default", &ZONES)], vec![], pods);
     let out = run(&snap, 100);
     assert_eq!(out.topology.group_count(), (1, 0));
@@ -501,9 +690,16 @@ fn excluded_nodes_do_not_count() {
     for i in 0..3 {
         all.push(bound(pod(&format!("old-{i}"), &[("app", "web")]), "n-a"));
     }
-    let p = with_spread(pod("web-0", &[("app", "web")]), spread(ZONE, 1, &[("app", "web")]));
+    let p = with_spread(
+        pod("web-0", &[("app", "web")]),
+        spread(ZONE, 1, &[("app", "web")]),
+    );
     all.push(p.clone());
-    let snap = snapshot(vec![pool("default", &ZONES)], vec![node("n-a", "us-east-1a")], all);
+    let snap = snapshot(
+        vec![pool("default", &ZONES)],
+        vec![node("n-a", "us-east-1a")],
+        all,
+    );
     let domains = universe(&snap);
     let pending = vec![&p];
     let open = Requirements::from_iter([Requirement::is_in(ZONE, ["us-east-1a"])]);
@@ -515,9 +711,17 @@ fn excluded_nodes_do_not_count() {
             excluded_nodes: excluded,
         })
     };
-    assert!(build(&BTreeSet::new()).add_requirements(&p, &Requirements::new(), &open, &[]).is_err());
+    assert!(
+        build(&BTreeSet::new())
+            .add_requirements(&p, &Requirements::new(), &open, &[])
+            .is_err()
+    );
     let excluded = BTreeSet::from(["n-a".to_string()]);
-    assert!(build(&excluded).add_requirements(&p, &Requirements::new(), &open, &[]).is_ok());
+    assert!(
+        build(&excluded)
+            .add_requirements(&p, &Requirements::new(), &open, &[])
+            .is_ok()
+    );
 }
 
 #[test]
@@ -538,14 +742,24 @@ fn selector_expressions_and_missing_selectors() {
     let mut t = term(ZONE, &[]);
     t.label_selector = None;
     q.pod_affinity.push(t);
-    let out = run(&snapshot(vec![pool("default", &ZONES)], vec![], vec![p, q]), 10);
+    let out = run(
+        &snapshot(vec![pool("default", &ZONES)], vec![], vec![p, q]),
+        10,
+    );
     assert!(out.reason("web").is_none());
-    assert!(out.reason("q").expect("unschedulable").contains("no labelSelector"));
+    assert!(
+        out.reason("q")
+            .expect("unschedulable")
+            .contains("no labelSelector")
+    );
 }
 
 #[test]
 fn pods_unknown_to_the_topology_still_get_their_constraints() {
-    let known = with_spread(pod("web-0", &[("app", "web")]), spread(ZONE, 1, &[("app", "web")]));
+    let known = with_spread(
+        pod("web-0", &[("app", "web")]),
+        spread(ZONE, 1, &[("app", "web")]),
+    );
     let snap = snapshot(vec![pool("default", &ZONES)], vec![], vec![known.clone()]);
     let domains = universe(&snap);
     let pending = vec![&known];
@@ -559,7 +773,14 @@ fn pods_unknown_to_the_topology_still_get_their_constraints() {
     let a = Requirements::from_iter([Requirement::is_in(ZONE, ["us-east-1a"])]);
     t.record(&known, &a, &[]);
     let mut stranger = pod("stranger", &[("app", "web")]);
-    stranger.pod_anti_affinity.push(term(ZONE, &[("app", "web")]));
-    let err = t.add_requirements(&stranger, &Requirements::new(), &a, &[]).expect_err("zone a is taken");
-    assert!(err.to_string().contains("us-east-1a already holds"), "{err}");
+    stranger
+        .pod_anti_affinity
+        .push(term(ZONE, &[("app", "web")]));
+    let err = t
+        .add_requirements(&stranger, &Requirements::new(), &a, &[])
+        .expect_err("zone a is taken");
+    assert!(
+        err.to_string().contains("us-east-1a already holds"),
+        "{err}"
+    );
 }
