@@ -5,9 +5,10 @@
 //! first, then the heaviest preferred pod-affinity term, then the heaviest preferred
 //! anti-affinity term, then the heaviest preferred node-affinity term, then `ScheduleAnyway`
 //! spreads, and last a toleration of `PreferNoSchedule` taints. With
-//! [`PreferencePolicy::Ignore`] preferences are stripped before the first attempt.
+//! `--preference-policy Ignore` the scheduler strips preferences before the first attempt
+//! ([`strip_preferences`]).
 
-use crate::model::{ClusterSnapshot, Pod, PreferencePolicy, TaintEffect, WhenUnsatisfiable};
+use crate::model::{ClusterSnapshot, Pod, TaintEffect, WhenUnsatisfiable};
 use crate::requirements::taints::prefer_no_schedule_toleration;
 
 /// What one relaxation step removed or added, for logs and reasons.
@@ -30,8 +31,6 @@ pub(crate) enum Relaxation {
 /// Relaxes pods' preferences one step at a time.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Preferences {
-    /// `--preference-policy`.
-    pub(crate) policy: PreferencePolicy,
     /// Whether the last step adds a `PreferNoSchedule` toleration. Karpenter enables it only when
     /// some NodePool or node carries such a taint, since it cannot help otherwise.
     pub(crate) tolerate_prefer_no_schedule: bool,
@@ -42,7 +41,7 @@ pub(crate) struct Preferences {
 impl Preferences {
     /// Preferences for a solve over `snapshot`: the toleration step is on when any NodePool or
     /// node has a `PreferNoSchedule` taint.
-    pub(crate) fn new(snapshot: &ClusterSnapshot, policy: PreferencePolicy) -> Self {
+    pub(crate) fn new(snapshot: &ClusterSnapshot) -> Self {
         let prefer = |t: &crate::model::Taint| t.effect == TaintEffect::PreferNoSchedule;
         let tolerate_prefer_no_schedule = snapshot
             .node_pools
@@ -50,17 +49,7 @@ impl Preferences {
             .any(|p| p.taints.iter().any(prefer))
             || snapshot.nodes.iter().any(|n| n.taints.iter().any(prefer));
         Self {
-            policy,
             tolerate_prefer_no_schedule,
-        }
-    }
-
-    /// Prepares a pod for its first attempt: with [`PreferencePolicy::Ignore`] every preference
-    /// (preferred node / pod affinity and anti-affinity, `ScheduleAnyway` spreads) is removed;
-    /// with `Respect` the pod is unchanged.
-    pub(crate) fn prepare(&self, pod: &mut Pod) {
-        if self.policy == PreferencePolicy::Ignore {
-            strip_preferences(pod);
         }
     }
 

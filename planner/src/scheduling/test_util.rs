@@ -223,7 +223,7 @@ pub(crate) fn run(snapshot: &ClusterSnapshot, capacity: usize) -> Outcome {
         domains: &domains,
         excluded_nodes: &excluded,
     });
-    let prefs = Preferences::new(snapshot, snapshot_policy());
+    let prefs = Preferences::new(snapshot);
     let mut nodes: Vec<SimNode> = snapshot
         .nodes
         .iter()
@@ -259,7 +259,6 @@ pub(crate) fn run(snapshot: &ClusterSnapshot, capacity: usize) -> Outcome {
         let mut failed = Vec::new();
         for original in &queue {
             let mut p = (*original).clone();
-            prefs.prepare(&mut p);
             let placed = loop {
                 match try_place(
                     &mut topology,
@@ -296,10 +295,6 @@ pub(crate) fn run(snapshot: &ClusterSnapshot, capacity: usize) -> Outcome {
         unschedulable: reasons.into_iter().collect(),
         topology,
     }
-}
-
-fn snapshot_policy() -> crate::model::PreferencePolicy {
-    crate::model::PreferencePolicy::Respect
 }
 
 fn try_place(

@@ -600,6 +600,7 @@ impl Topology {
     }
 
     /// Undoes [`Topology::record`] with the same arguments.
+    #[allow(dead_code)] // Part of the agreed interface for disruption; `simulate` rebuilds instead.
     pub(crate) fn unrecord(&mut self, pod: &Pod, node_reqs: &Requirements, taints: &[Taint]) {
         self.apply(pod, node_reqs, taints, -1);
     }
@@ -690,7 +691,8 @@ impl Topology {
         }
     }
 
-    /// Number of distinct groups (regular, inverse); for tests and benches.
+    /// Number of distinct groups (regular, inverse).
+    #[cfg(test)]
     pub(crate) fn group_count(&self) -> (usize, usize) {
         (self.groups.len(), self.inverse.len())
     }
@@ -726,7 +728,6 @@ impl Topology {
         }
         let base = constraint_copy(pod);
         let prefs = Preferences {
-            policy: crate::model::PreferencePolicy::Respect,
             tolerate_prefer_no_schedule: true,
         };
         let mut states: Vec<(Fingerprint, Vec<u32>)> = Vec::new();

@@ -107,13 +107,39 @@ impl VolumeRequirements {
         self.alternatives.is_empty()
     }
 
-    /// A reason for a pod that no node satisfies: names the volume and what it requires.
-    pub(crate) fn describe(&self) -> String {
-        let alts: Vec<String> = self.alternatives.iter().map(ToString::to_string).collect();
-        format!("{} requires {}", self.source, alts.join(" or "))
+    /// One set of requirements standing for all alternatives: the only one; or, when every
+    /// alternative constrains the same single key with `In`, the union of their values (a volume
+    /// available in zone a or zone b); otherwise the first (Karpenter tries each in turn; dovetail
+    /// does not yet).
+    pub(crate) fn combined(&self) -> Requirements {
+        match self.alternatives.as_slice() {
+            [] => Requirements::new(),
+            [one] => one.clone(),
+            [first, rest @ ..] => {
+                fn single_key(r: &Requirements) -> Option<&requirements::Requirement> {
+                    let mut it = r.iter();
+                    match (it.next(), it.next()) {
+                        (Some(req), None) if !req.is_complement() => Some(req),
+                        _ => None,
+                    }
+                }
+                let Some(head) = single_key(first) else {
+                    return first.clone();
+                };
+                let mut values: Vec<String> = head.values().to_vec();
+                for r in rest {
+                    match single_key(r) {
+                        Some(req) if req.key() == head.key() => {
+                            values.extend(req.values().iter().cloned())
+                        }
+                        _ => return first.clone(),
+                    }
+                }
+                Requirements::from_iter([requirements::Requirement::is_in(head.key(), values)])
+            }
+        }
     }
 }
-
 /// Index of the snapshot's claims, volumes and classes.
 #[derive(Debug)]
 pub(crate) struct VolumeTopology<'a> {

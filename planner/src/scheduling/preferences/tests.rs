@@ -47,7 +47,6 @@ fn loaded_pod() -> Pod {
 #[test]
 fn relaxes_in_karpenters_order() {
     let prefs = Preferences {
-        policy: PreferencePolicy::Respect,
         tolerate_prefer_no_schedule: true,
     };
     let mut p = loaded_pod();
@@ -99,7 +98,7 @@ fn removes_the_heaviest_preferred_term_first() {
 #[test]
 fn prefer_no_schedule_toleration_only_when_some_taint_needs_it() {
     let mut snap = crate::model::ClusterSnapshot::default();
-    assert!(!Preferences::new(&snap, PreferencePolicy::Respect).tolerate_prefer_no_schedule);
+    assert!(!Preferences::new(&snap).tolerate_prefer_no_schedule);
     let mut np = crate::model::NodePool::default();
     np.taints.push(Taint {
         key: "spot".into(),
@@ -107,7 +106,7 @@ fn prefer_no_schedule_toleration_only_when_some_taint_needs_it() {
         effect: TaintEffect::PreferNoSchedule,
     });
     snap.node_pools.push(np);
-    let prefs = Preferences::new(&snap, PreferencePolicy::Respect);
+    let prefs = Preferences::new(&snap);
     assert!(prefs.tolerate_prefer_no_schedule);
     let mut p = pod("p", &[]);
     assert_eq!(
@@ -120,19 +119,20 @@ fn prefer_no_schedule_toleration_only_when_some_taint_needs_it() {
 
 #[test]
 fn ignore_policy_strips_preferences_up_front_and_keeps_requirements() {
-    let prefs = Preferences {
-        policy: PreferencePolicy::Ignore,
-        tolerate_prefer_no_schedule: false,
-    };
     let mut p = loaded_pod();
-    prefs.prepare(&mut p);
+    strip_preferences(&mut p);
     assert!(p.preferred_pod_affinity.is_empty());
     assert!(p.preferred_pod_anti_affinity.is_empty());
     assert!(p.preferred_node_affinity.is_empty());
     assert_eq!(p.topology_spread.len(), 1);
     assert_eq!(p.required_node_affinity.len(), 2);
-
-    let mut q = loaded_pod();
-    Preferences::default().prepare(&mut q);
-    assert_eq!(q, loaded_pod(), "Respect leaves the pod as is");
+    // Only the OR-terms and the toleration are left to relax.
+    let prefs = Preferences {
+        tolerate_prefer_no_schedule: false,
+    };
+    assert_eq!(
+        prefs.relax_step(&mut p),
+        Some(Relaxation::RequiredNodeAffinityTerm)
+    );
+    assert_eq!(prefs.relax_step(&mut p), None);
 }

@@ -25,16 +25,6 @@ pub(crate) enum Kind {
     AntiAffinity,
 }
 
-impl Kind {
-    pub(super) fn describe(self) -> &'static str {
-        match self {
-            Kind::Spread => "topology spread",
-            Kind::Affinity => "pod affinity",
-            Kind::AntiAffinity => "pod anti-affinity",
-        }
-    }
-}
-
 /// The namespaces a term looks in: listed names, plus those whose labels match a selector (an
 /// empty selector matches every namespace).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -144,10 +134,6 @@ impl Group {
 
     pub(super) fn count(&self, id: u32) -> i32 {
         self.counts.get(id as usize).copied().unwrap_or(ABSENT)
-    }
-
-    pub(super) fn is_present(&self, id: u32) -> bool {
-        self.count(id) != ABSENT
     }
 
     /// Adds a domain with no pods, if not yet known.

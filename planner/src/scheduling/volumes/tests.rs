@@ -79,11 +79,9 @@ fn bound_volume_pins_the_pod_to_its_zone() {
         r.alternatives[0].to_string(),
         "topology.kubernetes.io/zone In [us-east-1a]"
     );
-    assert!(
-        r.describe()
-            .contains("PersistentVolumeClaim default/bound (PersistentVolume pv-1)"),
-        "{}",
-        r.describe()
+    assert_eq!(
+        r.source,
+        "volume of PersistentVolumeClaim default/bound (PersistentVolume pv-1)"
     );
 }
 
