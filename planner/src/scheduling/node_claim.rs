@@ -118,6 +118,12 @@ impl Claim {
         }
     }
 
+    /// Quick check that a pod of signature `sig` may still fit by resources (no rejection by
+    /// this is ever undone).
+    pub(crate) fn fits(&self, pool: &Pool<'_>, sig: &Sig) -> bool {
+        dims::fits3(&self.used, &sig.requests, &pool.daemon, &self.max_alloc)
+    }
+
     /// Checks whether a pod of signature `sig` fits, returning the narrowed state on success.
     /// `topo` are extra requirements from topology (already computed by the caller).
     pub(crate) fn check(

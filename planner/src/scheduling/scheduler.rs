@@ -196,10 +196,6 @@ impl<'a> Scheduler<'a> {
     }
 
     fn run_items(&self, removed: &BTreeSet<String>, mut items: Vec<Item<'a>>) -> Run<'_, 'a> {
-        let mut sigs = Sigs::default();
-        for it in &mut items {
-            it.sig = sigs.intern(&it.pod, &self.dims, self.any_anti_affinity, &self.volumes);
-        }
         let existing: Vec<ExistingNode> = self
             .existing
             .iter()
@@ -225,6 +221,16 @@ impl<'a> Scheduler<'a> {
             excluded_nodes: removed,
         });
         drop(pending_refs);
+        let mut sigs = Sigs::default();
+        for it in &mut items {
+            it.sig = sigs.intern(
+                &it.pod,
+                &self.dims,
+                self.any_anti_affinity,
+                &self.volumes,
+                &topology,
+            );
+        }
         for n in &existing {
             if let Some(h) = n.reqs.get(labels::HOSTNAME).and_then(|r| r.single_value()) {
                 topology.register(labels::HOSTNAME, h);
@@ -396,6 +402,7 @@ impl<'s, 'a> Run<'s, 'a> {
             &self.s.dims,
             self.s.any_anti_affinity,
             &self.s.volumes,
+            &self.topology,
         );
         item.pod = Cow::Owned(pod);
         true
@@ -420,7 +427,7 @@ impl<'s, 'a> Run<'s, 'a> {
         sig_id: u32,
         base: &Requirements,
         taints_: &[crate::model::Taint],
-    ) -> Option<Result<Requirements, String>> {
+    ) -> Option<Result<Requirements, Reject>> {
         let sig = self.sigs.get(sig_id);
         if !sig.constrained {
             return None;
@@ -435,7 +442,7 @@ impl<'s, 'a> Run<'s, 'a> {
                     &node_reqs,
                     taints_,
                 )
-                .map_err(|e| e.to_string()),
+                .map_err(topology_reject),
         )
     }
 
@@ -443,12 +450,21 @@ impl<'s, 'a> Run<'s, 'a> {
         let mut advance = true;
         let start = self.cur_existing[sig_id as usize] as usize;
         for n in start..self.existing.len() {
-            let topo = self.topo_reqs(i, sig_id, &self.existing[n].reqs, &self.existing[n].taints);
-            let res = match &topo {
-                Some(Err(e)) => Err(Reject::transient(e.clone())),
-                Some(Ok(t)) => self.existing[n].check(self.sigs.get(sig_id), Some(t)),
-                None => self.existing[n].check(self.sigs.get(sig_id), None),
-            };
+            // Resources and requirements first: they reject for good and are cheaper.
+            let res = self.existing[n]
+                .check(self.sigs.get(sig_id), None)
+                .and_then(|()| {
+                    match self.topo_reqs(
+                        i,
+                        sig_id,
+                        &self.existing[n].reqs,
+                        &self.existing[n].taints,
+                    ) {
+                        Some(Err(r)) => Err(r),
+                        Some(Ok(t)) => self.existing[n].check(self.sigs.get(sig_id), Some(&t)),
+                        None => Ok(()),
+                    }
+                });
             match res {
                 Ok(()) => {
                     let node = &mut self.existing[n];
@@ -498,6 +514,9 @@ impl<'s, 'a> Run<'s, 'a> {
         let pool = &s.pools[self.claims[c].pool];
         let sig = self.sigs.get(sig_id);
         let claim = &self.claims[c];
+        if !claim.fits(pool, sig) {
+            return Err(Reject::permanent("not enough resources"));
+        }
         let topo = if sig.constrained {
             // Topology sees the claim's requirements narrowed by the pod's.
             let mut base = claim.reqs.clone();
@@ -509,7 +528,7 @@ impl<'s, 'a> Run<'s, 'a> {
                 pool.taints(),
             ) {
                 Ok(t) => Some(t),
-                Err(e) => return Err(Reject::transient(e.to_string())),
+                Err(e) => return Err(topology_reject(e)),
             }
         } else {
             None
@@ -703,5 +722,14 @@ pub(super) fn fmt_amount(slot: usize, v: i64) -> String {
         dims::MEMORY | dims::EPHEMERAL => crate::model::format_bytes(v),
         dims::PODS => v.to_string(),
         _ => crate::model::format_cpu(v),
+    }
+}
+
+/// A topology rejection: permanent when it can only get worse as pods are placed.
+fn topology_reject(e: super::topology::Unsatisfiable) -> Reject {
+    if e.is_permanent() {
+        Reject::permanent(e.to_string())
+    } else {
+        Reject::transient(e.to_string())
     }
 }

@@ -9,6 +9,7 @@ use crate::requirements::Requirements;
 
 use super::dims::{Dims, Vector};
 use super::node_claim::normalize_ports;
+use super::topology::{Identity, Topology};
 use super::volumes::VolumeTopology;
 
 /// What placement depends on, apart from topology.
@@ -27,6 +28,9 @@ pub(crate) struct Sig {
     /// Whether topology may constrain the pod (its own constraints, or inverse anti-affinity
     /// somewhere in the cluster).
     pub(crate) constrained: bool,
+    /// What topology sees of the pod (when constrained): pods that share a signature share the
+    /// cursor of nodes that rejected them for good, topology rejections included.
+    pub(crate) topology: Option<Identity>,
     /// Where volume topology requirements (already in `reqs`, not in `strict`) come from.
     pub(crate) volume: Option<String>,
     /// Malformed requirements: the pod cannot be placed.
@@ -50,6 +54,7 @@ impl Sigs {
         d: &Dims,
         any_anti_affinity: bool,
         volumes: &VolumeTopology<'_>,
+        topology: &Topology,
     ) -> u32 {
         let (mut reqs, strict, mut invalid) = match (
             super::pod_requirements(pod),
@@ -75,13 +80,15 @@ impl Sigs {
                 Err(e) => invalid = Some(e.to_string()),
             }
         }
+        let constrained = any_anti_affinity || super::has_topology_constraints(pod);
         let sig = Sig {
             requests: d.vector(&pod.requests),
             reqs,
             strict,
             tolerations: pod.tolerations.clone(),
             host_ports: normalize_ports(&pod.host_ports),
-            constrained: any_anti_affinity || super::has_topology_constraints(pod),
+            constrained,
+            topology: constrained.then(|| topology.identity(pod)),
             volume,
             invalid,
         };

@@ -84,6 +84,24 @@ pub(crate) struct Unsatisfiable {
     occupied_hosts: u32,
 }
 
+// === impl Unsatisfiable ===
+
+impl Unsatisfiable {
+    /// True when the rejection can only get worse as more pods are placed in this solve, so the
+    /// scheduler need not offer this node to pods with the same constraints again:
+    /// anti-affinity (counts only grow, a node's domains only narrow) and hostname spread
+    /// (a node's count only grows and the global minimum of a hostname spread is always 0).
+    /// Spread on other keys (the minimum may rise) and affinity (a matching pod may arrive) are
+    /// not permanent.
+    pub(crate) fn is_permanent(&self) -> bool {
+        match self.kind {
+            Kind::AntiAffinity => true,
+            Kind::Spread => &*self.key == labels::HOSTNAME && self.node_domain.is_some(),
+            Kind::Affinity => false,
+        }
+    }
+}
+
 impl std::error::Error for Unsatisfiable {}
 
 impl fmt::Display for Unsatisfiable {
@@ -242,6 +260,20 @@ fn ordinal(n: u32) -> String {
     format!("{n}{suffix}")
 }
 
+/// What topology sees of a pod: pods with equal identities get equal answers from
+/// [`Topology::add_requirements`] on the same node, so the scheduler may share a cursor of
+/// permanently rejected nodes between them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Identity {
+    namespace: String,
+    labels: Labels,
+    spreads: Vec<crate::model::TopologySpreadConstraint>,
+    affinity: Vec<PodAffinityTerm>,
+    anti_affinity: Vec<PodAffinityTerm>,
+    preferred_affinity: Vec<crate::model::WeightedPodAffinityTerm>,
+    preferred_anti_affinity: Vec<crate::model::WeightedPodAffinityTerm>,
+}
+
 /// How far a pod has been relaxed: relaxation only removes terms (or adds one toleration), so
 /// these lengths identify the state of a pod with a given UID.
 type Fingerprint = [usize; 6];
@@ -352,6 +384,8 @@ pub(crate) struct Topology {
     pods: HashMap<String, PodEntry>,
 
     placements: Vec<Placement>,
+    /// Label keys some group's selector looks at.
+    selector_keys: BTreeSet<String>,
     /// Topology keys and node-selector keys of the pods: what a placement keeps.
     placement_keys: BTreeSet<String>,
 }
@@ -439,6 +473,7 @@ impl Topology {
             sig_ids: HashMap::new(),
             pods: HashMap::new(),
             placements: Vec::new(),
+            selector_keys: BTreeSet::new(),
             placement_keys: [labels::HOSTNAME, labels::ZONE, labels::CAPACITY_TYPE]
                 .into_iter()
                 .map(str::to_string)
@@ -691,6 +726,25 @@ impl Topology {
         }
     }
 
+    /// What topology sees of `pod`: its namespace, its labels that some selector looks at, and
+    /// its spread and pod (anti-)affinity terms.
+    pub(crate) fn identity(&self, p: &Pod) -> Identity {
+        Identity {
+            namespace: p.namespace.clone(),
+            labels: p
+                .labels
+                .iter()
+                .filter(|(k, _)| self.selector_keys.contains(*k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            spreads: p.topology_spread.clone(),
+            affinity: p.pod_affinity.clone(),
+            anti_affinity: p.pod_anti_affinity.clone(),
+            preferred_affinity: p.preferred_pod_affinity.clone(),
+            preferred_anti_affinity: p.preferred_pod_anti_affinity.clone(),
+        }
+    }
+
     /// Number of distinct groups (regular, inverse).
     #[cfg(test)]
     pub(crate) fn group_count(&self) -> (usize, usize) {
@@ -883,6 +937,11 @@ impl Topology {
         if let Some(&gid) = self.group_ids.get(&spec) {
             return gid;
         }
+        if let Some(sel) = &spec.selector {
+            self.selector_keys.extend(sel.match_labels.keys().cloned());
+            self.selector_keys
+                .extend(sel.match_expressions.iter().map(|e| e.key.clone()));
+        }
         let k = self.ensure_key(&spec.key);
         let g = self.build_group(spec.clone());
         let gid = u32::try_from(self.groups.len()).unwrap_or(u32::MAX);
@@ -900,6 +959,11 @@ impl Topology {
     fn add_inverse(&mut self, spec: GroupKey) -> u32 {
         if let Some(&gid) = self.inverse_ids.get(&spec) {
             return gid;
+        }
+        if let Some(sel) = &spec.selector {
+            self.selector_keys.extend(sel.match_labels.keys().cloned());
+            self.selector_keys
+                .extend(sel.match_expressions.iter().map(|e| e.key.clone()));
         }
         let k = self.ensure_key(&spec.key);
         let mut g = Group::new(spec.clone(), k);
