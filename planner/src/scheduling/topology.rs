@@ -31,9 +31,9 @@
 //! labels; a pod's own groups are found by its UID and how far it has been relaxed.
 
 mod domains;
+mod fxhash;
 mod group;
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -45,6 +45,7 @@ use crate::requirements::{Requirement, Requirements};
 
 use super::preferences::{Preferences, strip_preferences};
 use domains::KeyDomains;
+use fxhash::{FxHashMap, FxHasher};
 use group::{
     Choice, Group, GroupKey, Kind, Namespaces, NodeFilter, merged_selector, requirement_in,
 };
@@ -264,7 +265,24 @@ fn ordinal(n: u32) -> String {
 /// [`Topology::add_requirements`] on the same node, so the scheduler may share a cursor of
 /// permanently rejected nodes between them.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Identity {
+pub(crate) enum Identity {
+    /// A pod the topology was built with: its constraint spec, relaxation state, and the groups
+    /// that select it.
+    Known {
+        /// Constraint spec.
+        spec: u32,
+        /// Relaxation state within the spec.
+        state: u32,
+        /// Interned lists of groups selecting the pod.
+        selection: u32,
+    },
+    /// Any other pod: its namespace, labels and constraints.
+    Other(Box<Constraints>),
+}
+
+/// A pod's namespace, labels and topology terms.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Constraints {
     namespace: String,
     labels: Labels,
     spreads: Vec<crate::model::TopologySpreadConstraint>,
@@ -272,6 +290,9 @@ pub(crate) struct Identity {
     anti_affinity: Vec<PodAffinityTerm>,
     preferred_affinity: Vec<crate::model::WeightedPodAffinityTerm>,
     preferred_anti_affinity: Vec<crate::model::WeightedPodAffinityTerm>,
+    node_selector: Labels,
+    required_node_affinity: Vec<crate::model::NodeSelectorTerm>,
+    tolerations: Vec<crate::model::Toleration>,
 }
 
 /// How far a pod has been relaxed: relaxation only removes terms (or adds one toleration), so
@@ -305,6 +326,8 @@ struct LabelSig {
     selecting: Vec<u32>,
     /// Inverse (anti-affinity of other pods) groups whose selector matches.
     selecting_inverse: Vec<u32>,
+    /// Interned (`selecting`, `selecting_inverse`).
+    selection: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -366,7 +389,7 @@ pub(crate) struct Topology {
     bound: Vec<BoundPod>,
 
     keys: Vec<KeyDomains>,
-    key_ids: HashMap<String, u32>,
+    key_ids: FxHashMap<String, u32>,
     /// Regular and inverse groups per key, to register new domains.
     key_groups: Vec<(Vec<u32>, Vec<u32>)>,
 
@@ -378,10 +401,12 @@ pub(crate) struct Topology {
     inverse_owned: HashMap<String, Vec<u32>>,
 
     specs: Vec<Spec>,
-    spec_ids: HashMap<u64, Vec<u32>>,
+    spec_ids: FxHashMap<u64, Vec<u32>>,
     sigs: Vec<LabelSig>,
-    sig_ids: HashMap<u64, Vec<u32>>,
-    pods: HashMap<String, PodEntry>,
+    sig_ids: FxHashMap<u64, Vec<u32>>,
+    /// Interned selection lists of label signatures (for [`Identity`]).
+    selections: FxHashMap<(Vec<u32>, Vec<u32>), u32>,
+    pods: FxHashMap<String, PodEntry>,
 
     placements: Vec<Placement>,
     /// Label keys some group's selector looks at.
@@ -460,7 +485,7 @@ impl Topology {
                 .collect(),
             bound,
             keys: Vec::new(),
-            key_ids: HashMap::new(),
+            key_ids: FxHashMap::default(),
             key_groups: Vec::new(),
             groups: Vec::new(),
             group_ids: HashMap::new(),
@@ -468,10 +493,11 @@ impl Topology {
             inverse_ids: HashMap::new(),
             inverse_owned: HashMap::new(),
             specs: Vec::new(),
-            spec_ids: HashMap::new(),
+            spec_ids: FxHashMap::default(),
             sigs: Vec::new(),
-            sig_ids: HashMap::new(),
-            pods: HashMap::new(),
+            sig_ids: FxHashMap::default(),
+            selections: FxHashMap::default(),
+            pods: FxHashMap::default(),
             placements: Vec::new(),
             selector_keys: BTreeSet::new(),
             placement_keys: [labels::HOSTNAME, labels::ZONE, labels::CAPACITY_TYPE]
@@ -481,6 +507,10 @@ impl Topology {
         };
         for p in input.pending {
             t.placement_keys.extend(constraint_keys(p));
+            t.selector_keys.extend(selector_keys(p));
+        }
+        for (p, _) in &bound_anti {
+            t.selector_keys.extend(selector_keys(p));
         }
         // Anti-affinity of bound pods applies back to the pods being placed.
         for (p, node) in bound_anti {
@@ -726,23 +756,34 @@ impl Topology {
         }
     }
 
-    /// What topology sees of `pod`: its namespace, its labels that some selector looks at, and
-    /// its spread and pod (anti-)affinity terms.
+    /// What topology sees of `pod` (see [`Identity`]).
     pub(crate) fn identity(&self, p: &Pod) -> Identity {
-        Identity {
-            namespace: p.namespace.clone(),
-            labels: p
-                .labels
+        let known = self.pods.get(&p.uid).and_then(|e| {
+            let fp = fingerprint(p);
+            let state = self.specs[e.spec as usize]
+                .states
                 .iter()
-                .filter(|(k, _)| self.selector_keys.contains(*k))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-            spreads: p.topology_spread.clone(),
-            affinity: p.pod_affinity.clone(),
-            anti_affinity: p.pod_anti_affinity.clone(),
-            preferred_affinity: p.preferred_pod_affinity.clone(),
-            preferred_anti_affinity: p.preferred_pod_anti_affinity.clone(),
-        }
+                .position(|(f, _)| *f == fp)?;
+            Some(Identity::Known {
+                spec: e.spec,
+                state: u32::try_from(state).unwrap_or(u32::MAX),
+                selection: self.sigs[e.sig as usize].selection,
+            })
+        });
+        known.unwrap_or_else(|| {
+            Identity::Other(Box::new(Constraints {
+                namespace: p.namespace.clone(),
+                labels: p.labels.clone(),
+                spreads: p.topology_spread.clone(),
+                affinity: p.pod_affinity.clone(),
+                anti_affinity: p.pod_anti_affinity.clone(),
+                preferred_affinity: p.preferred_pod_affinity.clone(),
+                preferred_anti_affinity: p.preferred_pod_anti_affinity.clone(),
+                node_selector: p.node_selector.clone(),
+                required_node_affinity: p.required_node_affinity.clone(),
+                tolerations: p.tolerations.clone(),
+            }))
+        })
     }
 
     /// Number of distinct groups (regular, inverse).
@@ -756,6 +797,7 @@ impl Topology {
     /// Prepares the groups of a pod in every relaxation state, its label signature and the
     /// inverse groups of its required anti-affinity.
     fn register_pod(&mut self, pod: &Pod) {
+        self.selector_keys.extend(selector_keys(pod));
         let spec = self.spec_for(pod);
         if !pod.pod_anti_affinity.is_empty() && !self.inverse_owned.contains_key(&pod.uid) {
             let ids: Vec<u32> = pod
@@ -770,12 +812,12 @@ impl Topology {
     }
 
     fn spec_for(&mut self, pod: &Pod) -> u32 {
-        let mut h = DefaultHasher::new();
-        hash_constraints(pod, &mut h);
+        let mut h = FxHasher::default();
+        hash_constraints(pod, &self.selector_keys, &mut h);
         let hash = h.finish();
         if let Some(ids) = self.spec_ids.get(&hash) {
             for &id in ids {
-                if same_constraints(&self.specs[id as usize].pod, pod) {
+                if same_constraints(&self.specs[id as usize].pod, pod, &self.selector_keys) {
                     return id;
                 }
             }
@@ -809,7 +851,7 @@ impl Topology {
     }
 
     fn sig_for(&mut self, namespace: &str, labels: &Labels) -> u32 {
-        let mut h = DefaultHasher::new();
+        let mut h = FxHasher::default();
         namespace.hash(&mut h);
         labels.hash(&mut h);
         let hash = h.finish();
@@ -835,9 +877,19 @@ impl Topology {
             labels: labels.clone(),
             selecting,
             selecting_inverse,
+            selection: 0,
         });
         self.sig_ids.entry(hash).or_default().push(id);
+        self.refresh_selection(id as usize);
         id
+    }
+
+    fn refresh_selection(&mut self, sig: usize) {
+        let s = &self.sigs[sig];
+        let key = (s.selecting.clone(), s.selecting_inverse.clone());
+        let next = u32::try_from(self.selections.len()).unwrap_or(u32::MAX);
+        let id = *self.selections.entry(key).or_insert(next);
+        self.sigs[sig].selection = id;
     }
 
     /// The index of a key, creating its domains from the universe and the existing nodes.
@@ -945,10 +997,15 @@ impl Topology {
         let k = self.ensure_key(&spec.key);
         let g = self.build_group(spec.clone());
         let gid = u32::try_from(self.groups.len()).unwrap_or(u32::MAX);
-        for s in &mut self.sigs {
+        let mut touched = Vec::new();
+        for (i, s) in self.sigs.iter_mut().enumerate() {
             if g.selects(&s.namespace, &s.labels, &self.ns_labels) {
                 s.selecting.push(gid);
+                touched.push(i);
             }
+        }
+        for i in touched {
+            self.refresh_selection(i);
         }
         self.groups.push(g);
         self.group_ids.insert(spec, gid);
@@ -971,10 +1028,15 @@ impl Topology {
             g.register(id);
         }
         let gid = u32::try_from(self.inverse.len()).unwrap_or(u32::MAX);
-        for s in &mut self.sigs {
+        let mut touched = Vec::new();
+        for (i, s) in self.sigs.iter_mut().enumerate() {
             if g.selects(&s.namespace, &s.labels, &self.ns_labels) {
                 s.selecting_inverse.push(gid);
+                touched.push(i);
             }
+        }
+        for i in touched {
+            self.refresh_selection(i);
         }
         self.inverse.push(g);
         self.inverse_ids.insert(spec, gid);
@@ -1082,6 +1144,33 @@ fn filter_terms(pod: &Pod) -> Vec<Requirements> {
         .collect()
 }
 
+/// Label keys the pod's terms select on (including `matchLabelKeys` / `mismatchLabelKeys`).
+fn selector_keys(p: &Pod) -> Vec<String> {
+    let mut out = Vec::new();
+    let add_selector = |s: &Option<crate::model::LabelSelector>, out: &mut Vec<String>| {
+        if let Some(s) = s {
+            out.extend(s.match_labels.keys().cloned());
+            out.extend(s.match_expressions.iter().map(|e| e.key.clone()));
+        }
+    };
+    for c in &p.topology_spread {
+        add_selector(&c.label_selector, &mut out);
+        out.extend(c.match_label_keys.iter().cloned());
+    }
+    for t in p
+        .pod_affinity
+        .iter()
+        .chain(&p.pod_anti_affinity)
+        .chain(p.preferred_pod_affinity.iter().map(|w| &w.term))
+        .chain(p.preferred_pod_anti_affinity.iter().map(|w| &w.term))
+    {
+        add_selector(&t.label_selector, &mut out);
+        out.extend(t.match_label_keys.iter().cloned());
+        out.extend(t.mismatch_label_keys.iter().cloned());
+    }
+    out
+}
+
 /// Keys a pod's topology may look at: its topology keys and its node-selector keys.
 fn constraint_keys(p: &Pod) -> impl Iterator<Item = String> + '_ {
     p.topology_spread
@@ -1103,9 +1192,19 @@ fn constraint_keys(p: &Pod) -> impl Iterator<Item = String> + '_ {
         )
 }
 
-fn hash_constraints(p: &Pod, h: &mut impl Hasher) {
+/// Labels a selector may look at, in key order.
+fn relevant_labels<'a>(
+    p: &'a Pod,
+    keys: &'a BTreeSet<String>,
+) -> impl Iterator<Item = (&'a String, &'a String)> + 'a {
+    p.labels.iter().filter(|(k, _)| keys.contains(*k))
+}
+
+fn hash_constraints(p: &Pod, keys: &BTreeSet<String>, h: &mut impl Hasher) {
     p.namespace.hash(h);
-    p.labels.hash(h);
+    for l in relevant_labels(p, keys) {
+        l.hash(h);
+    }
     p.node_selector.hash(h);
     p.required_node_affinity.hash(h);
     p.preferred_node_affinity.hash(h);
@@ -1117,9 +1216,9 @@ fn hash_constraints(p: &Pod, h: &mut impl Hasher) {
     p.preferred_pod_anti_affinity.hash(h);
 }
 
-fn same_constraints(a: &Pod, b: &Pod) -> bool {
+fn same_constraints(a: &Pod, b: &Pod, keys: &BTreeSet<String>) -> bool {
     a.namespace == b.namespace
-        && a.labels == b.labels
+        && relevant_labels(a, keys).eq(relevant_labels(b, keys))
         && a.node_selector == b.node_selector
         && a.required_node_affinity == b.required_node_affinity
         && a.preferred_node_affinity == b.preferred_node_affinity

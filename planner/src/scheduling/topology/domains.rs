@@ -1,8 +1,9 @@
 //! Interned domain values per topology key, and which taints guard each domain (for
 //! `nodeTaintsPolicy: Honor`, Karpenter's `TopologyDomainGroup`).
 
-use std::collections::HashMap;
 use std::sync::Arc;
+
+use super::fxhash::FxHashMap;
 
 use crate::model::{Taint, Toleration};
 use crate::requirements::taints::tolerates_all;
@@ -11,7 +12,7 @@ use crate::requirements::taints::tolerates_all;
 #[derive(Clone, Debug, Default)]
 pub(super) struct KeyDomains {
     names: Vec<Arc<str>>,
-    index: HashMap<Arc<str>, u32>,
+    index: FxHashMap<Arc<str>, u32>,
     /// Taint sets of the NodePools and nodes that can produce each value (by index); an empty
     /// set anywhere means every pod may land there.
     taints: Vec<Vec<Vec<Taint>>>,

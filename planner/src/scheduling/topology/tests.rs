@@ -784,3 +784,30 @@ fn pods_unknown_to_the_topology_still_get_their_constraints() {
         "{err}"
     );
 }
+
+#[test]
+fn identity_ignores_labels_no_selector_looks_at() {
+    let mk = |name: &str, app: &str| {
+        let mut p = pod(name, &[("app", app), ("statefulset.kubernetes.io/pod-name", name)]);
+        p.pod_anti_affinity.push(term(HOSTNAME, &[("app", "db")]));
+        p
+    };
+    let (a, b, c) = (mk("db-0", "db"), mk("db-1", "db"), mk("other-0", "other"));
+    let snap = snapshot(vec![pool("default", &ZONES)], vec![], vec![a.clone(), b.clone(), c.clone()]);
+    let domains = universe(&snap);
+    let pending = vec![&a, &b, &c];
+    let excluded = BTreeSet::new();
+    let t = Topology::new(&TopologyInput {
+        snapshot: &snap,
+        pending: &pending,
+        domains: &domains,
+        excluded_nodes: &excluded,
+    });
+    assert_eq!(t.identity(&a), t.identity(&b));
+    // `other` is not selected by the anti-affinity: a different identity.
+    assert_ne!(t.identity(&a), t.identity(&c));
+    // A relaxed copy is a different state.
+    let mut relaxed = a.clone();
+    relaxed.pod_anti_affinity.clear();
+    assert_ne!(t.identity(&a), t.identity(&relaxed));
+}
