@@ -788,13 +788,21 @@ fn pods_unknown_to_the_topology_still_get_their_constraints() {
 #[test]
 fn identity_ignores_labels_no_selector_looks_at() {
     let mk = |name: &str, app: &str| {
-        let mut p = pod(name, &[("app", app), ("statefulset.kubernetes.io/pod-name", name)]);
+        let mut p = pod(
+            name,
+            &[("app", app), ("statefulset.kubernetes.io/pod-name", name)],
+        );
         p.pod_anti_affinity.push(term(HOSTNAME, &[("app", "db")]));
-        p.preferred_pod_anti_affinity.push(weighted(10, term(ZONE, &[("app", "db")])));
+        p.preferred_pod_anti_affinity
+            .push(weighted(10, term(ZONE, &[("app", "db")])));
         p
     };
     let (a, b, c) = (mk("db-0", "db"), mk("db-1", "db"), mk("other-0", "other"));
-    let snap = snapshot(vec![pool("default", &ZONES)], vec![], vec![a.clone(), b.clone(), c.clone()]);
+    let snap = snapshot(
+        vec![pool("default", &ZONES)],
+        vec![],
+        vec![a.clone(), b.clone(), c.clone()],
+    );
     let domains = universe(&snap);
     let pending = vec![&a, &b, &c];
     let excluded = BTreeSet::new();
