@@ -442,7 +442,7 @@ impl<'s, 'a> Run<'s, 'a> {
                     &node_reqs,
                     taints_,
                 )
-                .map_err(topology_reject),
+                .map_err(Reject::topology),
         )
     }
 
@@ -528,7 +528,7 @@ impl<'s, 'a> Run<'s, 'a> {
                 pool.taints(),
             ) {
                 Ok(t) => Some(t),
-                Err(e) => return Err(topology_reject(e)),
+                Err(e) => return Err(Reject::topology(e)),
             }
         } else {
             None
@@ -722,14 +722,5 @@ pub(super) fn fmt_amount(slot: usize, v: i64) -> String {
         dims::MEMORY | dims::EPHEMERAL => crate::model::format_bytes(v),
         dims::PODS => v.to_string(),
         _ => crate::model::format_cpu(v),
-    }
-}
-
-/// A topology rejection: permanent when it can only get worse as pods are placed.
-fn topology_reject(e: super::topology::Unsatisfiable) -> Reject {
-    if e.is_permanent() {
-        Reject::permanent(e.to_string())
-    } else {
-        Reject::transient(e.to_string())
     }
 }
