@@ -295,6 +295,32 @@ pub(crate) struct Constraints {
     tolerations: Vec<crate::model::Toleration>,
 }
 
+/// Order in which groups narrow a node's domains: sets first (affinity, anti-affinity, other
+/// pods' anti-affinity), then spreads, which pick one domain within what is left.
+fn rank(kind: Kind, inverse: bool) -> u8 {
+    match (kind, inverse) {
+        (Kind::Affinity, _) => 0,
+        (Kind::AntiAffinity, false) => 1,
+        (Kind::AntiAffinity, true) => 2,
+        (Kind::Spread, _) => 3,
+    }
+}
+
+/// Pins every key an anti-affinity left with several domains to the first of them (see the
+/// module documentation).
+fn pin_first(mut extra: Requirements, pin: Vec<&str>) -> Requirements {
+    for key in pin {
+        let first = extra
+            .get(key)
+            .filter(|r| !r.is_complement())
+            .and_then(|r| r.values().first().cloned());
+        if let Some(v) = first {
+            extra.add(Requirement::is_in(key, [v]));
+        }
+    }
+    extra
+}
+
 /// How far a pod has been relaxed: relaxation only removes terms (or adds one toleration), so
 /// these lengths identify the state of a pod with a given UID.
 type Fingerprint = [usize; 6];
@@ -506,11 +532,11 @@ impl Topology {
                 .collect(),
         };
         for p in input.pending {
-            t.placement_keys.extend(constraint_keys(p));
-            t.selector_keys.extend(selector_keys(p));
+            add_constraint_keys(&mut t.placement_keys, p);
+            add_selector_keys(&mut t.selector_keys, p);
         }
         for (p, _) in &bound_anti {
-            t.selector_keys.extend(selector_keys(p));
+            add_selector_keys(&mut t.selector_keys, p);
         }
         // Anti-affinity of bound pods applies back to the pods being placed.
         for (p, node) in bound_anti {
@@ -561,16 +587,28 @@ impl Topology {
                 if owned.is_empty() && sig.selecting_inverse.is_empty() {
                     return Ok(Requirements::new());
                 }
-                let mut refs: Vec<(&Group, bool, bool)> =
-                    Vec::with_capacity(owned.len() + sig.selecting_inverse.len());
-                for &gid in owned {
-                    let selects = sig.selecting.binary_search(&gid).is_ok();
-                    refs.push((&self.groups[gid as usize], false, selects));
+                // In rank order (see `rank`) without collecting: this runs for every candidate
+                // node of every pod.
+                let mut extra = Requirements::new();
+                let mut pin = Vec::new();
+                for pass in 0..4 {
+                    for &gid in owned {
+                        let g = &self.groups[gid as usize];
+                        if rank(g.spec.kind, false) == pass {
+                            let selects = sig.selecting.binary_search(&gid).is_ok();
+                            self.step(
+                                g, false, selects, pod_reqs, node_reqs, &mut extra, &mut pin,
+                            )?;
+                        }
+                    }
+                    if pass == rank(Kind::AntiAffinity, true) {
+                        for &gid in &sig.selecting_inverse {
+                            let g = &self.inverse[gid as usize];
+                            self.step(g, true, false, pod_reqs, node_reqs, &mut extra, &mut pin)?;
+                        }
+                    }
                 }
-                for &gid in &sig.selecting_inverse {
-                    refs.push((&self.inverse[gid as usize], true, false));
-                }
-                self.evaluate(refs, pod_reqs, node_reqs)
+                Ok(pin_first(extra, pin))
             }
             None => {
                 // A pod the topology was not built with (or relaxed in an unexpected way): use the
@@ -612,49 +650,52 @@ impl Topology {
         pod_reqs: &Requirements,
         node_reqs: &Requirements,
     ) -> Result<Requirements, Unsatisfiable> {
-        // Sets first (affinity, anti-affinity), then spreads, which pick one domain within them.
-        refs.sort_by_key(|(g, inverse, _)| match (g.spec.kind, inverse) {
-            (Kind::Affinity, _) => 0,
-            (Kind::AntiAffinity, false) => 1,
-            (Kind::AntiAffinity, true) => 2,
-            (Kind::Spread, _) => 3,
-        });
+        refs.sort_by_key(|(g, inverse, _)| rank(g.spec.kind, *inverse));
         let mut extra = Requirements::new();
-        let mut pin: Vec<&str> = Vec::new();
+        let mut pin = Vec::new();
         for (g, inverse, selects) in refs {
-            let kd = &self.keys[g.key as usize];
-            let key = g.spec.key.as_str();
-            let pod_dom = pod_reqs.get(key);
-            let node_dom = extra.get(key).or_else(|| node_reqs.get(key));
-            let host = if g.is_hostname {
-                node_dom.and_then(Requirement::single_value)
-            } else {
-                None
-            };
-            match g.choose(kd, selects, pod_dom, node_dom, host) {
-                Ok(Choice::Host) => {}
-                Ok(Choice::In(ids)) => {
-                    if g.spec.kind == Kind::AntiAffinity && ids.len() > 1 && !pin.contains(&key) {
-                        pin.push(key);
-                    }
-                    extra.add(requirement_in(key, kd, &ids));
+            self.step(
+                g, inverse, selects, pod_reqs, node_reqs, &mut extra, &mut pin,
+            )?;
+        }
+        Ok(pin_first(extra, pin))
+    }
+
+    /// Narrows `extra` by one group's choice of domains.
+    #[allow(clippy::too_many_arguments)] // The state of one evaluation, kept off the heap.
+    fn step<'g>(
+        &self,
+        g: &'g Group,
+        inverse: bool,
+        selects: bool,
+        pod_reqs: &Requirements,
+        node_reqs: &Requirements,
+        extra: &mut Requirements,
+        pin: &mut Vec<&'g str>,
+    ) -> Result<(), Unsatisfiable> {
+        let kd = &self.keys[g.key as usize];
+        let key = g.spec.key.as_str();
+        let pod_dom = pod_reqs.get(key);
+        let node_dom = extra.get(key).or_else(|| node_reqs.get(key));
+        let host = if g.is_hostname {
+            node_dom.and_then(Requirement::single_value)
+        } else {
+            None
+        };
+        match g.choose(kd, selects, pod_dom, node_dom, host) {
+            Ok(Choice::Host) => Ok(()),
+            Ok(Choice::In(ids)) => {
+                if g.spec.kind == Kind::AntiAffinity && ids.len() > 1 && !pin.contains(&key) {
+                    pin.push(key);
                 }
-                Err(mut e) => {
-                    e.inverse = inverse;
-                    return Err(e);
-                }
+                extra.add(requirement_in(key, kd, &ids));
+                Ok(())
+            }
+            Err(mut e) => {
+                e.inverse = inverse;
+                Err(e)
             }
         }
-        for key in pin {
-            let first = extra
-                .get(key)
-                .filter(|r| !r.is_complement())
-                .and_then(|r| r.values().first().cloned());
-            if let Some(v) = first {
-                extra.add(Requirement::is_in(key, [v]));
-            }
-        }
-        Ok(extra)
     }
 
     /// Counts `pod` as placed on a node with `node_reqs` and `taints`: in every group that selects
@@ -797,7 +838,7 @@ impl Topology {
     /// Prepares the groups of a pod in every relaxation state, its label signature and the
     /// inverse groups of its required anti-affinity.
     fn register_pod(&mut self, pod: &Pod) {
-        self.selector_keys.extend(selector_keys(pod));
+        add_selector_keys(&mut self.selector_keys, pod);
         let spec = self.spec_for(pod);
         if !pod.pod_anti_affinity.is_empty() && !self.inverse_owned.contains_key(&pod.uid) {
             let ids: Vec<u32> = pod
@@ -1144,18 +1185,30 @@ fn filter_terms(pod: &Pod) -> Vec<Requirements> {
         .collect()
 }
 
-/// Label keys the pod's terms select on (including `matchLabelKeys` / `mismatchLabelKeys`).
-fn selector_keys(p: &Pod) -> Vec<String> {
-    let mut out = Vec::new();
-    let add_selector = |s: &Option<crate::model::LabelSelector>, out: &mut Vec<String>| {
+fn insert_key(set: &mut BTreeSet<String>, key: &str) {
+    if !set.contains(key) {
+        set.insert(key.to_string());
+    }
+}
+
+/// Adds the label keys the pod's terms select on (including `matchLabelKeys` and
+/// `mismatchLabelKeys`).
+fn add_selector_keys(set: &mut BTreeSet<String>, p: &Pod) {
+    let add_selector = |s: &Option<crate::model::LabelSelector>, set: &mut BTreeSet<String>| {
         if let Some(s) = s {
-            out.extend(s.match_labels.keys().cloned());
-            out.extend(s.match_expressions.iter().map(|e| e.key.clone()));
+            for k in s.match_labels.keys() {
+                insert_key(set, k);
+            }
+            for e in &s.match_expressions {
+                insert_key(set, &e.key);
+            }
         }
     };
     for c in &p.topology_spread {
-        add_selector(&c.label_selector, &mut out);
-        out.extend(c.match_label_keys.iter().cloned());
+        add_selector(&c.label_selector, set);
+        for k in &c.match_label_keys {
+            insert_key(set, k);
+        }
     }
     for t in p
         .pod_affinity
@@ -1164,32 +1217,35 @@ fn selector_keys(p: &Pod) -> Vec<String> {
         .chain(p.preferred_pod_affinity.iter().map(|w| &w.term))
         .chain(p.preferred_pod_anti_affinity.iter().map(|w| &w.term))
     {
-        add_selector(&t.label_selector, &mut out);
-        out.extend(t.match_label_keys.iter().cloned());
-        out.extend(t.mismatch_label_keys.iter().cloned());
+        add_selector(&t.label_selector, set);
+        for k in t.match_label_keys.iter().chain(&t.mismatch_label_keys) {
+            insert_key(set, k);
+        }
     }
-    out
 }
 
-/// Keys a pod's topology may look at: its topology keys and its node-selector keys.
-fn constraint_keys(p: &Pod) -> impl Iterator<Item = String> + '_ {
-    p.topology_spread
+/// Adds the keys a pod's topology may look at: its topology keys and its node-selector keys.
+fn add_constraint_keys(set: &mut BTreeSet<String>, p: &Pod) {
+    for c in &p.topology_spread {
+        insert_key(set, &c.topology_key);
+    }
+    for t in p
+        .pod_affinity
         .iter()
-        .map(|c| c.topology_key.clone())
-        .chain(
-            p.pod_affinity
-                .iter()
-                .chain(&p.pod_anti_affinity)
-                .chain(p.preferred_pod_affinity.iter().map(|w| &w.term))
-                .chain(p.preferred_pod_anti_affinity.iter().map(|w| &w.term))
-                .map(|t| t.topology_key.clone()),
-        )
-        .chain(p.node_selector.keys().cloned())
-        .chain(
-            p.required_node_affinity
-                .iter()
-                .flat_map(|t| t.requirements.iter().map(|r| r.key.clone())),
-        )
+        .chain(&p.pod_anti_affinity)
+        .chain(p.preferred_pod_affinity.iter().map(|w| &w.term))
+        .chain(p.preferred_pod_anti_affinity.iter().map(|w| &w.term))
+    {
+        insert_key(set, &t.topology_key);
+    }
+    for k in p.node_selector.keys() {
+        insert_key(set, k);
+    }
+    for t in &p.required_node_affinity {
+        for r in &t.requirements {
+            insert_key(set, &r.key);
+        }
+    }
 }
 
 /// Labels a selector may look at, in key order.
