@@ -573,6 +573,8 @@ impl Topology {
         node_reqs: &Requirements,
         taints: &[Taint],
     ) -> Result<Requirements, Unsatisfiable> {
+        // Taints decide which nodes *count* for a spread (`record`); where a pod may go they do
+        // not change (the scheduler checks tolerations itself). Kept for the agreed interface.
         let _ = taints;
         let entry = self.pods.get(&pod.uid).and_then(|e| {
             let fp = fingerprint(pod);
