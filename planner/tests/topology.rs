@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use planner::catalog::{Catalog, Offering};
-use planner::labels::{self, HOSTNAME, ZONE};
+use planner::labels::{HOSTNAME, ZONE};
 use planner::model::{
     ClusterSnapshot, LabelSelector, NodeInclusionPolicy, NodePool, NodeSelectorTerm, Operator,
     PersistentVolume, PersistentVolumeClaim, PlanOptions, Pod, PodAffinityTerm, PreferencePolicy,
@@ -400,59 +400,134 @@ fn rule() -> impl Strategy<Value = Rule> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
-    /// No plan breaks a required constraint: counts recomputed from the plan's claims alone.
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    /// No plan breaks a required constraint: counts recomputed from the plan (new claims and
+    /// existing nodes) and the bound pods alone.
     #[test]
     fn plans_never_break_required_constraints(
-        apps in prop::collection::vec((rule(), 1..12usize, 0..4usize), 1..4),
+        apps in prop::collection::vec((rule(), 1..12usize, 0..4usize, 0..3usize), 1..4),
+        existing in 0..4usize,
     ) {
+        let mut nodes = Vec::new();
+        let mut node_zone: BTreeMap<String, String> = BTreeMap::new();
+        for i in 0..existing {
+            let name = format!("node-{i}");
+            let mut n = node(&name, 4, 8);
+            n.labels.insert(ZONE.into(), ZONES[i % 3].into());
+            node_zone.insert(name, ZONES[i % 3].to_string());
+            nodes.push(n);
+        }
         let mut pods = Vec::new();
-        for (a, (rule, n, size)) in apps.iter().enumerate() {
+        let mut bound: Vec<(String, String)> = Vec::new(); // (app, node)
+        for (a, (rule, n, size, n_bound)) in apps.iter().enumerate() {
             let app = format!("app{a}");
             let cpu = [100, 700, 1500, 3500][*size];
-            pods.extend(app_pods(&app, *n, cpu, |p| match rule {
+            let set = |p: &mut Pod| match rule {
                 Rule::None => {}
                 Rule::ZoneSpread(s) => p.topology_spread.push(spread(ZONE, *s, &app)),
                 Rule::HostSpread(s) => p.topology_spread.push(spread(HOSTNAME, *s, &app)),
                 Rule::ZoneAnti => p.pod_anti_affinity.push(term(ZONE, &app)),
                 Rule::HostAnti => p.pod_anti_affinity.push(term(HOSTNAME, &app)),
                 Rule::ZoneAffinity => p.pod_affinity.push(term(ZONE, &app)),
-            }));
+            };
+            // Bound replicas that respect the rule themselves: one per node, and for zone
+            // rules one per zone (affinity: all on the first node).
+            let max_bound = match rule {
+                Rule::ZoneAnti | Rule::ZoneSpread(_) => existing.min(3),
+                Rule::ZoneAffinity => existing.min(1),
+                _ => existing,
+            };
+            for b in 0..(*n_bound).min(max_bound) {
+                let node_name = format!("node-{b}");
+                let mut p = bound_pod(&format!("{app}-old-{b}"), 100, 64, &node_name);
+                p.labels.insert("app".into(), app.clone());
+                set(&mut p);
+                bound.push((app.clone(), node_name));
+                pods.push(p);
+            }
+            pods.extend(app_pods(&app, *n, cpu, set));
         }
-        let out = plan(&snap(vec![pool_in(&ZONES)], pods));
-        let zones = zones_of(&out);
-        for (a, (rule, _, _)) in apps.iter().enumerate() {
-            let prefix = format!("default/app{a}-");
+        let mut s = snap(vec![pool_in(&ZONES)], pods);
+        s.nodes = nodes;
+        let out = plan(&s);
+        // Where every pod of the plan is: (node, zone if single).
+        let mut placed: Vec<(String, String, Option<String>)> = Vec::new(); // (pod, node, zone)
+        for c in &out.node_claims {
+            let z = (c.zones.len() == 1).then(|| c.zones[0].clone());
+            for p in &c.pods {
+                placed.push((p.clone(), c.name.clone(), z.clone()));
+            }
+        }
+        for e in &out.existing_nodes {
+            for p in &e.pods {
+                placed.push((p.clone(), e.name.clone(), node_zone.get(&e.name).cloned()));
+            }
+        }
+        for (a, (rule, _, _, _)) in apps.iter().enumerate() {
+            let app = format!("app{a}");
+            let prefix = format!("default/{app}-");
             let mut per_zone: BTreeMap<String, i32> = ZONES.iter().map(|z| (z.to_string(), 0)).collect();
-            for (p, z) in &zones {
-                if p.starts_with(&prefix) {
-                    if let Some(z) = z {
-                        *per_zone.get_mut(z).expect("known zone") += 1;
-                    } else {
-                        prop_assert!(matches!(rule, Rule::None | Rule::HostSpread(_) | Rule::HostAnti), "{p} has several zones under {rule:?}");
-                    }
+            let mut per_node: BTreeMap<String, i32> = BTreeMap::new();
+            for (b_app, b_node) in &bound {
+                if *b_app == app {
+                    *per_node.entry(b_node.clone()).or_default() += 1;
+                    *per_zone.get_mut(&node_zone[b_node]).expect("zone") += 1;
                 }
             }
-            let per_claim: Vec<i32> = out
-                .node_claims
-                .iter()
-                .map(|c| c.pods.iter().filter(|p| p.starts_with(&prefix)).count() as i32)
-                .collect();
+            let mut new_nodes = Vec::new();
+            let mut new_zones = Vec::new();
+            for (p, n, z) in &placed {
+                if !p.starts_with(&prefix) {
+                    continue;
+                }
+                *per_node.entry(n.clone()).or_default() += 1;
+                new_nodes.push(n.clone());
+                match z {
+                    Some(z) => {
+                        *per_zone.get_mut(z).expect("known zone") += 1;
+                        new_zones.push(z.clone());
+                    }
+                    None => prop_assert!(
+                        matches!(rule, Rule::None | Rule::HostSpread(_) | Rule::HostAnti | Rule::ZoneAffinity),
+                        "{p} has several zones under {rule:?}"
+                    ),
+                }
+            }
             match rule {
                 Rule::None => {}
                 Rule::ZoneSpread(s) => {
-                    let (min, max) = (per_zone.values().min().copied().unwrap_or(0), per_zone.values().max().copied().unwrap_or(0));
-                    prop_assert!(max - min <= *s, "app{a}: {per_zone:?}");
+                    let min = per_zone.values().min().copied().unwrap_or(0);
+                    for z in &new_zones {
+                        prop_assert!(per_zone[z] - min <= *s, "{app}: zone {z} {per_zone:?}");
+                    }
                 }
-                Rule::HostSpread(s) => prop_assert!(per_claim.iter().all(|c| c <= s), "app{a}: {per_claim:?}"),
-                Rule::ZoneAnti => prop_assert!(per_zone.values().all(|c| *c <= 1), "app{a}: {per_zone:?}"),
-                Rule::HostAnti => prop_assert!(per_claim.iter().all(|c| *c <= 1), "app{a}: {per_claim:?}"),
-                Rule::ZoneAffinity => prop_assert!(per_zone.values().filter(|c| **c > 0).count() <= 1, "app{a}: {per_zone:?}"),
+                Rule::HostSpread(s) => {
+                    for n in &new_nodes {
+                        prop_assert!(per_node[n] <= *s, "{app}: node {n} {per_node:?}");
+                    }
+                }
+                Rule::ZoneAnti => {
+                    for z in &new_zones {
+                        prop_assert_eq!(per_zone[z], 1, "{}: zone {} {:?}", app, z, per_zone);
+                    }
+                }
+                Rule::HostAnti => {
+                    for n in &new_nodes {
+                        prop_assert_eq!(per_node[n], 1, "{}: node {} {:?}", app, n, per_node);
+                    }
+                }
+                Rule::ZoneAffinity => {
+                    // Every new pod shares its zone with another pod of its app, unless it is
+                    // the app's only pod; a claim that may launch in several zones is fine
+                    // when each of them holds one.
+                    let total: i32 = per_zone.values().sum();
+                    for z in &new_zones {
+                        prop_assert!(per_zone[z] >= 2 || total == 1, "{app}: zone {z} {per_zone:?}");
+                    }
+                }
             }
         }
         // Every pending pod is accounted for exactly once.
-        let placed: usize = out.node_claims.iter().map(|c| c.pods.len()).sum();
-        prop_assert_eq!(placed + out.unschedulable.len(), out.summary.pending_pods as usize);
-        let _ = labels::NODEPOOL;
+        prop_assert_eq!(placed.len() + out.unschedulable.len(), out.summary.pending_pods as usize);
     }
 }
