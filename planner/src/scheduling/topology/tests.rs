@@ -820,3 +820,119 @@ fn identity_ignores_labels_no_selector_looks_at() {
     assert!(crate::scheduling::preferences::Preferences::default().relax(&mut relaxed));
     assert_ne!(t.identity(&a), t.identity(&relaxed));
 }
+
+/// Builds a topology over `pods` (all pending) with the default pool and `nodes`.
+fn topology_for(nodes: Vec<crate::model::Node>, all: &[Pod]) -> Topology {
+    let snap = snapshot(vec![pool("default", &ZONES)], nodes, all.to_vec());
+    let domains = universe(&snap);
+    let pending: Vec<&Pod> = all.iter().filter(|p| p.is_pending()).collect();
+    Topology::new(&TopologyInput {
+        snapshot: &snap,
+        pending: &pending,
+        domains: &domains,
+        excluded_nodes: &BTreeSet::new(),
+    })
+}
+
+fn host(h: &str) -> Requirements {
+    Requirements::from_iter([
+        Requirement::is_in(HOSTNAME, [h]),
+        Requirement::is_in(ZONE, ["us-east-1a"]),
+    ])
+}
+
+#[test]
+fn reasons_name_the_node_and_what_it_holds() {
+    let mut a = pod("web-0", &[("app", "web")]);
+    a.topology_spread
+        .push(spread(HOSTNAME, 1, &[("app", "web")]));
+    let mut b = a.clone();
+    b.name = "web-1".into();
+    b.uid = "default/web-1".into();
+    let mut t = topology_for(vec![], &[a.clone(), b.clone()]);
+    t.register(HOSTNAME, "h1");
+    t.record(&a, &host("h1"), &[]);
+    let e = t
+        .add_requirements(&b, &Requirements::new(), &host("h1"), &[])
+        .expect_err("h1 is full");
+    assert!(e.is_permanent());
+    assert_eq!(
+        e.to_string(),
+        "topology spread on kubernetes.io/hostname (maxSkew 1, pods matching app=web in namespace \
+         default): node h1 already holds 1 and the emptiest holds 0"
+    );
+    // A fresh node is fine.
+    assert!(
+        t.add_requirements(&b, &Requirements::new(), &host("h2"), &[])
+            .is_ok()
+    );
+}
+
+#[test]
+fn affinity_reason_says_where_the_matching_pods_are() {
+    let leader = pod("leader", &[("app", "leader")]);
+    let mut f = pod("follower", &[]);
+    f.pod_affinity.push(term(HOSTNAME, &[("app", "leader")]));
+    let mut t = topology_for(vec![], &[leader.clone(), f.clone()]);
+    t.register(HOSTNAME, "h1");
+    t.record(&leader, &host("h1"), &[]);
+    let e = t
+        .add_requirements(&f, &Requirements::new(), &host("h2"), &[])
+        .expect_err("not with the leader");
+    assert!(!e.is_permanent(), "a leader may still come to h2");
+    assert_eq!(
+        e.to_string(),
+        "pod affinity on kubernetes.io/hostname: pods matching app=leader in namespace default are \
+         on 1 other node(s), not on h2"
+    );
+    assert!(
+        t.add_requirements(&f, &Requirements::new(), &host("h1"), &[])
+            .is_ok()
+    );
+}
+
+#[test]
+fn inverse_reason_names_the_other_pods_term() {
+    let mut guard = pod("guard", &[("app", "guard")]);
+    guard
+        .pod_anti_affinity
+        .push(term(HOSTNAME, &[("app", "web")]));
+    let web = pod("web-0", &[("app", "web")]);
+    let mut t = topology_for(vec![], &[guard.clone(), web.clone()]);
+    t.register(HOSTNAME, "h1");
+    t.record(&guard, &host("h1"), &[]);
+    let e = t
+        .add_requirements(&web, &Requirements::new(), &host("h1"), &[])
+        .expect_err("guarded");
+    assert!(e.is_permanent());
+    assert_eq!(
+        e.to_string(),
+        "pod anti-affinity on kubernetes.io/hostname: node h1 already holds pods with required \
+         anti-affinity to app=web in namespace default (which selects this pod)"
+    );
+}
+
+#[test]
+fn zone_spread_rejections_are_not_permanent() {
+    let pods: Vec<Pod> = (0..2)
+        .map(|i| {
+            with_spread(
+                pod(&format!("w-{i}"), &[("app", "w")]),
+                spread(ZONE, 1, &[("app", "w")]),
+            )
+        })
+        .collect();
+    let mut t = topology_for(vec![], &pods);
+    let a = Requirements::from_iter([Requirement::is_in(ZONE, ["us-east-1a"])]);
+    t.record(&pods[0], &a, &[]);
+    t.record(&pods[1], &a, &[]);
+    let mut third = pods[0].clone();
+    third.uid = "default/w-0".into();
+    let e = t
+        .add_requirements(&third, &Requirements::new(), &a, &[])
+        .expect_err("skew");
+    assert!(
+        !e.is_permanent(),
+        "other zones may fill up and raise the minimum"
+    );
+}
