@@ -290,16 +290,9 @@ fn has_preferences(p: &Pod) -> bool {
             .any(|t| t.when_unsatisfiable == WhenUnsatisfiable::ScheduleAnyway)
 }
 
-/// The catalog as NodePools with this node class see it.
+/// The catalog as NodePools with this node class see it (kubelet settings applied).
 fn for_node_class(catalog: &Catalog, class: Option<&NodeClass>) -> Catalog {
-    // TODO(catalog merge): replace with `catalog.for_node_class(class)`.
-    let mut out = catalog.clone();
-    if let Some(max) = class.and_then(|c| c.kubelet.max_pods) {
-        for it in &mut out.instance_types {
-            it.capacity.pods = max;
-        }
-    }
-    out
+    catalog.for_node_class(class)
 }
 
 /// The topology domain universe: values each key can take on new capacity (NodePool
