@@ -295,8 +295,9 @@ fn for_node_class(catalog: &Catalog, class: Option<&NodeClass>) -> Catalog {
     catalog.for_node_class(class)
 }
 
-/// The topology domain universe: values each key can take on new capacity (NodePool
-/// requirements ∩ instance types' labels and offerings) or has on existing nodes.
+/// The topology domain universe of new capacity: values each key can take on a new node
+/// (NodePool requirements ∩ instance types' labels and offerings). Existing nodes are added by
+/// [`Topology::new`] from the snapshot.
 fn domains(
     pools: &[Pool<'_>],
     existing: &[ExistingNode],
@@ -326,18 +327,10 @@ fn domains(
             }
         }
     }
-    for n in &snapshot.nodes {
-        for (k, v) in &n.labels {
-            out.entry(k.clone()).or_default().insert(v.clone());
-        }
-    }
-    for n in existing {
-        if let Some(h) = n.reqs.get(labels::HOSTNAME).and_then(|r| r.single_value()) {
-            out.entry(labels::HOSTNAME.to_string())
-                .or_default()
-                .insert(h.to_string());
-        }
-    }
+    // Existing nodes' labels are added by the topology itself, which needs to know which domains
+    // only exist on nodes (they count for a spread only when the node passes its node filter);
+    // existing nodes' and in-flight claims' hostnames are registered by `run_items`.
+    let _ = (existing, snapshot);
     out
 }
 

@@ -181,7 +181,7 @@ impl Outcome {
     }
 }
 
-/// The domain universe: NodePool zone (and other `In`) values, plus existing nodes' labels.
+/// The domain universe of new capacity: NodePool zone (and other `In`) values and labels.
 pub(crate) fn universe(snapshot: &ClusterSnapshot) -> BTreeMap<String, BTreeSet<String>> {
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for p in &snapshot.node_pools {
@@ -193,11 +193,6 @@ pub(crate) fn universe(snapshot: &ClusterSnapshot) -> BTreeMap<String, BTreeSet<
             }
         }
         for (k, v) in &p.labels {
-            out.entry(k.clone()).or_default().insert(v.clone());
-        }
-    }
-    for n in &snapshot.nodes {
-        for (k, v) in &n.labels {
             out.entry(k.clone()).or_default().insert(v.clone());
         }
     }

@@ -57,8 +57,10 @@ pub(crate) struct TopologyInput<'a> {
     pub(crate) snapshot: &'a ClusterSnapshot,
     /// The pods of this solve (they do not count where they are bound, if they are).
     pub(crate) pending: &'a [&'a Pod],
-    /// The domain universe per topology key: NodePool requirements ∩ instance-type offerings,
-    /// plus existing nodes' labels.
+    /// The domain universe of new capacity per topology key: NodePool requirements ∩
+    /// instance-type offerings. Existing nodes' labels are added from the snapshot (a domain
+    /// only existing nodes have counts for a spread only when such a node passes its node
+    /// filter); values that also appear here count as NodePool domains.
     pub(crate) domains: &'a BTreeMap<String, BTreeSet<String>>,
     /// Nodes simulated as removed (disruption): their pods and labels do not count.
     pub(crate) excluded_nodes: &'a BTreeSet<String>,
@@ -951,10 +953,10 @@ impl Topology {
                 }
             }
         }
-        for n in &self.nodes {
+        for (i, n) in self.nodes.iter().enumerate() {
             if let Some(v) = n.domain(key) {
                 let id = kd.intern(v);
-                kd.add_source(id, &n.taints);
+                kd.add_node(id, u32::try_from(i).unwrap_or(u32::MAX));
             }
         }
         for pl in &self.placements {
@@ -979,6 +981,9 @@ impl Topology {
             return g;
         };
         let kd = &self.keys[k as usize];
+        // Domains: those NodePools can launch (unless the spread honours taints the pod does
+        // not tolerate), those of existing nodes that pass the spread's node filter, and values
+        // with no known source (recorded or registered ones).
         let honor_taints = g
             .spec
             .filter
@@ -986,7 +991,15 @@ impl Topology {
             .filter(|f| f.taints == NodeInclusionPolicy::Honor)
             .map(|f| f.tolerations.clone());
         for id in 0..kd.len() as u32 {
-            if honor_taints.as_ref().is_none_or(|t| kd.tolerated(id, t)) {
+            let from_pools = kd.is_pool_domain(id);
+            let nodes = kd.nodes(id);
+            let present = (from_pools && honor_taints.as_ref().is_none_or(|t| kd.tolerated(id, t)))
+                || nodes.iter().any(|&n| {
+                    let n = &self.nodes[n as usize];
+                    g.node_counts(&n.taints, &n.reqs)
+                })
+                || (!from_pools && nodes.is_empty());
+            if present {
                 g.register(id);
             }
         }

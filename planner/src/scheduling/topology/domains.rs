@@ -1,5 +1,6 @@
-//! Interned domain values per topology key, and which taints guard each domain (for
-//! `nodeTaintsPolicy: Honor`, Karpenter's `TopologyDomainGroup`).
+//! Interned domain values per topology key, and where each can come from: NodePools (with the
+//! taints that guard them, for `nodeTaintsPolicy: Honor`, Karpenter's `TopologyDomainGroup`) and
+//! existing nodes (which count only when they pass a spread's node filter).
 
 use std::sync::Arc;
 
@@ -13,9 +14,11 @@ use crate::requirements::taints::tolerates_all;
 pub(super) struct KeyDomains {
     names: Vec<Arc<str>>,
     index: FxHashMap<Arc<str>, u32>,
-    /// Taint sets of the NodePools and nodes that can produce each value (by index); an empty
-    /// set anywhere means every pod may land there.
+    /// Taint sets of the NodePools that can produce each value (by index); an empty set means
+    /// every pod may land there.
     taints: Vec<Vec<Vec<Taint>>>,
+    /// Existing nodes (indexes into the topology's node list) that carry each value.
+    nodes: Vec<Vec<u32>>,
 }
 
 // === impl KeyDomains ===
@@ -36,6 +39,7 @@ impl KeyDomains {
         self.names.push(name.clone());
         self.index.insert(name, id);
         self.taints.push(Vec::new());
+        self.nodes.push(Vec::new());
         id
     }
 
@@ -49,7 +53,22 @@ impl KeyDomains {
         self.names.len()
     }
 
-    /// Records that a source guarded by `taints` can produce domain `id`.
+    /// Records that existing node `node` carries domain `id`.
+    pub(super) fn add_node(&mut self, id: u32, node: u32) {
+        self.nodes[id as usize].push(node);
+    }
+
+    /// Existing nodes that carry domain `id`.
+    pub(super) fn nodes(&self, id: u32) -> &[u32] {
+        &self.nodes[id as usize]
+    }
+
+    /// True when some NodePool can produce domain `id`.
+    pub(super) fn is_pool_domain(&self, id: u32) -> bool {
+        !self.taints[id as usize].is_empty()
+    }
+
+    /// Records that a NodePool guarded by `taints` can produce domain `id`.
     pub(super) fn add_source(&mut self, id: u32, taints: &[Taint]) {
         let sets = &mut self.taints[id as usize];
         if sets.first().is_some_and(Vec::is_empty) {
@@ -62,10 +81,10 @@ impl KeyDomains {
         }
     }
 
-    /// True when a pod with `tolerations` tolerates some source of domain `id` (a domain with no
-    /// known source is open to all).
+    /// True when a pod with `tolerations` tolerates some NodePool that produces domain `id`.
     pub(super) fn tolerated(&self, id: u32, tolerations: &[Toleration]) -> bool {
-        let sets = &self.taints[id as usize];
-        sets.is_empty() || sets.iter().any(|s| tolerates_all(s, tolerations))
+        self.taints[id as usize]
+            .iter()
+            .any(|s| tolerates_all(s, tolerations))
     }
 }

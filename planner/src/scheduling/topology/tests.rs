@@ -936,3 +936,36 @@ fn zone_spread_rejections_are_not_permanent() {
         "other zones may fill up and raise the minimum"
     );
 }
+
+#[test]
+fn zones_only_existing_nodes_have_count_only_when_those_nodes_pass_the_filter() {
+    // The ssd pool launches in a and b; an existing non-ssd node is the only thing in zone c.
+    // The pods select ssd nodes, so with nodeAffinityPolicy Honor zone c is not a domain of
+    // their spread (it would otherwise stay empty and hold the minimum at 0).
+    let mut ssd = pool("ssd", &["us-east-1a", "us-east-1b"]);
+    ssd.labels = labels(&[("disk", "ssd")]);
+    let mk = || {
+        pods(
+            "web",
+            4,
+            |mut p| {
+                p.node_selector = labels(&[("disk", "ssd")]);
+                with_spread(p, spread(ZONE, 1, &[("app", "web")]))
+            },
+            &[("app", "web")],
+        )
+    };
+    let out = run(
+        &snapshot(vec![ssd.clone()], vec![node("other", "us-east-1c")], mk()),
+        10,
+    );
+    assert!(out.unschedulable.is_empty(), "{:?}", out.unschedulable);
+    assert_eq!(zone_counts(&out, names("web", 4)).len(), 2);
+
+    // With an ssd node in zone c, c is a domain: one pod per zone, then the minimum (0 in c,
+    // where no new node can launch and the node is full) blocks the rest.
+    let mut c = node("ssd-c", "us-east-1c");
+    c.labels.insert("disk".into(), "ssd".into());
+    let out = run(&snapshot(vec![ssd], vec![c], mk()), 0);
+    assert_eq!(out.placed(), 2, "{:?}", out.unschedulable);
+}
