@@ -236,7 +236,15 @@ impl Group {
             }
             return Err(self.fail(kd, pod, node, host, 0, 0));
         }
-        let (min, eligible) = self.min_count(kd, pod);
+        // With `nodeAffinityPolicy: Ignore` every domain counts for the global minimum, also those
+        // the pod's own node affinity excludes (as kube-scheduler computes it); with Honor only
+        // those the pod may use.
+        let ignore_affinity = self
+            .spec
+            .filter
+            .as_ref()
+            .is_some_and(|f| f.affinity == NodeInclusionPolicy::Ignore);
+        let (min, eligible) = self.min_count(kd, if ignore_affinity { None } else { pod });
         let mut best: Option<(i32, u32)> = None;
         for (id, c) in self.domains() {
             let name = kd.name(id);

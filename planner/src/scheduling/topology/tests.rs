@@ -969,3 +969,27 @@ fn zones_only_existing_nodes_have_count_only_when_those_nodes_pass_the_filter() 
     let out = run(&snapshot(vec![ssd], vec![c], mk()), 0);
     assert_eq!(out.placed(), 2, "{:?}", out.unschedulable);
 }
+
+#[test]
+fn node_affinity_policy_ignore_counts_zones_the_pod_cannot_use_for_the_minimum() {
+    // Pods restricted to zone a, spreading over zones: with Ignore, empty b and c hold the
+    // minimum at 0 (as kube-scheduler counts), so only one pod fits; with Honor all do.
+    for (policy, placed) in [
+        (NodeInclusionPolicy::Ignore, 1),
+        (NodeInclusionPolicy::Honor, 3),
+    ] {
+        let pods = pods(
+            "web",
+            3,
+            |mut p| {
+                p.node_selector = labels(&[(ZONE, "us-east-1a")]);
+                let mut c = spread(ZONE, 1, &[("app", "web")]);
+                c.node_affinity_policy = policy;
+                with_spread(p, c)
+            },
+            &[("app", "web")],
+        );
+        let out = run(&snapshot(vec![pool("default", &ZONES)], vec![], pods), 10);
+        assert_eq!(out.placed(), placed, "{policy:?}: {:?}", out.unschedulable);
+    }
+}
