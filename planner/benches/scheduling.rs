@@ -44,8 +44,8 @@ fn main() {
         "dovetail scheduling benchmark (single-threaded; peak = VmHWM of a child process per case)"
     );
     println!(
-        "note: the topology/affinity groups are built with their constraints; until the topology \
-         module lands, those constraints have no effect and every group packs like `plain`."
+        "note: hostname spread (maxSkew 1) puts one pod per node, as Karpenter does (a node that \
+         could still be launched is an empty domain), so that group plans one node per pod."
     );
     println!();
     println!(

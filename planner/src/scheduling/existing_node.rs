@@ -31,8 +31,6 @@ pub(crate) struct ExistingNode {
     pub(crate) name: String,
     /// Its labels as requirements, plus its hostname.
     pub(crate) reqs: Requirements,
-    /// Its hostname (label, else name).
-    pub(crate) hostname: String,
     /// Taints pods must tolerate.
     pub(crate) taints: Vec<Taint>,
     /// What is left: allocatable minus bound pods minus DaemonSets not yet running there.
@@ -86,13 +84,6 @@ impl ExistingNode {
                 .map_err(|e| Reject::transient(format!("topology: {e}")))?;
         }
         Ok(())
-    }
-
-    /// The topology part of [`ExistingNode::check`].
-    pub(crate) fn check_topology(&self, topo: &Requirements) -> Result<(), Reject> {
-        self.reqs
-            .compatible(topo, Undefined::Deny)
-            .map_err(|e| Reject::transient(format!("topology: {e}")))
     }
 
     /// Records a placed pod.
@@ -201,11 +192,10 @@ fn from_node(
         .get(labels::HOSTNAME)
         .cloned()
         .unwrap_or_else(|| n.name.clone());
-    reqs.add(Requirement::is_in(labels::HOSTNAME, [hostname.clone()]));
+    reqs.add(Requirement::is_in(labels::HOSTNAME, [hostname]));
     ExistingNode {
         name: n.name.clone(),
         reqs,
-        hostname,
         taints: node_taints,
         available,
         used: d.zero(),
@@ -276,7 +266,6 @@ fn from_claim(
     ExistingNode {
         name: c.name.clone(),
         reqs,
-        hostname: c.name.clone(),
         taints: taints_,
         available,
         used: d.zero(),

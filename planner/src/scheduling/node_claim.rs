@@ -13,24 +13,51 @@ use super::signature::Sig;
 #[derive(Clone, Debug)]
 pub(crate) struct Reject {
     /// True when the rejection can only get worse as the node fills (resources, requirements,
-    /// host ports); topology rejections are not permanent.
+    /// host ports, and topology rejections that only get worse as pods are placed).
     pub(crate) permanent: bool,
-    /// In words.
-    pub(crate) reason: String,
+    /// In words (formatted only when shown).
+    pub(crate) reason: Reason,
+}
+
+/// The reason of a [`Reject`]: topology reasons are formatted only when someone reads them,
+/// since the scheduler collects many rejections it never shows.
+#[derive(Clone, Debug)]
+pub(crate) enum Reason {
+    /// Already in words.
+    Text(String),
+    /// A topology constraint.
+    Topology(Box<super::topology::Unsatisfiable>),
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reason::Text(t) => f.write_str(t),
+            Reason::Topology(u) => u.fmt(f),
+        }
+    }
 }
 
 impl Reject {
     pub(crate) fn permanent(reason: impl Into<String>) -> Self {
         Self {
             permanent: true,
-            reason: reason.into(),
+            reason: Reason::Text(reason.into()),
         }
     }
 
     pub(crate) fn transient(reason: impl Into<String>) -> Self {
         Self {
             permanent: false,
-            reason: reason.into(),
+            reason: Reason::Text(reason.into()),
+        }
+    }
+
+    /// A topology rejection: permanent when it can only get worse as pods are placed.
+    pub(crate) fn topology(e: super::topology::Unsatisfiable) -> Self {
+        Self {
+            permanent: e.is_permanent(),
+            reason: Reason::Topology(Box::new(e)),
         }
     }
 }
@@ -76,8 +103,6 @@ pub(crate) fn port_conflict<'a>(used: &[HostPort], new: &'a [HostPort]) -> Optio
 pub(crate) struct Claim {
     /// Index of its pool.
     pub(crate) pool: usize,
-    /// Placeholder hostname for topology; never output.
-    pub(crate) hostname: String,
     /// Requirements: the template's narrowed by its pods' and topology's.
     pub(crate) reqs: Requirements,
     /// Indices into the pool's types that still fit, cheapest first.
@@ -107,11 +132,10 @@ impl Claim {
         let mut reqs = pool.reqs.clone();
         reqs.add(crate::requirements::Requirement::is_in(
             labels::HOSTNAME,
-            [hostname.clone()],
+            [hostname],
         ));
         Self {
             pool: pool_idx,
-            hostname,
             reqs,
             types,
             max_alloc,
@@ -122,24 +146,10 @@ impl Claim {
         }
     }
 
-    /// The cheap part of [`Claim::check`] (resources against the largest type, host ports,
-    /// requirement compatibility), to run before asking topology.
-    pub(crate) fn quick_check(&self, sig: &Sig) -> Result<(), Reject> {
-        if !dims::fits2(&self.used, &sig.requests, &self.max_alloc) {
-            return Err(Reject::permanent("not enough resources"));
-        }
-        if let Some(p) = port_conflict(&self.ports, &sig.host_ports) {
-            return Err(Reject::permanent(format!(
-                "host port {}/{} already in use",
-                p.port, p.protocol
-            )));
-        }
-        if !sig.reqs.is_empty() {
-            self.reqs
-                .compatible(&sig.reqs, Undefined::AllowWellKnown)
-                .map_err(|e| Reject::permanent(format!("incompatible requirements: {e}")))?;
-        }
-        Ok(())
+    /// Quick check that a pod of signature `sig` may still fit by resources (no rejection by
+    /// this is ever undone).
+    pub(crate) fn fits(&self, sig: &Sig) -> bool {
+        dims::fits2(&self.used, &sig.requests, &self.max_alloc)
     }
 
     /// Checks whether a pod of signature `sig` fits, returning the narrowed state on success.
@@ -174,14 +184,7 @@ impl Claim {
         if let Some(topo) = topo.filter(|t| !t.is_empty()) {
             let base = new_reqs.as_ref().unwrap_or(&self.reqs);
             base.compatible(topo, Undefined::AllowWellKnown)
-                .map_err(|e| {
-                    let reason = format!("topology: {e}");
-                    if sig.topology_permanent {
-                        Reject::permanent(reason)
-                    } else {
-                        Reject::transient(reason)
-                    }
-                })?;
+                .map_err(|e| Reject::transient(format!("topology: {e}")))?;
             let mut r = base.clone();
             r.add_all(topo);
             if &r != base {
@@ -209,13 +212,11 @@ impl Claim {
             } else {
                 "no remaining instance type fits"
             };
-            return Err(
-                if topo.is_some_and(|t| !t.is_empty()) && !sig.topology_permanent {
-                    Reject::transient(reason)
-                } else {
-                    Reject::permanent(reason)
-                },
-            );
+            return Err(if topo.is_some_and(|t| !t.is_empty()) {
+                Reject::transient(reason)
+            } else {
+                Reject::permanent(reason)
+            });
         }
         let mut relaxed = Vec::new();
         for r in reqs.iter() {

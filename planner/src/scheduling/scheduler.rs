@@ -21,6 +21,7 @@ use super::queue::{self, Queue};
 use super::results::Results;
 use super::signature::Sigs;
 use super::topology::{Topology, TopologyInput};
+use super::volumes::VolumeTopology;
 
 /// The scheduler of one plan: built once, then [`Scheduler::solve`] and any number of
 /// [`Scheduler::simulate`] calls.
@@ -36,12 +37,12 @@ pub struct Scheduler<'a> {
     /// Whether any pod in the snapshot has required or preferred pod anti-affinity (then every
     /// pod may be constrained by topology).
     pub(super) any_anti_affinity: bool,
-    /// Whether every required anti-affinity in the snapshot is keyed on the hostname.
-    pub(super) inverse_hostname_only: bool,
     /// Whether topology matters at all in this snapshot.
     pub(super) topology_active: bool,
     /// Topology domain universe per key.
     pub(super) domains: BTreeMap<String, BTreeSet<String>>,
+    /// PersistentVolumeClaims, volumes and classes, for volume topology.
+    pub(super) volumes: VolumeTopology<'a>,
     pub(super) notes: Vec<String>,
 }
 
@@ -118,11 +119,6 @@ impl<'a> Scheduler<'a> {
             .pods
             .iter()
             .any(|p| !p.pod_anti_affinity.is_empty() || !p.preferred_pod_anti_affinity.is_empty());
-        let inverse_hostname_only = snapshot.pods.iter().all(|p| {
-            p.pod_anti_affinity
-                .iter()
-                .all(|t| t.topology_key == labels::HOSTNAME)
-        });
         let topology_active =
             any_anti_affinity || snapshot.pods.iter().any(super::has_topology_constraints);
         let domains = if topology_active {
@@ -138,9 +134,9 @@ impl<'a> Scheduler<'a> {
             existing,
             pending,
             any_anti_affinity,
-            inverse_hostname_only,
             topology_active,
             domains,
+            volumes: VolumeTopology::new(snapshot),
             notes,
         }
     }
@@ -192,7 +188,7 @@ impl<'a> Scheduler<'a> {
             && has_preferences(&pod)
         {
             let mut p = pod.into_owned();
-            strip_preferences(&mut p);
+            super::preferences::strip_preferences(&mut p);
             Cow::Owned(p)
         } else {
             pod
@@ -201,10 +197,6 @@ impl<'a> Scheduler<'a> {
     }
 
     fn run_items(&self, removed: &BTreeSet<String>, mut items: Vec<Item<'a>>) -> Run<'_, 'a> {
-        let mut sigs = Sigs::new(self.inverse_hostname_only);
-        for it in &mut items {
-            it.sig = sigs.intern(&it.pod, &self.dims, self.any_anti_affinity);
-        }
         let existing: Vec<ExistingNode> = self
             .existing
             .iter()
@@ -230,6 +222,16 @@ impl<'a> Scheduler<'a> {
             excluded_nodes: removed,
         });
         drop(pending_refs);
+        let mut sigs = Sigs::default();
+        for it in &mut items {
+            it.sig = sigs.intern(
+                &it.pod,
+                &self.dims,
+                self.any_anti_affinity,
+                &self.volumes,
+                &topology,
+            );
+        }
         for n in &existing {
             if let Some(h) = n.reqs.get(labels::HOSTNAME).and_then(|r| r.single_value()) {
                 topology.register(labels::HOSTNAME, h);
@@ -249,7 +251,7 @@ impl<'a> Scheduler<'a> {
             pool_fit: HashMap::new(),
             placeholder: 0,
             unschedulable: Vec::new(),
-            prefs: Preferences,
+            prefs: Preferences::new(self.snapshot),
         };
         let mut errors: Vec<Option<String>> = vec![None; n_items];
         let mut q = Queue::new(0..n_items as u32);
@@ -289,22 +291,14 @@ fn has_preferences(p: &Pod) -> bool {
             .any(|t| t.when_unsatisfiable == WhenUnsatisfiable::ScheduleAnyway)
 }
 
-/// `--preference-policy Ignore`: preferences are dropped up front.
-fn strip_preferences(p: &mut Pod) {
-    p.preferred_node_affinity.clear();
-    p.preferred_pod_affinity.clear();
-    p.preferred_pod_anti_affinity.clear();
-    p.topology_spread
-        .retain(|t| t.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule);
-}
-
 /// The catalog as NodePools with this node class see it (kubelet settings applied).
 fn for_node_class(catalog: &Catalog, class: Option<&NodeClass>) -> Catalog {
     catalog.for_node_class(class)
 }
 
-/// The topology domain universe: values each key can take on new capacity (NodePool
-/// requirements ∩ instance types' labels and offerings) or has on existing nodes.
+/// The topology domain universe of new capacity: values each key can take on a new node
+/// (NodePool requirements ∩ instance types' labels and offerings). Existing nodes are added by
+/// [`Topology::new`] from the snapshot.
 fn domains(
     pools: &[Pool<'_>],
     existing: &[ExistingNode],
@@ -334,18 +328,10 @@ fn domains(
             }
         }
     }
-    for n in &snapshot.nodes {
-        for (k, v) in &n.labels {
-            out.entry(k.clone()).or_default().insert(v.clone());
-        }
-    }
-    for n in existing {
-        if let Some(h) = n.reqs.get(labels::HOSTNAME).and_then(|r| r.single_value()) {
-            out.entry(labels::HOSTNAME.to_string())
-                .or_default()
-                .insert(h.to_string());
-        }
-    }
+    // Existing nodes' labels are added by the topology itself, which needs to know which domains
+    // only exist on nodes (they count for a spread only when the node passes its node filter);
+    // existing nodes' and in-flight claims' hostnames are registered by `run_items`.
+    let _ = (existing, snapshot);
     out
 }
 
@@ -398,9 +384,13 @@ impl<'s, 'a> Run<'s, 'a> {
         if !self.prefs.relax(&mut pod) {
             return false;
         }
-        item.sig = self
-            .sigs
-            .intern(&pod, &self.s.dims, self.s.any_anti_affinity);
+        item.sig = self.sigs.intern(
+            &pod,
+            &self.s.dims,
+            self.s.any_anti_affinity,
+            &self.s.volumes,
+            &self.topology,
+        );
         item.pod = Cow::Owned(pod);
         true
     }
@@ -412,10 +402,7 @@ impl<'s, 'a> Run<'s, 'a> {
         if let Some(e) = &self.sigs.get(sig_id).invalid {
             return Err(e.clone());
         }
-        let hosts = self.host_filter(i, sig_id);
-        if self.add_existing(i, sig_id, hosts.as_ref())
-            || self.add_claims(i, sig_id, hosts.as_ref())
-        {
+        if self.add_existing(i, sig_id) || self.add_claims(i, sig_id) {
             return Ok(());
         }
         self.add_new(i, sig_id)
@@ -427,67 +414,44 @@ impl<'s, 'a> Run<'s, 'a> {
         sig_id: u32,
         base: &Requirements,
         taints_: &[crate::model::Taint],
-    ) -> Option<Result<Requirements, String>> {
+    ) -> Option<Result<Requirements, Reject>> {
         let sig = self.sigs.get(sig_id);
         if !sig.constrained {
             return None;
         }
         let mut node_reqs = base.clone();
         node_reqs.add_all(&sig.reqs);
-        Some(self.topology.add_requirements(
-            &self.items[i as usize].pod,
-            &sig.strict,
-            &node_reqs,
-            taints_,
-        ))
+        Some(
+            self.topology
+                .add_requirements(
+                    &self.items[i as usize].pod,
+                    &sig.strict,
+                    &node_reqs,
+                    taints_,
+                )
+                .map_err(Reject::topology),
+        )
     }
 
-    /// For a pod with topology constraints: the hostnames a node may have to take it, as
-    /// topology says for a node that could be anywhere. Nodes and claims outside it are not
-    /// tried (they would be rejected by topology anyway); this turns the scan over every claim
-    /// into a scan over the few eligible ones for hostname spreads and (anti-)affinities.
-    fn host_filter(&self, i: u32, sig_id: u32) -> Option<crate::requirements::Requirement> {
-        let sig = self.sigs.get(sig_id);
-        // Permanent rejections already move the signature's cursor past full nodes.
-        if !sig.constrained || sig.topology_permanent {
-            return None;
-        }
-        let r = self
-            .topology
-            .add_requirements(&self.items[i as usize].pod, &sig.strict, &sig.reqs, &[])
-            .ok()?;
-        r.get(labels::HOSTNAME).cloned()
-    }
-
-    fn add_existing(
-        &mut self,
-        i: u32,
-        sig_id: u32,
-        hosts: Option<&crate::requirements::Requirement>,
-    ) -> bool {
+    fn add_existing(&mut self, i: u32, sig_id: u32) -> bool {
         let mut advance = true;
         let start = self.cur_existing[sig_id as usize] as usize;
         for n in start..self.existing.len() {
-            if hosts.is_some_and(|h| !h.has(&self.existing[n].hostname)) {
-                advance = false;
-                continue;
-            }
-            // Cheap permanent checks first, topology only for nodes that pass them.
-            let res = match self.existing[n].check(self.sigs.get(sig_id), None) {
-                Ok(()) => match self.topo_reqs(
-                    i,
-                    sig_id,
-                    &self.existing[n].reqs,
-                    &self.existing[n].taints,
-                ) {
-                    Some(Err(e)) => Err(topology_reject(self.sigs.get(sig_id), e)),
-                    Some(Ok(t)) => self.existing[n]
-                        .check_topology(&t)
-                        .map_err(|r| topology_reject(self.sigs.get(sig_id), r.reason)),
-                    None => Ok(()),
-                },
-                Err(r) => Err(r),
-            };
+            // Resources and requirements first: they reject for good and are cheaper.
+            let res = self.existing[n]
+                .check(self.sigs.get(sig_id), None)
+                .and_then(|()| {
+                    match self.topo_reqs(
+                        i,
+                        sig_id,
+                        &self.existing[n].reqs,
+                        &self.existing[n].taints,
+                    ) {
+                        Some(Err(r)) => Err(r),
+                        Some(Ok(t)) => self.existing[n].check(self.sigs.get(sig_id), Some(&t)),
+                        None => Ok(()),
+                    }
+                });
             match res {
                 Ok(()) => {
                     let node = &mut self.existing[n];
@@ -508,19 +472,10 @@ impl<'s, 'a> Run<'s, 'a> {
         false
     }
 
-    fn add_claims(
-        &mut self,
-        i: u32,
-        sig_id: u32,
-        hosts: Option<&crate::requirements::Requirement>,
-    ) -> bool {
+    fn add_claims(&mut self, i: u32, sig_id: u32) -> bool {
         let mut advance = true;
         let start = self.cur_claims[sig_id as usize] as usize;
         for c in start..self.claims.len() {
-            if hosts.is_some_and(|h| !h.has(&self.claims[c].hostname)) {
-                advance = false;
-                continue;
-            }
             let pool_idx = self.claims[c].pool;
             let res = match self.pool_fit(sig_id, pool_idx) {
                 Err(e) => Err(Reject::permanent(e)),
@@ -546,8 +501,10 @@ impl<'s, 'a> Run<'s, 'a> {
         let pool = &s.pools[self.claims[c].pool];
         let sig = self.sigs.get(sig_id);
         let claim = &self.claims[c];
+        if !claim.fits(sig) {
+            return Err(Reject::permanent("not enough resources"));
+        }
         let topo = if sig.constrained {
-            claim.quick_check(sig)?;
             // Topology sees the claim's requirements narrowed by the pod's.
             let mut base = claim.reqs.clone();
             base.add_all(&sig.reqs);
@@ -558,7 +515,7 @@ impl<'s, 'a> Run<'s, 'a> {
                 pool.taints(),
             ) {
                 Ok(t) => Some(t),
-                Err(e) => return Err(topology_reject(sig, e)),
+                Err(e) => return Err(Reject::topology(e)),
             }
         } else {
             None
@@ -679,7 +636,15 @@ fn compute_pool_fit(
         ));
     }
     if let Err(e) = pool.reqs.compatible(&sig.reqs, Undefined::AllowWellKnown) {
-        return Err(format!("incompatible with NodePool {name}: {e}"));
+        let from_volume = sig.volume.as_ref().filter(|_| {
+            sig.strict
+                .get(e.key())
+                .is_none_or(|r| Some(r) != sig.reqs.get(e.key()))
+        });
+        return Err(match from_volume {
+            Some(v) => format!("incompatible with NodePool {name}: {e} (required by {v})"),
+            None => format!("incompatible with NodePool {name}: {e}"),
+        });
     }
     let mut reqs = pool.reqs.clone();
     reqs.add_all(&sig.reqs);
@@ -735,15 +700,6 @@ fn compute_pool_fit(
         ));
     }
     Ok(out.into())
-}
-
-/// A rejection by topology: permanent when the signature's constraints can only tighten.
-fn topology_reject(sig: &super::signature::Sig, reason: String) -> Reject {
-    if sig.topology_permanent {
-        Reject::permanent(reason)
-    } else {
-        Reject::transient(reason)
-    }
 }
 
 /// Formats an amount of a slot as a Kubernetes quantity.

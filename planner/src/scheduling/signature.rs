@@ -9,6 +9,8 @@ use crate::requirements::Requirements;
 
 use super::dims::{Dims, Vector};
 use super::node_claim::normalize_ports;
+use super::topology::{Identity, Topology};
+use super::volumes::VolumeTopology;
 
 /// What placement depends on, apart from topology.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -26,28 +28,13 @@ pub(crate) struct Sig {
     /// Whether topology may constrain the pod (its own constraints, or inverse anti-affinity
     /// somewhere in the cluster).
     pub(crate) constrained: bool,
-    /// Whether a topology rejection of this pod by a node is for good: every constraint that
-    /// applies to it is keyed on the hostname and can only tighten as pods are added (spreads,
-    /// whose global minimum on hostname is always 0 since a new node can be launched, and
-    /// anti-affinity, its own or other pods'), and it has no pod affinity.
-    pub(crate) topology_permanent: bool,
-    /// For pods with topology constraints, what topology sees of them (namespace, labels and
-    /// constraints), so that pods in different groups never share a signature (and a cursor).
-    pub(crate) topology: Option<Box<TopologyKey>>,
+    /// What topology sees of the pod (when constrained): pods that share a signature share the
+    /// cursor of nodes that rejected them for good, topology rejections included.
+    pub(crate) topology: Option<Identity>,
+    /// Where volume topology requirements (already in `reqs`, not in `strict`) come from.
+    pub(crate) volume: Option<String>,
     /// Malformed requirements: the pod cannot be placed.
     pub(crate) invalid: Option<String>,
-}
-
-/// What topology sees of a pod.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct TopologyKey {
-    namespace: String,
-    labels: crate::model::Labels,
-    spread: Vec<crate::model::TopologySpreadConstraint>,
-    affinity: Vec<crate::model::PodAffinityTerm>,
-    anti_affinity: Vec<crate::model::PodAffinityTerm>,
-    preferred_affinity: Vec<crate::model::WeightedPodAffinityTerm>,
-    preferred_anti_affinity: Vec<crate::model::WeightedPodAffinityTerm>,
 }
 
 /// Interned signatures.
@@ -55,17 +42,21 @@ pub(crate) struct TopologyKey {
 pub(crate) struct Sigs {
     map: HashMap<Sig, u32>,
     list: Vec<Sig>,
-    /// Whether every required anti-affinity term of every pod in the snapshot is keyed on the
-    /// hostname (then other pods' anti-affinity only ever rejects a node for good).
-    pub(crate) inverse_hostname_only: bool,
 }
 
 // === impl Sigs ===
 
 impl Sigs {
     /// The signature id of a pod, interning it if new.
-    pub(crate) fn intern(&mut self, pod: &Pod, d: &Dims, any_anti_affinity: bool) -> u32 {
-        let (reqs, strict, invalid) = match (
+    pub(crate) fn intern(
+        &mut self,
+        pod: &Pod,
+        d: &Dims,
+        any_anti_affinity: bool,
+        volumes: &VolumeTopology<'_>,
+        topology: &Topology,
+    ) -> u32 {
+        let (mut reqs, strict, mut invalid) = match (
             super::pod_requirements(pod),
             super::pod_strict_requirements(pod),
         ) {
@@ -76,25 +67,29 @@ impl Sigs {
                 Some(format!("invalid node affinity: {e}")),
             ),
         };
+        // Volume topology narrows where the node may be, but is not part of the pod's own
+        // requirements: topology spreads count nodes by the pod's node affinity only.
+        let mut volume = None;
+        if !pod.volume_claims.is_empty() && invalid.is_none() {
+            match volumes.requirements(pod) {
+                Ok(v) if !v.is_empty() => {
+                    reqs.add_all(&v.combined());
+                    volume = Some(v.source);
+                }
+                Ok(_) => {}
+                Err(e) => invalid = Some(e.to_string()),
+            }
+        }
+        let constrained = any_anti_affinity || super::has_topology_constraints(pod);
         let sig = Sig {
             requests: d.vector(&pod.requests),
             reqs,
             strict,
             tolerations: pod.tolerations.clone(),
             host_ports: normalize_ports(&pod.host_ports),
-            constrained: any_anti_affinity || super::has_topology_constraints(pod),
-            topology_permanent: self.inverse_hostname_only && hostname_only(pod),
-            topology: (any_anti_affinity || super::has_topology_constraints(pod)).then(|| {
-                Box::new(TopologyKey {
-                    namespace: pod.namespace.clone(),
-                    labels: pod.labels.clone(),
-                    spread: pod.topology_spread.clone(),
-                    affinity: pod.pod_affinity.clone(),
-                    anti_affinity: pod.pod_anti_affinity.clone(),
-                    preferred_affinity: pod.preferred_pod_affinity.clone(),
-                    preferred_anti_affinity: pod.preferred_pod_anti_affinity.clone(),
-                })
-            }),
+            constrained,
+            topology: constrained.then(|| topology.identity(pod)),
+            volume,
             invalid,
         };
         if let Some(&id) = self.map.get(&sig) {
@@ -106,14 +101,6 @@ impl Sigs {
         id
     }
 
-    /// Empty, with `inverse_hostname_only` as given.
-    pub(crate) fn new(inverse_hostname_only: bool) -> Self {
-        Self {
-            inverse_hostname_only,
-            ..Self::default()
-        }
-    }
-
     /// The signature with this id.
     pub(crate) fn get(&self, id: u32) -> &Sig {
         &self.list[id as usize]
@@ -123,18 +110,4 @@ impl Sigs {
     pub(crate) fn len(&self) -> usize {
         self.list.len()
     }
-}
-
-/// True when every topology constraint of the pod (spreads, anti-affinity, required or
-/// preferred) is keyed on `kubernetes.io/hostname` and it has no pod affinity.
-pub(crate) fn hostname_only(pod: &Pod) -> bool {
-    let host = crate::labels::HOSTNAME;
-    pod.pod_affinity.is_empty()
-        && pod.preferred_pod_affinity.is_empty()
-        && pod.topology_spread.iter().all(|t| t.topology_key == host)
-        && pod.pod_anti_affinity.iter().all(|t| t.topology_key == host)
-        && pod
-            .preferred_pod_anti_affinity
-            .iter()
-            .all(|t| t.term.topology_key == host)
 }

@@ -704,45 +704,6 @@ fn preference_policy_ignore_drops_preferred_node_affinity() {
 }
 
 #[test]
-fn signatures_separate_topology_groups_and_know_permanent_rejections() {
-    use crate::model::PodAffinityTerm;
-    let d = super::dims::Dims::new(std::iter::empty());
-    let term = |app: &str, key: &str| PodAffinityTerm {
-        label_selector: Some({
-            let mut s = crate::model::LabelSelector::default();
-            s.match_labels.insert("app".into(), app.into());
-            s
-        }),
-        namespaces: vec![],
-        namespace_selector: None,
-        topology_key: key.into(),
-        match_label_keys: vec![],
-        mismatch_label_keys: vec![],
-    };
-    let mut a = pod("a", 100, 100);
-    a.labels.insert("app".into(), "x".into());
-    a.pod_anti_affinity.push(term("x", labels::HOSTNAME));
-    let mut b = pod("b", 100, 100);
-    b.labels.insert("app".into(), "y".into());
-    b.pod_anti_affinity.push(term("y", labels::HOSTNAME));
-    let plain = pod("c", 100, 100);
-    let mut sigs = super::signature::Sigs::new(true);
-    let (sa, sb, sc) = (
-        sigs.intern(&a, &d, true),
-        sigs.intern(&b, &d, true),
-        sigs.intern(&plain, &d, false),
-    );
-    assert_ne!(sa, sb, "different anti-affinity groups");
-    assert!(sigs.get(sa).topology_permanent);
-    assert!(!sigs.get(sc).constrained);
-    // Zone-keyed anti-affinity can stop rejecting as other zones fill: not permanent.
-    let mut z = pod("z", 100, 100);
-    z.pod_anti_affinity.push(term("z", labels::ZONE));
-    let sz = sigs.intern(&z, &d, true);
-    assert!(!sigs.get(sz).topology_permanent);
-}
-
-#[test]
 fn daemon_set_for_another_architecture_does_not_count_on_a_type() {
     let mut catalog = small_catalog();
     let mut arm = instance_type("g.small", 2, 4, 110, 0.09);
