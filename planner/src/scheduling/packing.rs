@@ -58,7 +58,10 @@ fn repack_pool(run: &mut Run<'_, '_>, p: usize) {
     let candidates = [
         pack(run, p, order.iter().map(|x| x.1)),
         balanced_pack(run, p, &items),
-        lp_pack(run, p, &items),
+        lp_pack(run, p, &items, Fill::DotProduct, Target::Most),
+        lp_pack(run, p, &items, Fill::Cosine, Target::Most),
+        lp_pack(run, p, &items, Fill::DotProduct, Target::Fewest),
+        lp_pack(run, p, &items, Fill::Cosine, Target::Fewest),
     ];
     for new_claims in candidates.into_iter().flatten() {
         let after: f64 = new_claims.iter().map(|c| price_of(run, c)).sum();
@@ -341,10 +344,29 @@ fn price_of(run: &Run<'_, '_>, claim: &super::node_claim::Claim) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
+/// How [`lp_pack`] picks the next pod for a claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fill {
+    /// Largest `Σ_r share_r × free_r` (big pods that use the free room).
+    DotProduct,
+    /// Best aligned with the free room (cosine, rounded), then largest.
+    Cosine,
+}
+
+/// Which of the fractional optimum's types [`lp_pack`] opens next (among those it uses at
+/// least once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Target {
+    /// The type it uses most.
+    Most,
+    /// The type it uses least: the minority shape gets the pods that fit it best first.
+    Fewest,
+}
+
 /// Packs claims shaped like the fractional optimum: the LP over the pods left says which
-/// instance type the cheapest fractional fleet uses most; a claim of that type is opened and
-/// filled with the pods that best match its shape (largest `Σ_r share_r × free_r`, both
-/// relative to the type's allocatable, the "dot product" rule of vector bin packing). When the
+/// instance types the cheapest fractional fleet uses; a claim of one of them (see [`Target`])
+/// is opened and filled with the pods that best match its shape (see [`Fill`]: the "dot
+/// product" rule of vector bin packing, or the best-aligned pod). When the
 /// optimum needs less than one node of any type, the claim may use every type and ends on the
 /// cheapest that fits. Finally every claim is widened to all the types that fit its pods, so
 /// its price is the cheapest that holds them. `None` when some pod fits nowhere or there are
@@ -353,6 +375,8 @@ fn lp_pack(
     run: &mut Run<'_, '_>,
     p: usize,
     items: &[u32],
+    fill: Fill,
+    target: Target,
 ) -> Option<Vec<super::node_claim::Claim>> {
     let s = run.s;
     let pool = &s.pools[p];
@@ -420,7 +444,10 @@ fn lp_pack(
         }
         let target = (0..x.len())
             .filter(|&j| x[j] >= 1.0 - 1e-9)
-            .max_by(|&a, &b| x[a].total_cmp(&x[b]).then(b.cmp(&a)))
+            .max_by(|&a, &b| match target {
+                Target::Most => x[a].total_cmp(&x[b]).then(b.cmp(&a)),
+                Target::Fewest => x[b].total_cmp(&x[a]).then(b.cmp(&a)),
+            })
             .map(|j| col_types[j]);
         // Capacity the pods may use, per slot, on the target (or the largest type).
         let mut cap: Vec<f64> = vec![0.0; nd];
@@ -441,11 +468,27 @@ fn lp_pack(
         let allowed = |b: usize| target.is_none_or(|t| fit[b][t]);
         let score = |sig: u32, used: &[i64]| -> f64 {
             let req = &run.sigs.get(sig).requests;
-            slots
-                .iter()
-                .filter(|&&r| cap[r] > 0.0)
-                .map(|&r| (req[r] as f64 / cap[r]) * ((cap[r] - used[r] as f64) / cap[r]))
-                .sum()
+            let (mut dot, mut nq, mut nr, mut size) = (0.0, 0.0, 0.0, 0.0f64);
+            for &r in slots.iter().filter(|&&r| cap[r] > 0.0) {
+                let q = req[r] as f64 / cap[r];
+                let free = (cap[r] - used[r] as f64) / cap[r];
+                dot += q * free;
+                nq += q * q;
+                nr += free * free;
+                size = size.max(q);
+            }
+            match fill {
+                Fill::DotProduct => dot,
+                // Direction first (the pod that points where the claim has room), then size.
+                Fill::Cosine => {
+                    let cos = if nq > 0.0 && nr > 0.0 {
+                        dot / (nq.sqrt() * nr.sqrt())
+                    } else {
+                        0.0
+                    };
+                    (cos * 1e3).round() + size
+                }
+            }
         };
         let zero = s.dims.zero();
         let Some(seed) = (0..buckets.len())
