@@ -806,3 +806,36 @@ fn cost_improvement_never_moves_pods_across_node_pools() {
     assert_eq!(pool_of("default/big"), Some("arm"));
     assert_eq!(pool_of("default/web"), Some("default"));
 }
+
+#[test]
+fn lower_bound_counts_nodes_that_anti_affinity_forces() {
+    let term = crate::model::PodAffinityTerm {
+        label_selector: Some({
+            let mut s = crate::model::LabelSelector::default();
+            s.match_labels.insert("app".into(), "web".into());
+            s
+        }),
+        namespaces: vec![],
+        namespace_selector: None,
+        topology_key: labels::HOSTNAME.into(),
+        match_label_keys: vec![],
+        mismatch_label_keys: vec![],
+    };
+    let pods: Vec<_> = (0..3)
+        .map(|i| {
+            let mut p = pod(&format!("web-{i}"), 100, 100);
+            p.labels.insert("app".into(), "web".into());
+            p.pod_anti_affinity.push(term.clone());
+            p
+        })
+        .collect();
+    let r = solve(&snapshot(pods), &small_catalog());
+    assert_eq!(r.new_claims.len(), 3, "{r:#?}");
+    // Three nodes at least: three times the cheapest node (m.small spot, 0.04).
+    assert!(
+        r.lower_bound >= 3.0 * 0.04 * (1.0 - 1e-6),
+        "{}",
+        r.lower_bound
+    );
+    assert!(r.lower_bound <= r.cost() + 1e-9);
+}
