@@ -276,3 +276,12 @@ pub(crate) struct Narrowed {
     total: Vector,
     relaxed: Vec<(String, u32, usize)>,
 }
+
+// === impl Narrowed ===
+
+impl Narrowed {
+    /// The claim's price after the add: its cheapest remaining type's cheapest allowed offering.
+    pub(crate) fn price(&self, pool: &Pool<'_>, claim: &Claim) -> f64 {
+        pool.price_of(self.reqs.as_ref().unwrap_or(&claim.reqs), &self.types)
+    }
+}

@@ -9,7 +9,11 @@ use super::scheduler::Run;
 
 /// Improves the packing of `run`'s new claims in place.
 pub(super) fn improve(run: &mut Run<'_, '_>) {
-    if run.s.topology_active || run.claims.is_empty() {
+    if run.claims.is_empty() {
+        return;
+    }
+    if run.s.topology_active {
+        fill_gaps(run);
         return;
     }
     for p in 0..run.s.pools.len() {
@@ -254,14 +258,7 @@ fn pack(
 
 /// The price of a claim: its cheapest remaining type's cheapest allowed offering.
 pub(super) fn claim_price(run: &Run<'_, '_>, c: usize) -> f64 {
-    let claim = &run.claims[c];
-    let pool = &run.s.pools[claim.pool];
-    claim
-        .types
-        .iter()
-        .filter_map(|&t| pool.types[t as usize].cheapest_allowed(&claim.reqs))
-        .map(|o| o.price)
-        .fold(f64::INFINITY, f64::min)
+    price_of(run, &run.claims[c])
 }
 
 /// For each claim, cheapest first: move all its pods onto the other claims of the same NodePool
@@ -335,13 +332,7 @@ fn empty_claims(run: &mut Run<'_, '_>) {
 }
 
 fn price_of(run: &Run<'_, '_>, claim: &super::node_claim::Claim) -> f64 {
-    let pool = &run.s.pools[claim.pool];
-    claim
-        .types
-        .iter()
-        .filter_map(|&t| pool.types[t as usize].cheapest_allowed(&claim.reqs))
-        .map(|o| o.price)
-        .fold(f64::INFINITY, f64::min)
+    run.s.pools[claim.pool].price_of(&claim.reqs, &claim.types)
 }
 
 /// How [`lp_pack`] picks the next pod for a claim.
@@ -581,4 +572,177 @@ fn lp_pack(
         out.push(if ok { wide } else { c });
     }
     Some(out)
+}
+
+/// With topology constraints in play: pods that no constraint can see (no constraint of their
+/// own, and matched by no selector of any pod) are taken off their claims, the claims are
+/// rebuilt with the remaining pods (keeping their requirements, so topology's choices stand),
+/// and the free pods go first into the room left on those claims when that costs no more than
+/// their resources are worth at the LP's dual prices, the rest onto fresh claims packed like
+/// [`repack_pool`] does. Kept only when the total price drops. Domain counts do not change,
+/// since no constraint counts these pods.
+fn fill_gaps(run: &mut Run<'_, '_>) {
+    let s = run.s;
+    let pods_iter = s
+        .snapshot
+        .pods
+        .iter()
+        .chain(run.items.iter().map(|it| it.pod.as_ref()));
+    let mut collected: Vec<crate::model::LabelSelector> = Vec::new();
+    for p in pods_iter {
+        for t in &p.topology_spread {
+            collected.extend(t.label_selector.iter().cloned());
+        }
+        for t in p.pod_affinity.iter().chain(&p.pod_anti_affinity) {
+            collected.extend(t.label_selector.iter().cloned());
+        }
+        for t in p
+            .preferred_pod_affinity
+            .iter()
+            .chain(&p.preferred_pod_anti_affinity)
+        {
+            collected.extend(t.term.label_selector.iter().cloned());
+        }
+    }
+    collected.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    collected.dedup();
+    let movable: Vec<bool> = run
+        .items
+        .iter()
+        .map(|it| {
+            // Inverse anti-affinity is covered by the selectors.
+            !super::has_topology_constraints(&it.pod)
+                && !collected.iter().any(|sel| sel.matches(&it.pod.labels))
+        })
+        .collect();
+    if !movable.iter().any(|m| *m) {
+        return;
+    }
+    let saved = run.claims.clone();
+    let before: f64 = (0..run.claims.len())
+        .filter(|&c| !run.claims[c].pods.is_empty())
+        .map(|c| claim_price(run, c))
+        .sum();
+    // 1. Take the free pods off and rebuild the claims without them.
+    let mut free: Vec<Vec<u32>> = vec![Vec::new(); s.pools.len()];
+    for c in 0..run.claims.len() {
+        if !run.claims[c].pods.iter().any(|&i| movable[i as usize]) {
+            continue;
+        }
+        let old = run.claims[c].clone();
+        let pool = &s.pools[old.pool];
+        let (moved, keep): (Vec<u32>, Vec<u32>) =
+            old.pods.iter().partition(|&&i| movable[i as usize]);
+        free[old.pool].extend(moved);
+        if keep.is_empty() {
+            run.claims[c].pods.clear();
+            continue;
+        }
+        let types: Vec<u32> = (0..pool.types.len() as u32)
+            .filter(|&t| {
+                let te = &pool.types[t as usize];
+                te.reqs.intersects(&old.reqs).is_ok() && te.cheapest_allowed(&old.reqs).is_some()
+            })
+            .collect();
+        let hostname = old
+            .reqs
+            .get(crate::labels::HOSTNAME)
+            .and_then(|r| r.single_value())
+            .unwrap_or_default()
+            .to_string();
+        let mut nc = super::node_claim::Claim::new(old.pool, pool, types, hostname);
+        nc.reqs = old.reqs.clone();
+        for i in keep {
+            let sig = run.sigs.get(run.items[i as usize].sig);
+            match nc.check(pool, sig, None, s.options.min_values_policy) {
+                Ok(n) => nc.commit(pool, sig, i, n),
+                Err(_) => {
+                    run.claims = saved;
+                    return;
+                }
+            }
+        }
+        run.claims[c] = nc;
+    }
+    // 2. Into the room left, when it costs no more than the pods are worth.
+    let mut ok = true;
+    for (p, items) in free.iter_mut().enumerate() {
+        if items.is_empty() {
+            continue;
+        }
+        items.sort_unstable();
+        let pool = &s.pools[p];
+        let prices = super::lower_bound::problem(run, items, &[p])
+            .map(|(cols, dem)| super::lower_bound::covering_with_duals(&cols, &dem).1)
+            .unwrap_or_default();
+        let mut cursor: std::collections::HashMap<u32, usize> = Default::default();
+        let mut rest = Vec::new();
+        let targets: Vec<usize> = (0..run.claims.len())
+            .filter(|&c| run.claims[c].pool == p && !run.claims[c].pods.is_empty())
+            .collect();
+        for &i in items.iter() {
+            let sig_id = run.items[i as usize].sig;
+            let sig = run.sigs.get(sig_id);
+            let value: f64 = sig
+                .requests
+                .iter()
+                .zip(&prices)
+                .map(|(r, y)| *r as f64 * y)
+                .sum();
+            let start = cursor.get(&sig_id).copied().unwrap_or(0);
+            let mut placed = false;
+            for (k, &c) in targets.iter().enumerate().skip(start) {
+                let claim = &run.claims[c];
+                if !claim.fits(sig) {
+                    cursor.insert(sig_id, k + 1);
+                    continue;
+                }
+                let Ok(n) = claim.check(pool, sig, None, s.options.min_values_policy) else {
+                    cursor.insert(sig_id, k + 1);
+                    continue;
+                };
+                let increase = n.price(pool, claim) - claim_price(run, c);
+                if increase <= value + 1e-12 {
+                    run.claims[c].commit(pool, sig, i, n);
+                    placed = true;
+                    break;
+                }
+                // Rooms only fill up: treat as final for this signature.
+                cursor.insert(sig_id, k + 1);
+            }
+            if !placed {
+                rest.push(i);
+            }
+        }
+        // 3. The rest onto fresh claims, the cheapest of the packings.
+        if rest.is_empty() {
+            continue;
+        }
+        let mut order: Vec<u32> = rest.clone();
+        order.sort_unstable();
+        let candidates = [
+            pack(run, p, order.iter().copied()),
+            lp_pack(run, p, &rest, Fill::DotProduct, Target::Most),
+            lp_pack(run, p, &rest, Fill::Cosine, Target::Fewest),
+        ];
+        let best = candidates
+            .into_iter()
+            .flatten()
+            .map(|cl| (cl.iter().map(|c| price_of(run, c)).sum::<f64>(), cl))
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        match best {
+            Some((_, cl)) => run.claims.extend(cl),
+            None => {
+                ok = false;
+                break;
+            }
+        }
+    }
+    let after: f64 = (0..run.claims.len())
+        .filter(|&c| !run.claims[c].pods.is_empty())
+        .map(|c| claim_price(run, c))
+        .sum();
+    if !ok || after >= before - 1e-9 {
+        run.claims = saved;
+    }
 }

@@ -64,6 +64,20 @@ impl TypeEntry {
             .min_by(|a, b| a.price.total_cmp(&b.price))
     }
 
+    /// The cheapest offering allowed by the given zone and capacity-type requirements.
+    pub(crate) fn cheapest_with(
+        &self,
+        zone: Option<&crate::requirements::Requirement>,
+        ct: Option<&crate::requirements::Requirement>,
+    ) -> Option<f64> {
+        self.offerings
+            .iter()
+            .filter(|o| zone.is_none_or(|z| z.has(&o.zone)))
+            .filter(|o| ct.is_none_or(|c| c.has(&o.capacity_type)))
+            .map(|o| o.price)
+            .min_by(f64::total_cmp)
+    }
+
     /// The values this type has for `key` (several for zone and capacity type).
     pub(crate) fn values<'a>(&'a self, key: &str) -> Vec<&'a str> {
         match self.reqs.get(key) {
@@ -217,6 +231,24 @@ impl<'a> Pool<'a> {
     /// Name.
     pub(crate) fn name(&self) -> &str {
         &self.np.name
+    }
+
+    /// The price of a claim of this pool with requirements `reqs` that may use `types` (indices
+    /// into [`Pool::types`], cheapest first as the pool orders them): its cheapest type's
+    /// cheapest allowed offering. When `reqs` narrow zones and capacity types no further than
+    /// the pool does, that is the first type's price.
+    pub(crate) fn price_of(&self, reqs: &Requirements, types: &[u32]) -> f64 {
+        let zone = reqs.get(labels::ZONE);
+        let ct = reqs.get(labels::CAPACITY_TYPE);
+        if zone == self.reqs.get(labels::ZONE) && ct == self.reqs.get(labels::CAPACITY_TYPE) {
+            return types
+                .first()
+                .map_or(f64::INFINITY, |&t| self.types[t as usize].price);
+        }
+        types
+            .iter()
+            .filter_map(|&t| self.types[t as usize].cheapest_with(zone, ct))
+            .fold(f64::INFINITY, f64::min)
     }
 
     /// Taints pods must tolerate (startup taints are ignored, as Karpenter does).
