@@ -626,7 +626,10 @@ fn fill_gaps(run: &mut Run<'_, '_>) {
     // 1. Take the free pods off and rebuild the claims without them.
     let mut free: Vec<Vec<u32>> = vec![Vec::new(); s.pools.len()];
     for c in 0..run.claims.len() {
-        if !run.claims[c].pods.iter().any(|&i| movable[i as usize]) {
+        // Pools with limits keep their claims (their accounting depends on claim order).
+        if !run.claims[c].pods.iter().any(|&i| movable[i as usize])
+            || !s.pools[run.claims[c].pool].limits.is_empty()
+        {
             continue;
         }
         let old = run.claims[c].clone();
