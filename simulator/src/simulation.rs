@@ -188,16 +188,28 @@ impl Simulation {
         self.addr
     }
 
-    /// A `kube::Client` for the simulated API (plain HTTP, default namespace `default`).
+    /// A `kube::Config` for the simulated API (plain HTTP, default namespace `default`), to
+    /// adjust before building a client. Note that kube's default retry layer
+    /// (`default_retry`) retries 429, 503 and 504 up to 15 times with exponential backoff (minutes
+    /// in total), so a PDB-blocked eviction only fails after a long while unless it is turned off.
     ///
     /// # Errors
-    /// [`Error::Client`] when the client cannot be built.
-    pub fn kube_client(&self) -> Result<kube::Client> {
+    /// [`Error::Url`] when the API URL is not a URI (it always is).
+    pub fn kube_config(&self) -> Result<kube::Config> {
         let uri: http::Uri = self.api_url.parse().map_err(|source| Error::Url {
             url: self.api_url.clone(),
             source,
         })?;
-        kube::Client::try_from(kube::Config::new(uri)).map_err(|source| Error::Client {
+        Ok(kube::Config::new(uri))
+    }
+
+    /// A `kube::Client` for the simulated API with kube's defaults (see
+    /// [`Simulation::kube_config`]).
+    ///
+    /// # Errors
+    /// [`Error::Client`] when the client cannot be built.
+    pub fn kube_client(&self) -> Result<kube::Client> {
+        kube::Client::try_from(self.kube_config()?).map_err(|source| Error::Client {
             url: self.api_url.clone(),
             source,
         })

@@ -55,3 +55,10 @@ pub fn pod_json(name: &str, labels: serde_json::Value, cpu: &str) -> serde_json:
         "spec": {"containers": [{"name": "app", "image": "nginx", "resources": {"requests": {"cpu": cpu, "memory": "128Mi"}}}]},
     })
 }
+
+/// A client that does not retry 429/503/504, so tests see those answers at once.
+pub fn client_without_retries(sim: &Simulation) -> kube::Client {
+    let mut config = sim.kube_config().unwrap();
+    config.default_retry = false;
+    kube::Client::try_from(config).unwrap()
+}
