@@ -12,6 +12,7 @@ pub mod catalog;
 pub mod labels;
 pub mod model;
 pub mod plan;
+pub mod requirements;
 
 use catalog::Catalog;
 use model::{ClusterSnapshot, PlanOptions};
