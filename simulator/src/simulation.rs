@@ -66,7 +66,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub struct Config {
     /// Port on 127.0.0.1 (0 picks a free one).
     pub port: u16,
-    /// The instance types the simulated cloud sells (and the scheduler sizes nodes by).
+    /// The instance types the simulated cloud sells (default: [`default_catalog`]).
     pub catalog: Catalog,
     /// Simulated cloud timings.
     pub cloud: CloudConfig,
@@ -90,7 +90,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             port: 0,
-            catalog: sample_catalog("us-east-1"),
+            catalog: default_catalog(),
             cloud: CloudConfig::default(),
             kubelet: KubeletConfig::default(),
             scheduler: true,
@@ -247,6 +247,15 @@ impl Drop for Simulation {
             t.abort();
         }
     }
+}
+
+/// The built-in AWS catalog for us-east-1 (so that plans in the simulator match
+/// `dovetail plan`), or the small sample catalog should the built-in data fail to load.
+pub fn default_catalog() -> Catalog {
+    planner::catalog::aws::builtin("us-east-1").unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "Built-in AWS catalog unavailable; using the sample catalog");
+        sample_catalog("us-east-1")
+    })
 }
 
 fn seed(store: &Store) -> Result<()> {
