@@ -94,7 +94,13 @@ mod tests {
 
     #[test]
     fn rejects_malformed_and_names_the_input() {
-        for bad in ["", "aws://us-east-1a/i-1", "aws:///us-east-1a", "aws:///us-east-1a/x-1", "gce:///a/i-1"] {
+        for bad in [
+            "",
+            "aws://us-east-1a/i-1",
+            "aws:///us-east-1a",
+            "aws:///us-east-1a/x-1",
+            "gce:///a/i-1",
+        ] {
             let e = bad.parse::<ProviderId>().unwrap_err();
             assert_eq!(e.input, bad);
             assert!(e.to_string().contains(bad));

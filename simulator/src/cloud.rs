@@ -133,7 +133,11 @@ impl SimCloud {
 
     /// The instance type named `name`.
     pub fn instance_type(&self, name: &str) -> Option<&InstanceType> {
-        self.inner.catalog.instance_types.iter().find(|t| t.name == name)
+        self.inner
+            .catalog
+            .instance_types
+            .iter()
+            .find(|t| t.name == name)
     }
 
     /// Makes `offering` fail with insufficient capacity until [`SimCloud::restore_capacity`].
@@ -168,10 +172,16 @@ impl SimCloud {
             let i = live_instance(&s, provider_id)?;
             if i.capacity_type != CapacityType::Spot {
                 return Err(Error::InvalidRequest {
-                    reason: format!("instance {provider_id} is on-demand; only spot instances are interrupted"),
+                    reason: format!(
+                        "instance {provider_id} is on-demand; only spot instances are interrupted"
+                    ),
                 });
             }
-            self.enqueue(&mut s, provider_id.clone(), InterruptionKind::SpotInterruptionWarning);
+            self.enqueue(
+                &mut s,
+                provider_id.clone(),
+                InterruptionKind::SpotInterruptionWarning,
+            );
         }
         let this = self.clone();
         let id = provider_id.clone();
@@ -190,7 +200,11 @@ impl SimCloud {
     pub fn rebalance(&self, provider_id: &ProviderId) -> Result<()> {
         let mut s = self.lock();
         live_instance(&s, provider_id)?;
-        self.enqueue(&mut s, provider_id.clone(), InterruptionKind::RebalanceRecommendation);
+        self.enqueue(
+            &mut s,
+            provider_id.clone(),
+            InterruptionKind::RebalanceRecommendation,
+        );
         Ok(())
     }
 
@@ -201,7 +215,11 @@ impl SimCloud {
     pub fn schedule_maintenance(&self, provider_id: &ProviderId) -> Result<()> {
         let mut s = self.lock();
         live_instance(&s, provider_id)?;
-        self.enqueue(&mut s, provider_id.clone(), InterruptionKind::ScheduledChange);
+        self.enqueue(
+            &mut s,
+            provider_id.clone(),
+            InterruptionKind::ScheduledChange,
+        );
         Ok(())
     }
 
@@ -221,7 +239,11 @@ impl SimCloud {
             if let Some(i) = s.instances.get_mut(&id) {
                 i.state = InstanceState::ShuttingDown;
             }
-            self.enqueue(&mut s, provider_id.clone(), InterruptionKind::StateChange(InstanceState::ShuttingDown));
+            self.enqueue(
+                &mut s,
+                provider_id.clone(),
+                InterruptionKind::StateChange(InstanceState::ShuttingDown),
+            );
         }
         self.bump();
         let this = self.clone();
@@ -234,7 +256,11 @@ impl SimCloud {
                 if let Some(i) = s.instances.get_mut(pid.instance_id()) {
                     i.state = InstanceState::Terminated;
                 }
-                this.enqueue(&mut s, pid.clone(), InterruptionKind::StateChange(InstanceState::Terminated));
+                this.enqueue(
+                    &mut s,
+                    pid.clone(),
+                    InterruptionKind::StateChange(InstanceState::Terminated),
+                );
             }
             this.bump();
         });
@@ -258,9 +284,11 @@ impl SimCloud {
     }
 
     fn offering_price(&self, key: &OfferingKey) -> Result<f64> {
-        let t = self.instance_type(&key.instance_type).ok_or_else(|| Error::InvalidRequest {
-            reason: format!("offerings: unknown instance type {:?}", key.instance_type),
-        })?;
+        let t = self
+            .instance_type(&key.instance_type)
+            .ok_or_else(|| Error::InvalidRequest {
+                reason: format!("offerings: unknown instance type {:?}", key.instance_type),
+            })?;
         t.offerings
             .iter()
             .find(|o| o.zone == key.zone && o.capacity_type == key.capacity_type.as_str())
@@ -274,7 +302,9 @@ impl SimCloud {
         !s.no_capacity.contains(key)
             && self.instance_type(&key.instance_type).is_some_and(|t| {
                 t.offerings.iter().any(|o| {
-                    o.zone == key.zone && o.capacity_type == key.capacity_type.as_str() && o.available
+                    o.zone == key.zone
+                        && o.capacity_type == key.capacity_type.as_str()
+                        && o.available
                 })
             })
     }
@@ -369,7 +399,11 @@ impl CloudProvider for SimCloud {
                 reason: "offerings: at least one offering is required".into(),
             });
         };
-        if let Some(o) = request.offerings.iter().find(|o| o.capacity_type != first.capacity_type) {
+        if let Some(o) = request
+            .offerings
+            .iter()
+            .find(|o| o.capacity_type != first.capacity_type)
+        {
             return Err(Error::InvalidRequest {
                 reason: format!("offerings: {o} mixes capacity types with {first}"),
             });
@@ -388,12 +422,20 @@ impl CloudProvider for SimCloud {
             {
                 return Ok(i.clone());
             }
-            let Some((offering, price)) = priced.iter().find(|(o, _)| self.offering_available(&s, o)) else {
+            let Some((offering, price)) =
+                priced.iter().find(|(o, _)| self.offering_available(&s, o))
+            else {
                 return Err(Error::InsufficientCapacity {
                     offerings: request.offerings.clone(),
                 });
             };
-            let i = self.new_instance(&mut s, offering, request.tags.clone(), request.image_id.clone(), *price);
+            let i = self.new_instance(
+                &mut s,
+                offering,
+                request.tags.clone(),
+                request.image_id.clone(),
+                *price,
+            );
             s.tokens.insert(request.client_token.clone(), i.id.clone());
             s.instances.insert(i.id.clone(), i.clone());
             i
@@ -435,7 +477,13 @@ impl CloudProvider for SimCloud {
 
     async fn list(&self, filter: &ListFilter) -> Result<Vec<Instance>> {
         self.gate()?;
-        Ok(self.lock().instances.values().filter(|i| filter.matches(i)).cloned().collect())
+        Ok(self
+            .lock()
+            .instances
+            .values()
+            .filter(|i| filter.matches(i))
+            .cloned()
+            .collect())
     }
 
     async fn delete(&self, provider_id: &ProviderId) -> Result<()> {
@@ -482,7 +530,9 @@ impl InterruptionQueue for SimCloud {
 
     async fn delete(&self, receipt_handle: &str) -> Result<()> {
         self.gate()?;
-        self.lock().queue.retain(|q| q.event.receipt_handle != receipt_handle);
+        self.lock()
+            .queue
+            .retain(|q| q.event.receipt_handle != receipt_handle);
         Ok(())
     }
 }
@@ -560,7 +610,11 @@ mod tests {
     use super::*;
 
     fn cloud() -> SimCloud {
-        SimCloud::new(sample_catalog("us-east-1"), Clock::at(Duration::from_secs(1_800_000_000)), CloudConfig::default())
+        SimCloud::new(
+            sample_catalog("us-east-1"),
+            Clock::at(Duration::from_secs(1_800_000_000)),
+            CloudConfig::default(),
+        )
     }
 
     fn offering(t: &str, z: &str, ct: CapacityType) -> OfferingKey {
@@ -584,14 +638,20 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn launch_is_idempotent_and_becomes_running() {
         let c = cloud();
-        let r = request("t1", vec![offering("m5.large", "us-east-1a", CapacityType::OnDemand)]);
+        let r = request(
+            "t1",
+            vec![offering("m5.large", "us-east-1a", CapacityType::OnDemand)],
+        );
         let a = c.create(&r).await.unwrap();
         let b = c.create(&r).await.unwrap();
         assert_eq!(a.id, b.id);
         assert_eq!(c.instances().len(), 1);
         assert_eq!(a.state, InstanceState::Pending);
         tokio::time::sleep(Duration::from_secs(6)).await;
-        assert_eq!(c.get(&a.provider_id).await.unwrap().state, InstanceState::Running);
+        assert_eq!(
+            c.get(&a.provider_id).await.unwrap().state,
+            InstanceState::Running
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -599,17 +659,39 @@ mod tests {
         let c = cloud();
         let m5 = offering("m5.large", "us-east-1a", CapacityType::Spot);
         let c5 = offering("c5.large", "us-east-1a", CapacityType::Spot);
-        let i = c.create(&request("t1", vec![m5.clone(), c5.clone()])).await.unwrap();
+        let i = c
+            .create(&request("t1", vec![m5.clone(), c5.clone()]))
+            .await
+            .unwrap();
         assert_eq!(i.instance_type, "c5.large", "cheapest first for spot");
         c.insufficient_capacity(c5.clone());
-        let i = c.create(&request("t2", vec![m5.clone(), c5.clone()])).await.unwrap();
+        let i = c
+            .create(&request("t2", vec![m5.clone(), c5.clone()]))
+            .await
+            .unwrap();
         assert_eq!(i.instance_type, "m5.large");
         c.insufficient_capacity(m5.clone());
-        let e = c.create(&request("t3", vec![m5.clone(), c5.clone()])).await.unwrap_err();
-        assert!(matches!(e, Error::InsufficientCapacity { ref offerings } if offerings.len() == 2), "{e:?}");
+        let e = c
+            .create(&request("t3", vec![m5.clone(), c5.clone()]))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::InsufficientCapacity { ref offerings } if offerings.len() == 2),
+            "{e:?}"
+        );
         let cat = c.instance_types().await.unwrap();
-        let t = cat.instance_types.iter().find(|t| t.name == "c5.large").unwrap();
-        assert!(!t.offerings.iter().find(|o| o.zone == "us-east-1a" && o.capacity_type == "spot").unwrap().available);
+        let t = cat
+            .instance_types
+            .iter()
+            .find(|t| t.name == "c5.large")
+            .unwrap();
+        assert!(
+            !t.offerings
+                .iter()
+                .find(|o| o.zone == "us-east-1a" && o.capacity_type == "spot")
+                .unwrap()
+                .available
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -617,10 +699,22 @@ mod tests {
         let c = cloud();
         let e = c.create(&request("t", vec![])).await.unwrap_err();
         assert!(e.to_string().contains("offerings"), "{e}");
-        let e = c.create(&request("t", vec![offering("x9.huge", "us-east-1a", CapacityType::Spot)])).await.unwrap_err();
+        let e = c
+            .create(&request(
+                "t",
+                vec![offering("x9.huge", "us-east-1a", CapacityType::Spot)],
+            ))
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("x9.huge"), "{e}");
         let e = c
-            .create(&request("t", vec![offering("m5.large", "us-east-1a", CapacityType::Spot), offering("m5.large", "us-east-1a", CapacityType::OnDemand)]))
+            .create(&request(
+                "t",
+                vec![
+                    offering("m5.large", "us-east-1a", CapacityType::Spot),
+                    offering("m5.large", "us-east-1a", CapacityType::OnDemand),
+                ],
+            ))
             .await
             .unwrap_err();
         assert!(e.to_string().contains("mixes capacity types"), "{e}");
@@ -629,17 +723,34 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn interruption_warns_then_terminates() {
         let c = cloud();
-        let i = c.create(&request("t1", vec![offering("m5.large", "us-east-1b", CapacityType::Spot)])).await.unwrap();
+        let i = c
+            .create(&request(
+                "t1",
+                vec![offering("m5.large", "us-east-1b", CapacityType::Spot)],
+            ))
+            .await
+            .unwrap();
         c.interrupt(&i.provider_id).unwrap();
         let events = c.receive(10).await.unwrap();
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].kind, InterruptionKind::SpotInterruptionWarning);
-        assert!(c.receive(10).await.unwrap().is_empty(), "in flight until the visibility timeout");
-        InterruptionQueue::delete(&c, &events[0].receipt_handle).await.unwrap();
+        assert!(
+            c.receive(10).await.unwrap().is_empty(),
+            "in flight until the visibility timeout"
+        );
+        InterruptionQueue::delete(&c, &events[0].receipt_handle)
+            .await
+            .unwrap();
         tokio::time::sleep(Duration::from_secs(119)).await;
-        assert_ne!(c.get(&i.provider_id).await.unwrap().state, InstanceState::Terminated);
+        assert_ne!(
+            c.get(&i.provider_id).await.unwrap().state,
+            InstanceState::Terminated
+        );
         tokio::time::sleep(Duration::from_secs(10)).await;
-        assert_eq!(c.get(&i.provider_id).await.unwrap().state, InstanceState::Terminated);
+        assert_eq!(
+            c.get(&i.provider_id).await.unwrap().state,
+            InstanceState::Terminated
+        );
         let e = CloudProvider::delete(&c, &i.provider_id).await.unwrap_err();
         assert!(matches!(e, Error::NotFound { .. }));
         assert!(c.list(&ListFilter::default()).await.unwrap().is_empty());
@@ -649,8 +760,16 @@ mod tests {
     async fn throttling_and_leaks() {
         let c = cloud();
         c.throttle_next(1);
-        assert!(matches!(c.list(&ListFilter::default()).await, Err(Error::Throttled { .. })));
-        let leaked = c.leak(&offering("m5.large", "us-east-1c", CapacityType::OnDemand), Tags::new()).unwrap();
+        assert!(matches!(
+            c.list(&ListFilter::default()).await,
+            Err(Error::Throttled { .. })
+        ));
+        let leaked = c
+            .leak(
+                &offering("m5.large", "us-east-1c", CapacityType::OnDemand),
+                Tags::new(),
+            )
+            .unwrap();
         let all = c.list(&ListFilter::default()).await.unwrap();
         assert_eq!(all, vec![leaked.clone()]);
         let tagged = ListFilter {

@@ -169,7 +169,10 @@ mod tests {
         assert_eq!(f.decide("/api/v1/pods", false).fail, Some(500));
         assert_eq!(f.decide("/api/v1/pods", false).fail, None);
         f.expire_next_watches(1);
-        assert!(!f.decide("/api/v1/pods", false).expire, "only watches expire");
+        assert!(
+            !f.decide("/api/v1/pods", false).expire,
+            "only watches expire"
+        );
         assert!(f.decide("/api/v1/pods", true).expire);
         assert!(!f.decide("/api/v1/pods", true).expire);
         assert_eq!(f.injected(), 3);

@@ -148,10 +148,9 @@ impl Simulation {
         let mut tasks = Vec::new();
         let mut stop = shutdown.subscribe();
         tasks.push(tokio::spawn(async move {
-            let serve = axum::serve(listener, router(state))
-                .with_graceful_shutdown(async move {
-                    let _ = stop.wait_for(|s| *s).await;
-                });
+            let serve = axum::serve(listener, router(state)).with_graceful_shutdown(async move {
+                let _ = stop.wait_for(|s| *s).await;
+            });
             if let Err(e) = serve.await {
                 tracing::error!(error = %e, "Simulated API server failed");
             }
@@ -161,10 +160,19 @@ impl Simulation {
             cloud: cloud.clone(),
         };
         if config.controllers {
-            tasks.push(tokio::spawn(run_controllers(ctx.clone(), config.kubelet.clone(), shutdown.subscribe())));
+            tasks.push(tokio::spawn(run_controllers(
+                ctx.clone(),
+                config.kubelet.clone(),
+                shutdown.subscribe(),
+            )));
         }
         if config.scheduler {
-            tasks.push(tokio::spawn(scheduler::run(ctx, config.scheduler_interval, shutdown.subscribe())));
+            tasks.push(tokio::spawn(scheduler::run(
+                ctx,
+                config.catalog.clone(),
+                config.scheduler_interval,
+                shutdown.subscribe(),
+            )));
         }
         tracing::info!(%addr, "Simulated cluster started");
         Ok(Self {
@@ -267,10 +275,19 @@ fn seed(store: &Store) -> Result<()> {
                 .map_err(seed_err(format!("namespace {name}")))?;
         }
     }
-    if let Some(crds) = store.kinds().find("apiextensions.k8s.io", "v1", "customresourcedefinitions") {
+    if let Some(crds) =
+        store
+            .kinds()
+            .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+    {
         for crd in kinds::karpenter_crds() {
-            let name = crd["metadata"]["name"].as_str().unwrap_or_default().to_string();
-            store.create(&crds, "", crd).map_err(seed_err(format!("CRD {name}")))?;
+            let name = crd["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            store
+                .create(&crds, "", crd)
+                .map_err(seed_err(format!("CRD {name}")))?;
         }
     }
     Ok(())

@@ -20,13 +20,18 @@ async fn running_pod(client: &Client, name: &str, node: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let mut p = pod_json(name, json!({"app": "web"}), "100m");
     p["spec"]["nodeName"] = json!(node);
-    pods.create(&PostParams::default(), &serde_json::from_value(p).unwrap()).await.unwrap();
+    pods.create(&PostParams::default(), &serde_json::from_value(p).unwrap())
+        .await
+        .unwrap();
 }
 
 async fn ready_node(client: &Client, name: &str) {
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
     let n = json!({"metadata": {"name": name}, "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"}}});
-    nodes.create(&PostParams::default(), &serde_json::from_value(n).unwrap()).await.unwrap();
+    nodes
+        .create(&PostParams::default(), &serde_json::from_value(n).unwrap())
+        .await
+        .unwrap();
     nodes
         .patch_status(
             name,
@@ -56,10 +61,20 @@ async fn eviction_honours_the_disruption_budget() {
     .await;
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
     let pdb = json!({"metadata": {"name": "web"}, "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}});
-    pdbs.create(&PostParams::default(), &serde_json::from_value(pdb).unwrap()).await.unwrap();
+    pdbs.create(
+        &PostParams::default(),
+        &serde_json::from_value(pdb).unwrap(),
+    )
+    .await
+    .unwrap();
 
-    pods.evict("web-1", &EvictParams::default()).await.expect("first eviction is allowed");
-    let e = pods.evict("web-2", &EvictParams::default()).await.unwrap_err();
+    pods.evict("web-1", &EvictParams::default())
+        .await
+        .expect("first eviction is allowed");
+    let e = pods
+        .evict("web-2", &EvictParams::default())
+        .await
+        .unwrap_err();
     match e {
         kube::Error::Api(s) => {
             assert_eq!(s.code, 429);
@@ -73,16 +88,28 @@ async fn eviction_honours_the_disruption_budget() {
     eventually("pdb status", || async {
         let p = pdbs.get("web").await.ok()?;
         let s = p.status?;
-        (s.disruptions_allowed == 0 && s.current_healthy == 2 && s.desired_healthy == 2).then_some(())
+        (s.disruptions_allowed == 0 && s.current_healthy == 2 && s.desired_healthy == 2)
+            .then_some(())
     })
     .await;
     // Pending pods are not protected.
-    pods.create(&PostParams::default(), &serde_json::from_value(pod_json("web-pending", json!({"app": "web"}), "100m")).unwrap())
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(pod_json("web-pending", json!({"app": "web"}), "100m")).unwrap(),
+    )
+    .await
+    .unwrap();
+    pods.evict("web-pending", &EvictParams::default())
         .await
-        .unwrap();
-    pods.evict("web-pending", &EvictParams::default()).await.expect("pending pods are evictable");
-    let e = pods.evict("missing", &EvictParams::default()).await.unwrap_err();
-    assert!(matches!(e, kube::Error::Api(ref s) if s.code == 404), "{e:?}");
+        .expect("pending pods are evictable");
+    let e = pods
+        .evict("missing", &EvictParams::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 404),
+        "{e:?}"
+    );
 }
 
 #[tokio::test]
@@ -92,40 +119,109 @@ async fn conflicts_finalizers_and_status_subresource() {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let mut p = pod_json("a", json!({}), "100m");
     p["metadata"]["finalizers"] = json!(["example.com/hold"]);
-    let created = pods.create(&PostParams::default(), &serde_json::from_value(p).unwrap()).await.unwrap();
+    let created = pods
+        .create(&PostParams::default(), &serde_json::from_value(p).unwrap())
+        .await
+        .unwrap();
     let mut first = created.clone();
     first.metadata.labels = Some([("x".to_string(), "1".to_string())].into());
-    pods.replace("a", &PostParams::default(), &first).await.unwrap();
+    pods.replace("a", &PostParams::default(), &first)
+        .await
+        .unwrap();
     let mut stale = created.clone();
     stale.metadata.labels = Some([("x".to_string(), "2".to_string())].into());
-    let e = pods.replace("a", &PostParams::default(), &stale).await.unwrap_err();
-    assert!(matches!(e, kube::Error::Api(ref s) if s.code == 409 && s.reason == "Conflict"), "{e:?}");
+    let e = pods
+        .replace("a", &PostParams::default(), &stale)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 409 && s.reason == "Conflict"),
+        "{e:?}"
+    );
 
     // Status is a subresource: a main-resource patch cannot change it, a status patch can.
-    pods.patch("a", &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Failed"}}))).await.unwrap();
-    assert_eq!(pods.get("a").await.unwrap().status.unwrap().phase.as_deref(), Some("Pending"));
-    pods.patch_status("a", &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Failed"}}))).await.unwrap();
-    assert_eq!(pods.get("a").await.unwrap().status.unwrap().phase.as_deref(), Some("Failed"));
+    pods.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Failed"}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        pods.get("a")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .phase
+            .as_deref(),
+        Some("Pending")
+    );
+    pods.patch_status(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Failed"}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        pods.get("a")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .phase
+            .as_deref(),
+        Some("Failed")
+    );
 
     // Finalizers hold the deletion.
     pods.delete("a", &DeleteParams::default()).await.unwrap();
     let held = pods.get("a").await.unwrap();
     assert!(held.metadata.deletion_timestamp.is_some());
-    pods.patch("a", &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(json!([{"op": "remove", "path": "/metadata/finalizers"}])).unwrap()))
-        .await
-        .unwrap();
+    pods.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Json::<()>(
+            serde_json::from_value(json!([{"op": "remove", "path": "/metadata/finalizers"}]))
+                .unwrap(),
+        ),
+    )
+    .await
+    .unwrap();
     assert!(pods.get_opt("a").await.unwrap().is_none());
 
     // Invalid objects get 422 naming the field.
     let e = pods
-        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "b"}, "spec": {"containers": []}})).unwrap())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "b"}, "spec": {"containers": []}}))
+                .unwrap(),
+        )
         .await
         .unwrap_err();
-    assert!(matches!(e, kube::Error::Api(ref s) if s.code == 422 && s.message.contains("spec.containers")), "{e:?}");
-    let e = pods.create(&PostParams::default(), &serde_json::from_value(pod_json("a", json!({}), "1")).unwrap()).await;
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 422 && s.message.contains("spec.containers")),
+        "{e:?}"
+    );
+    let e = pods
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(pod_json("a", json!({}), "1")).unwrap(),
+        )
+        .await;
     assert!(e.is_ok(), "the name is free again");
-    let e = pods.create(&PostParams::default(), &serde_json::from_value(pod_json("a", json!({}), "1")).unwrap()).await.unwrap_err();
-    assert!(matches!(e, kube::Error::Api(ref s) if s.code == 409 && s.reason == "AlreadyExists"), "{e:?}");
+    let e = pods
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(pod_json("a", json!({}), "1")).unwrap(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 409 && s.reason == "AlreadyExists"),
+        "{e:?}"
+    );
 }
 
 #[tokio::test]
@@ -134,10 +230,18 @@ async fn binding_assigns_a_node_once() {
     let client = sim.kube_client().unwrap();
     ready_node(&client, "n1").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    pods.create(&PostParams::default(), &serde_json::from_value(pod_json("p", json!({}), "100m")).unwrap()).await.unwrap();
-    let binding: Binding = serde_json::from_value(json!({"metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}})).unwrap();
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(pod_json("p", json!({}), "100m")).unwrap(),
+    )
+    .await
+    .unwrap();
+    let binding: Binding = serde_json::from_value(
+        json!({"metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}}),
+    )
+    .unwrap();
     let body = serde_json::to_vec(&binding).unwrap();
-    let req = http::Request::post(format!("/api/v1/namespaces/default/pods/p/binding"))
+    let req = http::Request::post("/api/v1/namespaces/default/pods/p/binding")
         .header("content-type", "application/json")
         .body(body.clone())
         .unwrap();
@@ -154,7 +258,10 @@ async fn binding_assigns_a_node_once() {
         .body(body)
         .unwrap();
     let e = client.request::<serde_json::Value>(req).await.unwrap_err();
-    assert!(matches!(e, kube::Error::Api(ref s) if s.code == 409), "{e:?}");
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 409),
+        "{e:?}"
+    );
 }
 
 #[tokio::test]
@@ -166,15 +273,30 @@ async fn karpenter_crds_are_discovered_and_served_with_apply() {
     for group in discovery.groups() {
         for (ar, caps) in group.recommended_resources() {
             if ar.group.starts_with("karpenter") {
-                assert_eq!(caps.scope, kube::discovery::Scope::Cluster, "{} is cluster-scoped", ar.kind);
+                assert_eq!(
+                    caps.scope,
+                    kube::discovery::Scope::Cluster,
+                    "{} is cluster-scoped",
+                    ar.kind
+                );
                 found.push(format!("{}/{}", ar.api_version, ar.kind));
             }
         }
     }
     found.sort();
-    assert_eq!(found, vec!["karpenter.k8s.aws/v1/EC2NodeClass", "karpenter.sh/v1/NodeClaim", "karpenter.sh/v1/NodePool"]);
+    assert_eq!(
+        found,
+        vec![
+            "karpenter.k8s.aws/v1/EC2NodeClass",
+            "karpenter.sh/v1/NodeClaim",
+            "karpenter.sh/v1/NodePool"
+        ]
+    );
 
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("karpenter.sh", "v1", "NodePool"), "nodepools");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("karpenter.sh", "v1", "NodePool"),
+        "nodepools",
+    );
     let pools: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
     let pool = json!({
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
@@ -182,21 +304,49 @@ async fn karpenter_crds_are_discovered_and_served_with_apply() {
                                         "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}},
                  "limits": {"cpu": "100"}},
     });
-    let applied = pools.patch("default", &PatchParams::apply("test").force(), &Patch::Apply(pool.clone())).await.unwrap();
+    let applied = pools
+        .patch(
+            "default",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(pool.clone()),
+        )
+        .await
+        .unwrap();
     assert_eq!(applied.metadata.generation, Some(1));
     let mut changed = pool.clone();
     changed["spec"]["limits"]["cpu"] = json!("200");
-    let applied = pools.patch("default", &PatchParams::apply("test").force(), &Patch::Apply(changed)).await.unwrap();
+    let applied = pools
+        .patch(
+            "default",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(changed),
+        )
+        .await
+        .unwrap();
     assert_eq!(applied.data["spec"]["limits"]["cpu"], "200");
-    assert_eq!(applied.metadata.generation, Some(2), "spec changes bump the generation");
+    assert_eq!(
+        applied.metadata.generation,
+        Some(2),
+        "spec changes bump the generation"
+    );
     let st = pools
-        .patch_status("default", &PatchParams::default(), &Patch::Merge(json!({"status": {"resources": {"cpu": "4"}}})))
+        .patch_status(
+            "default",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"resources": {"cpu": "4"}}})),
+        )
         .await
         .unwrap();
     assert_eq!(st.metadata.generation, Some(2), "status writes do not");
     assert_eq!(st.data["status"]["resources"]["cpu"], "4");
 
     // A namespaced path for a cluster-scoped kind is not served.
-    let e = Api::<DynamicObject>::namespaced_with(client.clone(), "default", &ar).list(&Default::default()).await.unwrap_err();
-    assert!(matches!(e, kube::Error::Api(ref s) if s.code == 404), "{e:?}");
+    let e = Api::<DynamicObject>::namespaced_with(client.clone(), "default", &ar)
+        .list(&Default::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 404),
+        "{e:?}"
+    );
 }

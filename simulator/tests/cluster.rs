@@ -5,11 +5,16 @@ mod common;
 
 use std::time::Duration;
 
-use cloud::{CapacityType, CloudProvider, InterruptionKind, InterruptionQueue, LaunchRequest, OfferingKey, Tags};
+use cloud::{
+    CapacityType, CloudProvider, InterruptionKind, InterruptionQueue, LaunchRequest, OfferingKey,
+    Tags,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
 use serde_json::json;
 
 use common::{client_without_retries, eventually, start};
@@ -36,7 +41,10 @@ async fn kubelet_registers_nodes_for_running_instances_and_removes_them() {
     let sim = start().await;
     let client = sim.kube_client().unwrap();
     // The NodeClaim the instance is launched for: its labels and taints go onto the Node.
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("karpenter.sh", "v1", "NodeClaim"), "nodeclaims");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("karpenter.sh", "v1", "NodeClaim"),
+        "nodeclaims",
+    );
     let claims: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
     let claim = json!({
         "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
@@ -48,19 +56,42 @@ async fn kubelet_registers_nodes_for_running_instances_and_removes_them() {
             "startupTaints": [{"key": "example.com/agent-not-ready", "effect": "NoExecute"}],
         },
     });
-    claims.create(&PostParams::default(), &serde_json::from_value(claim).unwrap()).await.unwrap();
+    claims
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(claim).unwrap(),
+        )
+        .await
+        .unwrap();
 
-    let inst = sim.cloud().create(&launch("tok-1", "default-abc12", CapacityType::OnDemand)).await.unwrap();
+    let inst = sim
+        .cloud()
+        .create(&launch("tok-1", "default-abc12", CapacityType::OnDemand))
+        .await
+        .unwrap();
     let nodes: Api<Node> = Api::all(client.clone());
     let node = eventually("a ready node", || async {
         let n = nodes.get_opt(&inst.private_dns_name).await.ok()??;
-        let ready = n.status.as_ref()?.conditions.as_ref()?.iter().any(|c| c.type_ == "Ready" && c.status == "True");
+        let ready = n
+            .status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
         ready.then_some(n)
     })
     .await;
     let spec = node.spec.clone().unwrap();
-    assert_eq!(spec.provider_id.as_deref(), Some(inst.provider_id.to_string().as_str()));
-    assert!(spec.provider_id.unwrap().starts_with("aws:///us-east-1b/i-"));
+    assert_eq!(
+        spec.provider_id.as_deref(),
+        Some(inst.provider_id.to_string().as_str())
+    );
+    assert!(
+        spec.provider_id
+            .unwrap()
+            .starts_with("aws:///us-east-1b/i-")
+    );
     let labels = node.metadata.labels.clone().unwrap();
     for (k, v) in [
         ("node.kubernetes.io/instance-type", "m5.large"),
@@ -74,8 +105,17 @@ async fn kubelet_registers_nodes_for_running_instances_and_removes_them() {
     ] {
         assert_eq!(labels.get(k).map(String::as_str), Some(v), "label {k}");
     }
-    let taints: Vec<String> = spec.taints.unwrap_or_default().into_iter().map(|t| t.key).collect();
-    assert_eq!(taints, vec!["dedicated", "example.com/agent-not-ready"], "not-ready taint gone once Ready");
+    let taints: Vec<String> = spec
+        .taints
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| t.key)
+        .collect();
+    assert_eq!(
+        taints,
+        vec!["dedicated", "example.com/agent-not-ready"],
+        "not-ready taint gone once Ready"
+    );
     let status = node.status.unwrap();
     let alloc = status.allocatable.unwrap();
     let cap = status.capacity.unwrap();
@@ -84,26 +124,72 @@ async fn kubelet_registers_nodes_for_running_instances_and_removes_them() {
     assert_eq!(alloc["cpu"].0, "1930m", "capacity minus kube-reserved");
 
     // Terminating the instance removes the node.
-    CloudProvider::delete(sim.cloud(), &inst.provider_id).await.unwrap();
-    eventually("the node removed", || async { nodes.get_opt(&inst.private_dns_name).await.ok()?.is_none().then_some(()) }).await;
+    CloudProvider::delete(sim.cloud(), &inst.provider_id)
+        .await
+        .unwrap();
+    eventually("the node removed", || async {
+        nodes
+            .get_opt(&inst.private_dns_name)
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn spot_interruption_warns_then_the_node_goes_away() {
     let sim = start().await;
     let nodes: Api<Node> = Api::all(sim.kube_client().unwrap());
-    let inst = sim.cloud().create(&launch("tok-spot", "c-spot", CapacityType::Spot)).await.unwrap();
-    eventually("the spot node", || async { nodes.get_opt(&inst.private_dns_name).await.ok()?.map(|_| ()) }).await;
+    let inst = sim
+        .cloud()
+        .create(&launch("tok-spot", "c-spot", CapacityType::Spot))
+        .await
+        .unwrap();
+    eventually("the spot node", || async {
+        nodes
+            .get_opt(&inst.private_dns_name)
+            .await
+            .ok()?
+            .map(|_| ())
+    })
+    .await;
     assert_eq!(
-        nodes.get(&inst.private_dns_name).await.unwrap().metadata.labels.unwrap()["karpenter.sh/capacity-type"],
+        nodes
+            .get(&inst.private_dns_name)
+            .await
+            .unwrap()
+            .metadata
+            .labels
+            .unwrap()["karpenter.sh/capacity-type"],
         "spot"
     );
     sim.cloud().interrupt(&inst.provider_id).unwrap();
     let events = sim.cloud().receive(10).await.unwrap();
-    assert!(events.iter().any(|e| e.kind == InterruptionKind::SpotInterruptionWarning && e.provider_id == inst.provider_id));
+    assert!(
+        events
+            .iter()
+            .any(|e| e.kind == InterruptionKind::SpotInterruptionWarning
+                && e.provider_id == inst.provider_id)
+    );
     // Still there during the notice period (300 ms in tests), gone after.
-    assert!(nodes.get_opt(&inst.private_dns_name).await.unwrap().is_some());
-    eventually("the interrupted node removed", || async { nodes.get_opt(&inst.private_dns_name).await.ok()?.is_none().then_some(()) }).await;
+    assert!(
+        nodes
+            .get_opt(&inst.private_dns_name)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    eventually("the interrupted node removed", || async {
+        nodes
+            .get_opt(&inst.private_dns_name)
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -118,28 +204,64 @@ async fn deployments_scale_and_pods_land_on_ready_nodes() {
                  "template": {"metadata": {"labels": {"app": "web"}},
                               "spec": {"containers": [{"name": "app", "image": "nginx", "resources": {"requests": {"cpu": "100m"}}}]}}},
     });
-    deploys.create(&PostParams::default(), &serde_json::from_value(d).unwrap()).await.unwrap();
+    deploys
+        .create(&PostParams::default(), &serde_json::from_value(d).unwrap())
+        .await
+        .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let lp = ListParams::default().labels("app=web");
-    eventually("3 pods", || async { (pods.list(&lp).await.ok()?.items.len() == 3).then_some(()) }).await;
+    eventually("3 pods", || async {
+        (pods.list(&lp).await.ok()?.items.len() == 3).then_some(())
+    })
+    .await;
     let p = &pods.list(&lp).await.unwrap().items[0];
     let owner = &p.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!(owner.kind, "ReplicaSet");
     assert!(owner.name.starts_with("web-"));
 
-    deploys.patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 1}}))).await.unwrap();
-    eventually("1 pod", || async { (pods.list(&lp).await.ok()?.items.len() == 1).then_some(()) }).await;
+    deploys
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .unwrap();
+    eventually("1 pod", || async {
+        (pods.list(&lp).await.ok()?.items.len() == 1).then_some(())
+    })
+    .await;
 
     // Bind the remaining pod by hand to a Ready node: it starts Running, and the Deployment
     // reports it ready.
     let nodes: Api<Node> = Api::all(client.clone());
-    nodes.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap()).await.unwrap();
     nodes
-        .patch_status("n1", &PatchParams::default(), &Patch::Merge(json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}})))
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap(),
+        )
         .await
         .unwrap();
-    let name = pods.list(&lp).await.unwrap().items[0].metadata.name.clone().unwrap();
-    pods.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"nodeName": "n1"}}))).await.unwrap();
+    nodes
+        .patch_status(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}})),
+        )
+        .await
+        .unwrap();
+    let name = pods.list(&lp).await.unwrap().items[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap();
+    pods.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"nodeName": "n1"}})),
+    )
+    .await
+    .unwrap();
     eventually("deployment ready", || async {
         let d = deploys.get("web").await.ok()?;
         (d.status?.ready_replicas == Some(1)).then_some(())
@@ -148,7 +270,10 @@ async fn deployments_scale_and_pods_land_on_ready_nodes() {
 
     // Deleting the Deployment collects its ReplicaSet and pods.
     deploys.delete("web", &Default::default()).await.unwrap();
-    eventually("pods collected", || async { pods.list(&lp).await.ok()?.items.is_empty().then_some(()) }).await;
+    eventually("pods collected", || async {
+        pods.list(&lp).await.ok()?.items.is_empty().then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -157,22 +282,39 @@ async fn fault_injection_fails_and_slows_requests() {
     let client = client_without_retries(&sim);
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let nodes: Api<Node> = Api::all(client.clone());
-    sim.faults().fail_requests(2, 500, Some("/api/v1/namespaces/default/pods"));
+    sim.faults()
+        .fail_requests(2, 500, Some("/api/v1/namespaces/default/pods"));
     for _ in 0..2 {
         let e = pods.list(&Default::default()).await.unwrap_err();
-        assert!(matches!(e, kube::Error::Api(ref s) if s.code == 500), "{e:?}");
+        assert!(
+            matches!(e, kube::Error::Api(ref s) if s.code == 500),
+            "{e:?}"
+        );
     }
-    nodes.list(&Default::default()).await.expect("other paths are not affected");
-    pods.list(&Default::default()).await.expect("only two failures");
+    nodes
+        .list(&Default::default())
+        .await
+        .expect("other paths are not affected");
+    pods.list(&Default::default())
+        .await
+        .expect("only two failures");
 
     sim.faults().fail_requests(1, 503, None);
     let e = nodes.list(&Default::default()).await.unwrap_err();
-    assert!(matches!(e, kube::Error::Api(ref s) if s.code == 503 && s.reason == "ServiceUnavailable"), "{e:?}");
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 503 && s.reason == "ServiceUnavailable"),
+        "{e:?}"
+    );
 
-    sim.faults().slow_requests(1, Duration::from_millis(400), Some("/api/v1/nodes"));
+    sim.faults()
+        .slow_requests(1, Duration::from_millis(400), Some("/api/v1/nodes"));
     let t = tokio::time::Instant::now();
     nodes.list(&Default::default()).await.unwrap();
-    assert!(t.elapsed() >= Duration::from_millis(400), "slowed: {:?}", t.elapsed());
+    assert!(
+        t.elapsed() >= Duration::from_millis(400),
+        "slowed: {:?}",
+        t.elapsed()
+    );
     let t = tokio::time::Instant::now();
     nodes.list(&Default::default()).await.unwrap();
     assert!(t.elapsed() < Duration::from_millis(400), "only once");
@@ -180,5 +322,8 @@ async fn fault_injection_fails_and_slows_requests() {
     // kube's default client retries 503s on its own.
     sim.faults().fail_requests(2, 503, Some("/api/v1/nodes"));
     let retrying: Api<Node> = Api::all(sim.kube_client().unwrap());
-    retrying.list(&Default::default()).await.expect("retried past two 503s");
+    retrying
+        .list(&Default::default())
+        .await
+        .expect("retried past two 503s");
 }

@@ -30,7 +30,9 @@ fn python() -> Option<PathBuf> {
 #[tokio::test]
 async fn official_python_client_lists_watches_creates_patches_and_evicts() {
     let Some(py) = python() else {
-        println!("NOTICE: skipping the Python client test: run scripts/python-env.sh (scripts/test.sh does)");
+        println!(
+            "NOTICE: skipping the Python client test: run scripts/python-env.sh (scripts/test.sh does)"
+        );
         return;
     };
     let sim = start().await;
@@ -44,7 +46,10 @@ async fn official_python_client_lists_watches_creates_patches_and_evicts() {
         .unwrap_or_else(|e| panic!("running {}: {e}", py.display()));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "python client failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        out.status.success(),
+        "python client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
     assert!(stdout.contains("all checks passed"), "{stdout}");
 }
 
@@ -56,12 +61,21 @@ fn kubectl() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-async fn run_kubectl(kubectl: &PathBuf, server: &str, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+async fn run_kubectl(
+    kubectl: &PathBuf,
+    server: &str,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> (bool, String, String) {
     let mut cmd = Command::new(kubectl);
     cmd.arg(format!("--server={server}"))
         .args(["--kubeconfig=/dev/null", "--request-timeout=10s"])
         .args(args)
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("kubectl starts");
@@ -106,12 +120,23 @@ async fn kubectl_gets_and_applies() {
     .unwrap();
     let client = sim.kube_client().unwrap();
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
-    eventually("the node", || async { nodes.get_opt(&inst.private_dns_name).await.ok()?.map(|_| ()) }).await;
+    eventually("the node", || async {
+        nodes
+            .get_opt(&inst.private_dns_name)
+            .await
+            .ok()?
+            .map(|_| ())
+    })
+    .await;
 
-    let (ok, out, err) = run_kubectl(&kubectl, &server, &["get", "nodes", "-o", "json"], None).await;
+    let (ok, out, err) =
+        run_kubectl(&kubectl, &server, &["get", "nodes", "-o", "json"], None).await;
     assert!(ok, "kubectl get nodes failed: {err}");
     let list: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(list["items"][0]["metadata"]["name"], json!(inst.private_dns_name));
+    assert_eq!(
+        list["items"][0]["metadata"]["name"],
+        json!(inst.private_dns_name)
+    );
 
     let manifest = r#"
 apiVersion: v1
@@ -136,17 +161,38 @@ spec:
       requirements:
       - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}
 "#;
-    let (ok, out, err) = run_kubectl(&kubectl, &server, &["apply", "--validate=false", "-f", "-"], Some(manifest)).await;
+    let (ok, out, err) = run_kubectl(
+        &kubectl,
+        &server,
+        &["apply", "--validate=false", "-f", "-"],
+        Some(manifest),
+    )
+    .await;
     assert!(ok, "kubectl apply failed:\n{out}\n{err}");
     // Apply again with a change: a patch of the live objects.
     let changed = manifest.replace("labels: {app: cli}", "labels: {app: cli, rev: two}");
-    let (ok, out, err) = run_kubectl(&kubectl, &server, &["apply", "--validate=false", "-f", "-"], Some(&changed)).await;
+    let (ok, out, err) = run_kubectl(
+        &kubectl,
+        &server,
+        &["apply", "--validate=false", "-f", "-"],
+        Some(&changed),
+    )
+    .await;
     assert!(ok, "second kubectl apply failed:\n{out}\n{err}");
-    let (ok, out, err) = run_kubectl(&kubectl, &server, &["get", "pods", "-n", "default", "-l", "app=cli", "-o", "json"], None).await;
+    let (ok, out, err) = run_kubectl(
+        &kubectl,
+        &server,
+        &[
+            "get", "pods", "-n", "default", "-l", "app=cli", "-o", "json",
+        ],
+        None,
+    )
+    .await;
     assert!(ok, "kubectl get pods failed: {err}");
     let pods: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(pods["items"][0]["metadata"]["labels"]["rev"], "two");
-    let (ok, out, err) = run_kubectl(&kubectl, &server, &["get", "nodepools", "-o", "json"], None).await;
+    let (ok, out, err) =
+        run_kubectl(&kubectl, &server, &["get", "nodepools", "-o", "json"], None).await;
     assert!(ok, "kubectl get nodepools failed: {err}");
     let pools: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(pools["items"][0]["metadata"]["name"], "cli-pool");
@@ -159,9 +205,28 @@ spec:
     )
     .await;
     assert!(ok, "kubectl apply --server-side failed:\n{out}\n{err}");
-    let (_, out, _) = run_kubectl(&kubectl, &server, &["get", "pod", "from-kubectl", "-n", "default", "-o", "json"], None).await;
+    let (_, out, _) = run_kubectl(
+        &kubectl,
+        &server,
+        &["get", "pod", "from-kubectl", "-n", "default", "-o", "json"],
+        None,
+    )
+    .await;
     let pod: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(pod["metadata"]["labels"]["rev"], "three");
-    let (ok, _, err) = run_kubectl(&kubectl, &server, &["delete", "pod", "from-kubectl", "-n", "default", "--wait=false"], None).await;
+    let (ok, _, err) = run_kubectl(
+        &kubectl,
+        &server,
+        &[
+            "delete",
+            "pod",
+            "from-kubectl",
+            "-n",
+            "default",
+            "--wait=false",
+        ],
+        None,
+    )
+    .await;
     assert!(ok, "kubectl delete failed: {err}");
 }

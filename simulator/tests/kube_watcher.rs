@@ -45,7 +45,11 @@ fn spawn_watcher(api: Api<Pod>) -> (reflector::Store<Pod>, Arc<Mutex<Seen>>) {
 }
 
 fn names(store: &reflector::Store<Pod>) -> Vec<String> {
-    let mut v: Vec<String> = store.state().iter().map(|p| p.metadata.name.clone().unwrap_or_default()).collect();
+    let mut v: Vec<String> = store
+        .state()
+        .iter()
+        .map(|p| p.metadata.name.clone().unwrap_or_default())
+        .collect();
     v.sort();
     v
 }
@@ -55,18 +59,30 @@ async fn reflector_lists_then_follows_changes() {
     let sim = start().await;
     let client = sim.kube_client().unwrap();
     let pods: Api<Pod> = Api::namespaced(client, "default");
-    pods.create(&PostParams::default(), &serde_json::from_value(pod_json("before", serde_json::json!({}), "100m")).unwrap())
-        .await
-        .unwrap();
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(pod_json("before", serde_json::json!({}), "100m")).unwrap(),
+    )
+    .await
+    .unwrap();
     let (store, _seen) = spawn_watcher(pods.clone());
     store.wait_until_ready().await.unwrap();
     assert_eq!(names(&store), vec!["before"]);
-    pods.create(&PostParams::default(), &serde_json::from_value(pod_json("after", serde_json::json!({}), "100m")).unwrap())
-        .await
-        .unwrap();
-    eventually("the new pod in the store", || async { (names(&store) == ["after", "before"]).then_some(()) }).await;
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(pod_json("after", serde_json::json!({}), "100m")).unwrap(),
+    )
+    .await
+    .unwrap();
+    eventually("the new pod in the store", || async {
+        (names(&store) == ["after", "before"]).then_some(())
+    })
+    .await;
     pods.delete("before", &Default::default()).await.unwrap();
-    eventually("the deleted pod gone", || async { (names(&store) == ["after"]).then_some(()) }).await;
+    eventually("the deleted pod gone", || async {
+        (names(&store) == ["after"]).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -78,18 +94,30 @@ async fn watcher_relists_after_410_gone() {
     assert_eq!(seen.lock().unwrap().inits, 1);
     // Drop history and cut the stream: the re-watch from the old version must get 410.
     sim.store().compact();
-    pods.create(&PostParams::default(), &serde_json::from_value(pod_json("p1", serde_json::json!({}), "100m")).unwrap())
-        .await
-        .unwrap();
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(pod_json("p1", serde_json::json!({}), "100m")).unwrap(),
+    )
+    .await
+    .unwrap();
     sim.store().compact();
     sim.faults().drop_watches();
-    eventually("a relist", || async { (seen.lock().unwrap().inits >= 2).then_some(()) }).await;
-    eventually("p1 in the store after the relist", || async { (names(&store) == ["p1"]).then_some(()) }).await;
+    eventually("a relist", || async {
+        (seen.lock().unwrap().inits >= 2).then_some(())
+    })
+    .await;
+    eventually("p1 in the store after the relist", || async {
+        (names(&store) == ["p1"]).then_some(())
+    })
+    .await;
 
     // An injected 410 on the next watch also forces a relist.
     sim.faults().expire_next_watches(1);
     sim.faults().drop_watches();
-    eventually("a third relist", || async { (seen.lock().unwrap().inits >= 3).then_some(()) }).await;
+    eventually("a third relist", || async {
+        (seen.lock().unwrap().inits >= 3).then_some(())
+    })
+    .await;
     assert!(sim.faults().injected() >= 1);
 }
 
@@ -101,12 +129,21 @@ async fn watcher_resumes_after_a_dropped_stream_without_relisting() {
     store.wait_until_ready().await.unwrap();
     sim.faults().drop_watches();
     // Created while the watcher reconnects: it must arrive through the resumed watch.
-    pods.create(&PostParams::default(), &serde_json::from_value(pod_json("during", serde_json::json!({}), "100m")).unwrap())
-        .await
-        .unwrap();
-    eventually("the pod created during the reconnect", || async { (names(&store) == ["during"]).then_some(()) }).await;
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(pod_json("during", serde_json::json!({}), "100m")).unwrap(),
+    )
+    .await
+    .unwrap();
+    eventually("the pod created during the reconnect", || async {
+        (names(&store) == ["during"]).then_some(())
+    })
+    .await;
     let s = seen.lock().unwrap();
-    assert_eq!(s.inits, 1, "resumed from its resourceVersion, no relist: {s:?}");
+    assert_eq!(
+        s.inits, 1,
+        "resumed from its resourceVersion, no relist: {s:?}"
+    );
     assert_eq!(s.applies, vec!["during"]);
 }
 
@@ -118,15 +155,24 @@ async fn raw_watch_sends_bookmarks_and_honours_selectors() {
     let rv = list.metadata.resource_version.unwrap();
     let wp = WatchParams::default().labels("app=web").timeout(5);
     let mut stream = pods.watch(&wp, &rv).await.unwrap().boxed();
-    pods.create(&PostParams::default(), &serde_json::from_value(pod_json("db", serde_json::json!({"app": "db"}), "100m")).unwrap())
-        .await
-        .unwrap();
-    pods.create(&PostParams::default(), &serde_json::from_value(pod_json("web", serde_json::json!({"app": "web"}), "100m")).unwrap())
-        .await
-        .unwrap();
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(pod_json("db", serde_json::json!({"app": "db"}), "100m")).unwrap(),
+    )
+    .await
+    .unwrap();
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(pod_json("web", serde_json::json!({"app": "web"}), "100m"))
+            .unwrap(),
+    )
+    .await
+    .unwrap();
     let mut added = Vec::new();
     let mut bookmarks = 0;
-    while let Ok(Ok(Some(ev))) = tokio::time::timeout(Duration::from_secs(2), stream.try_next()).await {
+    while let Ok(Ok(Some(ev))) =
+        tokio::time::timeout(Duration::from_secs(2), stream.try_next()).await
+    {
         match ev {
             WatchEvent::Added(p) => added.push(p.metadata.name.unwrap()),
             WatchEvent::Bookmark(_) => {
@@ -142,13 +188,34 @@ async fn raw_watch_sends_bookmarks_and_honours_selectors() {
     assert!(bookmarks >= 2, "bookmarks every 100 ms");
 
     // Relabelling web out of the selection is a DELETED event for this watch.
-    let rv = pods.get("web").await.unwrap().metadata.resource_version.unwrap();
-    let mut stream = pods.watch(&WatchParams::default().labels("app=web").timeout(5), &rv).await.unwrap().boxed();
-    pods.patch("web", &Default::default(), &kube::api::Patch::Merge(serde_json::json!({"metadata": {"labels": {"app": "other"}}})))
+    let rv = pods
+        .get("web")
         .await
+        .unwrap()
+        .metadata
+        .resource_version
         .unwrap();
-    let ev = tokio::time::timeout(Duration::from_secs(2), stream.try_next()).await.unwrap().unwrap().unwrap();
-    assert!(matches!(ev, WatchEvent::Deleted(ref p) if p.metadata.name.as_deref() == Some("web")), "{ev:?}");
+    let mut stream = pods
+        .watch(&WatchParams::default().labels("app=web").timeout(5), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    pods.patch(
+        "web",
+        &Default::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"metadata": {"labels": {"app": "other"}}})),
+    )
+    .await
+    .unwrap();
+    let ev = tokio::time::timeout(Duration::from_secs(2), stream.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(ev, WatchEvent::Deleted(ref p) if p.metadata.name.as_deref() == Some("web")),
+        "{ev:?}"
+    );
 }
 
 #[tokio::test]
@@ -157,25 +224,57 @@ async fn field_selectors_on_node_name_and_phase() {
     let pods: Api<Pod> = Api::namespaced(sim.kube_client().unwrap(), "default");
     // A node for the bound pod (pods bound to missing nodes are garbage collected).
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(sim.kube_client().unwrap());
-    nodes.create(&PostParams::default(), &serde_json::from_value(serde_json::json!({"metadata": {"name": "n1"}})).unwrap())
+    nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": "n1"}})).unwrap(),
+        )
         .await
         .unwrap();
     let mut bound = pod_json("bound", serde_json::json!({}), "100m");
     bound["spec"]["nodeName"] = serde_json::json!("n1");
-    pods.create(&PostParams::default(), &serde_json::from_value(bound).unwrap()).await.unwrap();
-    pods.create(&PostParams::default(), &serde_json::from_value(pod_json("free", serde_json::json!({}), "100m")).unwrap())
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(bound).unwrap(),
+    )
+    .await
+    .unwrap();
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(pod_json("free", serde_json::json!({}), "100m")).unwrap(),
+    )
+    .await
+    .unwrap();
+    let got = |l: kube::core::ObjectList<Pod>| {
+        l.items
+            .into_iter()
+            .map(|p| p.metadata.name.unwrap())
+            .collect::<Vec<_>>()
+    };
+    let unbound = pods
+        .list(&ListParams::default().fields("spec.nodeName="))
         .await
         .unwrap();
-    let got = |l: kube::core::ObjectList<Pod>| l.items.into_iter().map(|p| p.metadata.name.unwrap()).collect::<Vec<_>>();
-    let unbound = pods.list(&ListParams::default().fields("spec.nodeName=")).await.unwrap();
     assert_eq!(got(unbound), vec!["free"]);
-    let on_n1 = pods.list(&ListParams::default().fields("spec.nodeName=n1,status.phase!=Succeeded")).await.unwrap();
+    let on_n1 = pods
+        .list(&ListParams::default().fields("spec.nodeName=n1,status.phase!=Succeeded"))
+        .await
+        .unwrap();
     assert_eq!(got(on_n1), vec!["bound"]);
     let paged = pods.list(&ListParams::default().limit(1)).await.unwrap();
     assert_eq!(paged.items.len(), 1);
     let token = paged.metadata.continue_.clone().expect("a continue token");
-    let rest = pods.list(&ListParams::default().limit(1).continue_token(&token)).await.unwrap();
+    let rest = pods
+        .list(&ListParams::default().limit(1).continue_token(&token))
+        .await
+        .unwrap();
     assert_eq!(got(rest), vec!["free"]);
-    let e = pods.list(&ListParams::default().labels("a in b")).await.unwrap_err();
-    assert!(matches!(e, kube::Error::Api(ref s) if s.code == 400 && s.message.contains("a in b")), "{e:?}");
+    let e = pods
+        .list(&ListParams::default().labels("a in b"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 400 && s.message.contains("a in b")),
+        "{e:?}"
+    );
 }

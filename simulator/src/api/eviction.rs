@@ -51,14 +51,18 @@ pub fn selector_matches(selector: &Value, labels: &Value) -> bool {
 pub fn pod_is_healthy(pod: &Value) -> bool {
     pod["status"]["phase"] == "Running"
         && pod["metadata"]["deletionTimestamp"].is_null()
-        && pod["status"]["conditions"]
-            .as_array()
-            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+        && pod["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
 }
 
 /// True when a pod has finished (Succeeded or Failed).
 pub fn pod_is_terminal(pod: &Value) -> bool {
-    matches!(pod["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))
+    matches!(
+        pod["status"]["phase"].as_str(),
+        Some("Succeeded" | "Failed")
+    )
 }
 
 /// Whether `pdb` selects `pod` (same namespace, selector matches).
@@ -118,15 +122,35 @@ mod tests {
     fn min_available_and_max_unavailable() {
         let pods = vec![pod("a", true), pod("b", true), pod("c", false)];
         let pdb = |spec: Value| json!({"metadata": {"namespace": "default"}, "spec": spec});
-        let b = budget(&pdb(json!({"selector": {"matchLabels": {"app": "web"}}, "minAvailable": 2})), &pods);
-        assert_eq!(b, Budget { expected: 3, healthy: 2, desired: 2, allowed: 0 });
-        let b = budget(&pdb(json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1})), &pods);
+        let b = budget(
+            &pdb(json!({"selector": {"matchLabels": {"app": "web"}}, "minAvailable": 2})),
+            &pods,
+        );
+        assert_eq!(
+            b,
+            Budget {
+                expected: 3,
+                healthy: 2,
+                desired: 2,
+                allowed: 0
+            }
+        );
+        let b = budget(
+            &pdb(json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1})),
+            &pods,
+        );
         assert_eq!((b.desired, b.allowed), (2, 0));
         let b = budget(&pdb(json!({"selector": {}, "minAvailable": "50%"})), &pods);
         assert_eq!((b.desired, b.allowed), (2, 0));
-        let b = budget(&pdb(json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": "100%"})), &pods);
+        let b = budget(
+            &pdb(json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": "100%"})),
+            &pods,
+        );
         assert_eq!((b.desired, b.allowed), (0, 2));
-        let b = budget(&pdb(json!({"selector": {"matchLabels": {"app": "db"}}, "minAvailable": 1})), &pods);
+        let b = budget(
+            &pdb(json!({"selector": {"matchLabels": {"app": "db"}}, "minAvailable": 1})),
+            &pods,
+        );
         assert_eq!(b.expected, 0);
     }
 }

@@ -117,19 +117,99 @@ impl Kinds {
             b("", "v1", "pods", "Pod", true, true, &["po"]),
             b("", "v1", "nodes", "Node", false, true, &["no"]),
             b("", "v1", "events", "Event", true, false, &["ev"]),
-            b("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true, true, &["pvc"]),
-            b("", "v1", "persistentvolumes", "PersistentVolume", false, true, &["pv"]),
+            b(
+                "",
+                "v1",
+                "persistentvolumeclaims",
+                "PersistentVolumeClaim",
+                true,
+                true,
+                &["pvc"],
+            ),
+            b(
+                "",
+                "v1",
+                "persistentvolumes",
+                "PersistentVolume",
+                false,
+                true,
+                &["pv"],
+            ),
             b("", "v1", "configmaps", "ConfigMap", true, false, &["cm"]),
             b("", "v1", "services", "Service", true, true, &["svc"]),
             b("apps", "v1", "daemonsets", "DaemonSet", true, true, &["ds"]),
-            b("apps", "v1", "deployments", "Deployment", true, true, &["deploy"]),
-            b("apps", "v1", "replicasets", "ReplicaSet", true, true, &["rs"]),
-            b("apps", "v1", "statefulsets", "StatefulSet", true, true, &["sts"]),
-            b("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, true, &["pdb"]),
-            b("coordination.k8s.io", "v1", "leases", "Lease", true, false, &[]),
-            b("events.k8s.io", "v1", "events", "Event", true, false, &["ev"]),
-            b("storage.k8s.io", "v1", "storageclasses", "StorageClass", false, false, &["sc"]),
-            b("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", false, false, &["pc"]),
+            b(
+                "apps",
+                "v1",
+                "deployments",
+                "Deployment",
+                true,
+                true,
+                &["deploy"],
+            ),
+            b(
+                "apps",
+                "v1",
+                "replicasets",
+                "ReplicaSet",
+                true,
+                true,
+                &["rs"],
+            ),
+            b(
+                "apps",
+                "v1",
+                "statefulsets",
+                "StatefulSet",
+                true,
+                true,
+                &["sts"],
+            ),
+            b(
+                "policy",
+                "v1",
+                "poddisruptionbudgets",
+                "PodDisruptionBudget",
+                true,
+                true,
+                &["pdb"],
+            ),
+            b(
+                "coordination.k8s.io",
+                "v1",
+                "leases",
+                "Lease",
+                true,
+                false,
+                &[],
+            ),
+            b(
+                "events.k8s.io",
+                "v1",
+                "events",
+                "Event",
+                true,
+                false,
+                &["ev"],
+            ),
+            b(
+                "storage.k8s.io",
+                "v1",
+                "storageclasses",
+                "StorageClass",
+                false,
+                false,
+                &["sc"],
+            ),
+            b(
+                "scheduling.k8s.io",
+                "v1",
+                "priorityclasses",
+                "PriorityClass",
+                false,
+                false,
+                &["pc"],
+            ),
             b(
                 "apiextensions.k8s.io",
                 "v1",
@@ -183,7 +263,11 @@ impl Kinds {
             .unwrap_or_else(|| kind.to_lowercase());
         let short: Vec<String> = spec["names"]["shortNames"]
             .as_array()
-            .map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default();
         let mut added = Vec::new();
         for v in spec["versions"].as_array().into_iter().flatten() {
@@ -213,7 +297,8 @@ impl Kinds {
     /// Removes the kinds of a deleted CRD.
     pub fn unregister_crd(&self, crd: &Value) {
         let spec = &crd["spec"];
-        if let (Some(group), Some(plural)) = (spec["group"].as_str(), spec["names"]["plural"].as_str())
+        if let (Some(group), Some(plural)) =
+            (spec["group"].as_str(), spec["names"]["plural"].as_str())
         {
             let mut list = self.list.write().unwrap_or_else(|p| p.into_inner());
             list.retain(|k| !(k.group == group && k.resource == plural));
@@ -278,7 +363,14 @@ impl Kinds {
         let mut resources = Vec::new();
         for k in kinds {
             let verbs = json!([
-                "create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"
+                "create",
+                "delete",
+                "deletecollection",
+                "get",
+                "list",
+                "patch",
+                "update",
+                "watch"
             ]);
             resources.push(json!({
                 "name": k.resource,
@@ -368,6 +460,11 @@ pub fn karpenter_crds() -> Vec<Value> {
     vec![
         crd("karpenter.sh", "NodePool", "nodepools", &[]),
         crd("karpenter.sh", "NodeClaim", "nodeclaims", &[]),
-        crd("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses", &["ec2nc", "ec2ncs"]),
+        crd(
+            "karpenter.k8s.aws",
+            "EC2NodeClass",
+            "ec2nodeclasses",
+            &["ec2nc", "ec2ncs"],
+        ),
     ]
 }

@@ -167,7 +167,10 @@ mod tests {
     fn merge_patch_sets_and_deletes() {
         let mut t = json!({"metadata": {"labels": {"a": "1", "b": "2"}}});
         PatchType::Merge
-            .apply(&mut t, &json!({"metadata": {"labels": {"a": null, "c": "3"}}}))
+            .apply(
+                &mut t,
+                &json!({"metadata": {"labels": {"a": null, "c": "3"}}}),
+            )
             .unwrap();
         assert_eq!(t, json!({"metadata": {"labels": {"b": "2", "c": "3"}}}));
     }
@@ -190,11 +193,17 @@ mod tests {
     fn json_patch_failure_is_422() {
         let mut t = json!({"metadata": {}});
         let e = PatchType::Json
-            .apply(&mut t, &json!([{"op": "remove", "path": "/metadata/finalizers/0"}]))
+            .apply(
+                &mut t,
+                &json!([{"op": "remove", "path": "/metadata/finalizers/0"}]),
+            )
             .unwrap_err();
         assert_eq!(e.code, 422);
         PatchType::Json
-            .apply(&mut t, &json!([{"op": "add", "path": "/metadata/finalizers", "value": ["f"]}]))
+            .apply(
+                &mut t,
+                &json!([{"op": "add", "path": "/metadata/finalizers", "value": ["f"]}]),
+            )
             .unwrap();
         assert_eq!(t["metadata"]["finalizers"], json!(["f"]));
     }

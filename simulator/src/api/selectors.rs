@@ -28,7 +28,9 @@ impl LabelSelector {
     /// # Errors
     /// 400 naming the selector when it cannot be parsed.
     pub fn parse(s: &str) -> Result<Self> {
-        let bad = |why: &str| ApiError::bad_request(format!("unable to parse labelSelector {s:?}: {why}"));
+        let bad = |why: &str| {
+            ApiError::bad_request(format!("unable to parse labelSelector {s:?}: {why}"))
+        };
         let mut reqs = Vec::new();
         for part in split_top(s) {
             let part = part.trim();
@@ -36,15 +38,29 @@ impl LabelSelector {
                 continue;
             }
             if let Some(k) = part.strip_prefix('!') {
-                reqs.push(LabelReq::NotExists(check_key(k.trim()).map_err(|e| bad(&e))?));
+                reqs.push(LabelReq::NotExists(
+                    check_key(k.trim()).map_err(|e| bad(&e))?,
+                ));
             } else if let Some((k, rest)) = split_set_op(part, " notin ") {
-                reqs.push(LabelReq::NotIn(check_key(k).map_err(|e| bad(&e))?, parse_set(rest).map_err(|e| bad(&e))?));
+                reqs.push(LabelReq::NotIn(
+                    check_key(k).map_err(|e| bad(&e))?,
+                    parse_set(rest).map_err(|e| bad(&e))?,
+                ));
             } else if let Some((k, rest)) = split_set_op(part, " in ") {
-                reqs.push(LabelReq::In(check_key(k).map_err(|e| bad(&e))?, parse_set(rest).map_err(|e| bad(&e))?));
+                reqs.push(LabelReq::In(
+                    check_key(k).map_err(|e| bad(&e))?,
+                    parse_set(rest).map_err(|e| bad(&e))?,
+                ));
             } else if let Some((k, v)) = part.split_once("!=") {
-                reqs.push(LabelReq::NotEq(check_key(k.trim()).map_err(|e| bad(&e))?, v.trim().into()));
+                reqs.push(LabelReq::NotEq(
+                    check_key(k.trim()).map_err(|e| bad(&e))?,
+                    v.trim().into(),
+                ));
             } else if let Some((k, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
-                reqs.push(LabelReq::Eq(check_key(k.trim()).map_err(|e| bad(&e))?, v.trim().into()));
+                reqs.push(LabelReq::Eq(
+                    check_key(k.trim()).map_err(|e| bad(&e))?,
+                    v.trim().into(),
+                ));
             } else {
                 reqs.push(LabelReq::Exists(check_key(part).map_err(|e| bad(&e))?));
             }
@@ -196,7 +212,11 @@ mod tests {
             ("!missing,app in (web)", true),
             ("missing notin (x)", true),
         ] {
-            assert_eq!(LabelSelector::parse(sel).unwrap().matches(&p), want, "{sel}");
+            assert_eq!(
+                LabelSelector::parse(sel).unwrap().matches(&p),
+                want,
+                "{sel}"
+            );
         }
     }
 

@@ -80,7 +80,9 @@ impl Params {
                 "sendInitialEvents" => p.send_initial_events = truthy(&v),
                 "timeoutSeconds" => {
                     let s: u64 = v.parse().map_err(|_| {
-                        ApiError::bad_request(format!("invalid timeoutSeconds {v:?}: expected seconds"))
+                        ApiError::bad_request(format!(
+                            "invalid timeoutSeconds {v:?}: expected seconds"
+                        ))
                     })?;
                     p.timeout = Some(Duration::from_secs(s));
                 }
@@ -189,7 +191,17 @@ async fn handle(
         return error_response(&e);
     }
     tracing::debug!(%method, %uri, "Request");
-    match serve(&st, &method, &path, &headers, &params, &body, decision.expire).await {
+    match serve(
+        &st,
+        &method,
+        &path,
+        &headers,
+        &params,
+        &body,
+        decision.expire,
+    )
+    .await
+    {
         Ok(r) => r,
         Err(e) => error_response(&e),
     }
@@ -210,7 +222,9 @@ async fn serve(
         if method == Method::GET {
             Ok(json_response(200, &v))
         } else {
-            Err(ApiError::method_not_allowed(format!("{method} is not supported on {path}")))
+            Err(ApiError::method_not_allowed(format!(
+                "{method} is not supported on {path}"
+            )))
         }
     };
     let (kind, ns, name, sub) = match r {
@@ -232,13 +246,20 @@ async fn serve(
                 .ok_or_else(|| ApiError::no_route(path))
                 .and_then(get_only);
         }
-        Route::Resource { kind, ns, name, sub } => (kind, ns, name, sub),
+        Route::Resource {
+            kind,
+            ns,
+            name,
+            sub,
+        } => (kind, ns, name, sub),
     };
     let ns_str = ns.clone().unwrap_or_default();
     let sub_kind = match sub.as_deref() {
         None => Subresource::Main,
         Some("status") if kind.status_subresource => Subresource::Status,
-        Some("eviction" | "binding") if kind.group.is_empty() && kind.resource == "pods" => Subresource::Main,
+        Some("eviction" | "binding") if kind.group.is_empty() && kind.resource == "pods" => {
+            Subresource::Main
+        }
         Some(other) => return Err(ApiError::no_route(&format!("{path} (subresource {other})"))),
     };
     let parse_body = || -> Result<Value> {
@@ -251,7 +272,10 @@ async fn serve(
     };
     match (method.clone(), name) {
         (Method::GET, None) if params.watch || expire => watch(st, &kind, ns, params, expire),
-        (Method::GET, None) => Ok(json_response(200, &list(store, &kind, ns.as_deref(), params)?)),
+        (Method::GET, None) => Ok(json_response(
+            200,
+            &list(store, &kind, ns.as_deref(), params)?,
+        )),
         (Method::POST, None) => {
             let obj = parse_body()?;
             Ok(json_response(201, &store.create(&kind, &ns_str, obj)?))
@@ -266,12 +290,18 @@ async fn serve(
                     deleted.push(d);
                 }
             }
-            Ok(json_response(200, &list_doc(&kind, deleted, store.current_rv(), None)))
+            Ok(json_response(
+                200,
+                &list_doc(&kind, deleted, store.current_rv(), None),
+            ))
         }
         (Method::GET, Some(name)) => Ok(json_response(200, &store.get(&kind, &ns_str, &name)?)),
         (Method::PUT, Some(name)) => {
             let obj = parse_body()?;
-            Ok(json_response(200, &store.update(&kind, &ns_str, &name, obj, sub_kind)?))
+            Ok(json_response(
+                200,
+                &store.update(&kind, &ns_str, &name, obj, sub_kind)?,
+            ))
         }
         (Method::PATCH, Some(name)) => {
             let ct = headers
@@ -287,7 +317,10 @@ async fn serve(
         (Method::DELETE, Some(name)) => {
             let opts = parse_body()?;
             let pre = opts.get("preconditions").filter(|p| p.is_object());
-            Ok(json_response(200, &store.delete(&kind, &ns_str, &name, pre)?))
+            Ok(json_response(
+                200,
+                &store.delete(&kind, &ns_str, &name, pre)?,
+            ))
         }
         (Method::POST, Some(name)) if sub.as_deref() == Some("eviction") => {
             let opts = parse_body()?;
@@ -299,7 +332,9 @@ async fn serve(
             bind(store, &kind, &ns_str, &name, &binding)?;
             Ok(json_response(201, &success_status(201)))
         }
-        (m, _) => Err(ApiError::method_not_allowed(format!("{m} is not supported on {path}"))),
+        (m, _) => Err(ApiError::method_not_allowed(format!(
+            "{m} is not supported on {path}"
+        ))),
     }
 }
 
@@ -396,7 +431,9 @@ fn watch(
     let from = match params.resource_version.as_deref() {
         None => None,
         Some(v) => Some(v.parse::<u64>().map_err(|_| {
-            ApiError::bad_request(format!("invalid resourceVersion {v:?}: expected an integer"))
+            ApiError::bad_request(format!(
+                "invalid resourceVersion {v:?}: expected an integer"
+            ))
         })?),
     };
     let stream_body = |lines: Vec<Bytes>| {
@@ -409,12 +446,21 @@ fn watch(
     };
     if expire {
         let rv = from.unwrap_or(0);
-        return Ok(stream_body(vec![watch_line("ERROR", &ApiError::gone(rv, rv + 1).to_status())]));
+        return Ok(stream_body(vec![watch_line(
+            "ERROR",
+            &ApiError::gone(rv, rv + 1).to_status(),
+        )]));
     }
-    let start = if params.send_initial_events { None } else { from };
+    let start = if params.send_initial_events {
+        None
+    } else {
+        from
+    };
     let sub = match st.store.subscribe(kind, start) {
         Ok(s) => s,
-        Err(e) if e.code == 410 => return Ok(stream_body(vec![watch_line("ERROR", &e.to_status())])),
+        Err(e) if e.code == 410 => {
+            return Ok(stream_body(vec![watch_line("ERROR", &e.to_status())]));
+        }
         Err(e) => return Err(e),
     };
     let (tx, rx) = mpsc::channel::<std::result::Result<Bytes, std::io::Error>>(64);
@@ -495,7 +541,8 @@ fn watch(
             }
         }
     });
-    let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) });
+    let stream =
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) });
     Response::builder()
         .status(200)
         .header(header::CONTENT_TYPE, "application/json")
@@ -511,9 +558,13 @@ fn evict(store: &Store, pods: &KindInfo, ns: &str, name: &str, opts: &Value) -> 
         .find("policy", "v1", "poddisruptionbudgets")
         .ok_or_else(|| ApiError::internal("poddisruptionbudgets are not served"))?;
     let (pdbs, _) = store.list(&pdb_kind, Some(ns));
-    let matching: Vec<&Value> = pdbs.iter().filter(|p| eviction::pdb_selects(p, &pod)).collect();
+    let matching: Vec<&Value> = pdbs
+        .iter()
+        .filter(|p| eviction::pdb_selects(p, &pod))
+        .collect();
     let phase = pod["status"]["phase"].as_str().unwrap_or("");
-    let checked = !matches!(phase, "Pending" | "Succeeded" | "Failed") && pod["metadata"]["deletionTimestamp"].is_null();
+    let checked = !matches!(phase, "Pending" | "Succeeded" | "Failed")
+        && pod["metadata"]["deletionTimestamp"].is_null();
     if checked && matching.len() > 1 {
         return Err(ApiError::internal(
             "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
@@ -532,11 +583,16 @@ fn evict(store: &Store, pods: &KindInfo, ns: &str, name: &str, opts: &Value) -> 
             let pdb_name = pdb["metadata"]["name"].as_str().unwrap_or_default();
             return Err(ApiError::disruption_budget(
                 pdb_name,
-                format!("needs {} healthy pods and has {} currently", b.desired, b.healthy),
+                format!(
+                    "needs {} healthy pods and has {} currently",
+                    b.desired, b.healthy
+                ),
             ));
         }
     }
-    let pre = opts["deleteOptions"].get("preconditions").filter(|p| p.is_object());
+    let pre = opts["deleteOptions"]
+        .get("preconditions")
+        .filter(|p| p.is_object());
     store.delete(pods, ns, name, pre).map(|_| ())
 }
 
@@ -582,7 +638,8 @@ pub(crate) fn set_condition(
     let Some(conds) = obj["status"]["conditions"].as_array_mut() else {
         return;
     };
-    let mut c = json!({"type": ctype, "status": status, "lastTransitionTime": now, "lastProbeTime": null});
+    let mut c =
+        json!({"type": ctype, "status": status, "lastTransitionTime": now, "lastProbeTime": null});
     if let Some(r) = reason {
         c["reason"] = json!(r);
     }

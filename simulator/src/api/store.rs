@@ -194,7 +194,9 @@ impl Store {
     /// namespace, 409 when the name is taken, 422 for an invalid name or pod spec.
     pub fn create(&self, kind: &KindInfo, ns: &str, mut obj: Value) -> Result<Value> {
         if !obj.is_object() {
-            return Err(ApiError::bad_request("the request body must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON object",
+            ));
         }
         check_type(kind, &obj)?;
         obj["apiVersion"] = json!(kind.api_version());
@@ -202,7 +204,10 @@ impl Store {
         if !obj["metadata"].is_object() {
             obj["metadata"] = json!({});
         }
-        let body_ns = obj["metadata"]["namespace"].as_str().unwrap_or("").to_string();
+        let body_ns = obj["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
         if kind.namespaced {
             if !body_ns.is_empty() && body_ns != ns {
                 return Err(ApiError::bad_request(format!(
@@ -242,7 +247,14 @@ impl Store {
                 return Err(ApiError::not_found("namespaces", ns));
             }
         }
-        let key = (if kind.namespaced { ns.to_string() } else { String::new() }, name.clone());
+        let key = (
+            if kind.namespaced {
+                ns.to_string()
+            } else {
+                String::new()
+            },
+            name.clone(),
+        );
         if inner
             .objects
             .get(&kind.key())
@@ -369,7 +381,9 @@ impl Store {
             .cloned()
             .ok_or_else(|| ApiError::not_found(&kind.qualified(), name))?;
         if !obj.is_object() {
-            return Err(ApiError::bad_request("the request body must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON object",
+            ));
         }
         check_type(kind, &obj)?;
         if let Some(body_name) = obj["metadata"]["name"].as_str()
@@ -380,7 +394,9 @@ impl Store {
             )));
         }
         match obj["metadata"]["resourceVersion"].as_str() {
-            Some(rv) if !rv.is_empty() && old["metadata"]["resourceVersion"].as_str() != Some(rv) => {
+            Some(rv)
+                if !rv.is_empty() && old["metadata"]["resourceVersion"].as_str() != Some(rv) =>
+            {
                 return Err(ApiError::conflict(
                     &kind.qualified(),
                     name,
@@ -415,7 +431,13 @@ impl Store {
         // Fields the server owns.
         {
             let m = &mut next["metadata"];
-            for f in ["uid", "creationTimestamp", "deletionTimestamp", "generation", "resourceVersion"] {
+            for f in [
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "generation",
+                "resourceVersion",
+            ] {
                 match old["metadata"].get(f) {
                     Some(v) => m[f] = v.clone(),
                     None => {
@@ -475,7 +497,9 @@ impl Store {
                     return Err(ApiError::conflict(
                         &kind.qualified(),
                         name,
-                        &format!("the {what} in the precondition ({want}) does not match the {what} in record"),
+                        &format!(
+                            "the {what} in the precondition ({want}) does not match the {what} in record"
+                        ),
                     ));
                 }
             }
@@ -488,12 +512,25 @@ impl Store {
             let mut next = obj.clone();
             next["metadata"]["deletionTimestamp"] = json!(self.clock.rfc3339());
             next["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-            return Ok(self.commit(&mut inner, kind.key(), key, EventType::Modified, next, Some(obj)));
+            return Ok(self.commit(
+                &mut inner,
+                kind.key(),
+                key,
+                EventType::Modified,
+                next,
+                Some(obj),
+            ));
         }
         Ok(self.remove_locked(&mut inner, kind.key(), key, obj))
     }
 
-    fn remove_locked(&self, inner: &mut Inner, res: ResKey, key: (String, String), obj: Value) -> Value {
+    fn remove_locked(
+        &self,
+        inner: &mut Inner,
+        res: ResKey,
+        key: (String, String),
+        obj: Value,
+    ) -> Value {
         if let Some(m) = inner.objects.get_mut(&res) {
             m.remove(&key);
         }
@@ -501,7 +538,10 @@ impl Store {
         let is_namespace = res.group.is_empty() && res.resource == "namespaces";
         if res.resource == "customresourcedefinitions" {
             self.kinds.unregister_crd(&obj);
-            if let (Some(g), Some(p)) = (obj["spec"]["group"].as_str(), obj["spec"]["names"]["plural"].as_str()) {
+            if let (Some(g), Some(p)) = (
+                obj["spec"]["group"].as_str(),
+                obj["spec"]["names"]["plural"].as_str(),
+            ) {
                 inner.objects.remove(&ResKey::new(g, p));
             }
         }
@@ -513,7 +553,9 @@ impl Store {
                 let owned = !uid.is_empty()
                     && o["metadata"]["ownerReferences"]
                         .as_array()
-                        .is_some_and(|refs| refs.iter().any(|r| r["uid"].as_str() == Some(uid.as_str())));
+                        .is_some_and(|refs| {
+                            refs.iter().any(|r| r["uid"].as_str() == Some(uid.as_str()))
+                        });
                 let in_ns = is_namespace && *ns == key.1;
                 if owned || in_ns {
                     dependents.push((r.clone(), ns.clone(), name.clone()));
@@ -521,7 +563,12 @@ impl Store {
             }
         }
         for (r, ns, name) in dependents {
-            let Some(o) = inner.objects.get(&r).and_then(|m| m.get(&(ns.clone(), name.clone()))).cloned() else {
+            let Some(o) = inner
+                .objects
+                .get(&r)
+                .and_then(|m| m.get(&(ns.clone(), name.clone())))
+                .cloned()
+            else {
                 continue;
             };
             if finalizers_empty(&o) {
@@ -695,7 +742,12 @@ fn validate(kind: &KindInfo, name: &str, obj: &Value) -> Result<()> {
     if kind.group.is_empty() && kind.resource == "pods" {
         let containers = obj["spec"]["containers"].as_array();
         if containers.is_none_or(|c| c.is_empty()) {
-            return Err(ApiError::invalid("Pod", name, "spec.containers", "Required value"));
+            return Err(ApiError::invalid(
+                "Pod",
+                name,
+                "spec.containers",
+                "Required value",
+            ));
         }
     }
     Ok(())
@@ -721,7 +773,8 @@ mod tests {
     fn store() -> Store {
         let s = Store::new(Clock::at(std::time::Duration::from_secs(1_800_000_000)), 4);
         let ns = s.kinds().find("", "v1", "namespaces").unwrap();
-        s.create(&ns, "", json!({"metadata": {"name": "default"}})).unwrap();
+        s.create(&ns, "", json!({"metadata": {"name": "default"}}))
+            .unwrap();
         s
     }
 
@@ -736,10 +789,13 @@ mod tests {
         let p = s.create(&pods, "default", pod("a")).unwrap();
         let mut p2 = p.clone();
         p2["metadata"]["labels"] = json!({"x": "1"});
-        s.update(&pods, "default", "a", p2, Subresource::Main).unwrap();
+        s.update(&pods, "default", "a", p2, Subresource::Main)
+            .unwrap();
         let mut stale = p.clone();
         stale["metadata"]["labels"] = json!({"x": "2"});
-        let e = s.update(&pods, "default", "a", stale, Subresource::Main).unwrap_err();
+        let e = s
+            .update(&pods, "default", "a", stale, Subresource::Main)
+            .unwrap_err();
         assert_eq!(e.code, 409);
         assert_eq!(e.reason, "Conflict");
     }
@@ -754,8 +810,15 @@ mod tests {
         let d = s.delete(&pods, "default", "a", None).unwrap();
         assert!(d["metadata"]["deletionTimestamp"].is_string());
         assert!(s.get(&pods, "default", "a").is_ok());
-        s.patch(&pods, "default", "a", PatchType::Merge, &json!({"metadata": {"finalizers": null}}), Subresource::Main)
-            .unwrap();
+        s.patch(
+            &pods,
+            "default",
+            "a",
+            PatchType::Merge,
+            &json!({"metadata": {"finalizers": null}}),
+            Subresource::Main,
+        )
+        .unwrap();
         assert_eq!(s.get(&pods, "default", "a").unwrap_err().code, 404);
     }
 
@@ -765,14 +828,34 @@ mod tests {
         let pods = s.kinds().find("", "v1", "pods").unwrap();
         s.create(&pods, "default", pod("a")).unwrap();
         let p = s
-            .patch(&pods, "default", "a", PatchType::Merge, &json!({"status": {"phase": "Running"}}), Subresource::Main)
+            .patch(
+                &pods,
+                "default",
+                "a",
+                PatchType::Merge,
+                &json!({"status": {"phase": "Running"}}),
+                Subresource::Main,
+            )
             .unwrap();
-        assert_eq!(p["status"]["phase"], "Pending", "main resource writes keep the status");
+        assert_eq!(
+            p["status"]["phase"], "Pending",
+            "main resource writes keep the status"
+        );
         let p = s
-            .patch(&pods, "default", "a", PatchType::Merge, &json!({"status": {"phase": "Running"}, "spec": {"nodeName": "x"}}), Subresource::Status)
+            .patch(
+                &pods,
+                "default",
+                "a",
+                PatchType::Merge,
+                &json!({"status": {"phase": "Running"}, "spec": {"nodeName": "x"}}),
+                Subresource::Status,
+            )
             .unwrap();
         assert_eq!(p["status"]["phase"], "Running");
-        assert!(p["spec"]["nodeName"].is_null(), "status writes keep the spec");
+        assert!(
+            p["spec"]["nodeName"].is_null(),
+            "status writes keep the spec"
+        );
     }
 
     #[tokio::test]
@@ -795,7 +878,13 @@ mod tests {
         let e = s.create(&pods, "default", pod("Bad_Name")).unwrap_err();
         assert_eq!(e.code, 422);
         assert!(e.message.contains("metadata.name"), "{}", e.message);
-        let e = s.create(&pods, "default", json!({"metadata": {"name": "a"}, "spec": {}})).unwrap_err();
+        let e = s
+            .create(
+                &pods,
+                "default",
+                json!({"metadata": {"name": "a"}, "spec": {}}),
+            )
+            .unwrap_err();
         assert!(e.message.contains("spec.containers"), "{}", e.message);
         let e = s.create(&pods, "nope", pod("a")).unwrap_err();
         assert_eq!(e.code, 404);
@@ -806,9 +895,16 @@ mod tests {
         let s = store();
         let pods = s.kinds().find("", "v1", "pods").unwrap();
         let deps = s.kinds().find("apps", "v1", "deployments").unwrap();
-        let d = s.create(&deps, "default", json!({"metadata": {"name": "web"}, "spec": {}})).unwrap();
+        let d = s
+            .create(
+                &deps,
+                "default",
+                json!({"metadata": {"name": "web"}, "spec": {}}),
+            )
+            .unwrap();
         let mut p = pod("web-1");
-        p["metadata"]["ownerReferences"] = json!([{"uid": d["metadata"]["uid"], "kind": "Deployment", "name": "web"}]);
+        p["metadata"]["ownerReferences"] =
+            json!([{"uid": d["metadata"]["uid"], "kind": "Deployment", "name": "web"}]);
         s.create(&pods, "default", p).unwrap();
         s.delete(&deps, "default", "web", None).unwrap();
         assert_eq!(s.get(&pods, "default", "web-1").unwrap_err().code, 404);

@@ -57,7 +57,9 @@ impl Kubelet {
     /// Converges Nodes and pod phases; returns when it next needs to run (a pending delay).
     pub(crate) fn reconcile(&mut self, ctx: &Ctx) -> Option<Instant> {
         let store = &ctx.store;
-        let (Some(nodes_kind), Some(pods_kind)) = (kind(store, "", "nodes"), kind(store, "", "pods")) else {
+        let (Some(nodes_kind), Some(pods_kind)) =
+            (kind(store, "", "nodes"), kind(store, "", "pods"))
+        else {
             return None;
         };
         let now = Instant::now();
@@ -82,25 +84,44 @@ impl Kubelet {
                             if at <= now {
                                 let obj = self.node_object(ctx, inst);
                                 if store.create(&nodes_kind, "", obj).is_ok() {
-                                    self.registered_at.insert(inst.private_dns_name.clone(), now);
+                                    self.registered_at
+                                        .insert(inst.private_dns_name.clone(), now);
                                     wake_at(now + self.config.ready_after);
                                 }
                             } else {
                                 wake_at(at);
                             }
                         }
-                        Some(n) if !node_ready(n) && n["metadata"]["deletionTimestamp"].is_null() => {
-                            let registered = *self.registered_at.entry(name_of(n).to_string()).or_insert(now);
+                        Some(n)
+                            if !node_ready(n) && n["metadata"]["deletionTimestamp"].is_null() =>
+                        {
+                            let registered = *self
+                                .registered_at
+                                .entry(name_of(n).to_string())
+                                .or_insert(now);
                             let at = registered + self.config.ready_after;
                             if at <= now {
                                 let stamp = store.clock().rfc3339();
-                                let _ = store.mutate(&nodes_kind, "", name_of(n), Subresource::Both, |n| {
-                                    set_condition(n, "Ready", "True", Some("KubeletReady"), Some("kubelet is posting ready status"), &stamp);
-                                    if let Some(ts) = n["spec"]["taints"].as_array_mut() {
-                                        ts.retain(|t| t["key"] != NOT_READY_TAINT);
-                                    }
-                                    Ok(true)
-                                });
+                                let _ = store.mutate(
+                                    &nodes_kind,
+                                    "",
+                                    name_of(n),
+                                    Subresource::Both,
+                                    |n| {
+                                        set_condition(
+                                            n,
+                                            "Ready",
+                                            "True",
+                                            Some("KubeletReady"),
+                                            Some("kubelet is posting ready status"),
+                                            &stamp,
+                                        );
+                                        if let Some(ts) = n["spec"]["taints"].as_array_mut() {
+                                            ts.retain(|t| t["key"] != NOT_READY_TAINT);
+                                        }
+                                        Ok(true)
+                                    },
+                                );
                             } else {
                                 wake_at(at);
                             }
@@ -121,7 +142,11 @@ impl Kubelet {
         }
         // Pods bound to a Ready node start at once; pods bound to a missing node are collected
         // (the pod garbage collector's job on a real cluster).
-        let ready: HashMap<&str, &Value> = nodes.iter().filter(|n| node_ready(n)).map(|n| (name_of(n), n)).collect();
+        let ready: HashMap<&str, &Value> = nodes
+            .iter()
+            .filter(|n| node_ready(n))
+            .map(|n| (name_of(n), n))
+            .collect();
         let exists: std::collections::HashSet<&str> = nodes.iter().map(name_of).collect();
         for pod in store.all(&pods_kind.key()) {
             let Some(node_name) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) else {
@@ -134,19 +159,26 @@ impl Kubelet {
             let Some(node) = ready.get(node_name) else {
                 continue;
             };
-            if pod["status"]["phase"] == "Pending" && pod["metadata"]["deletionTimestamp"].is_null() {
+            if pod["status"]["phase"] == "Pending" && pod["metadata"]["deletionTimestamp"].is_null()
+            {
                 let stamp = store.clock().rfc3339();
                 let host_ip = node["status"]["addresses"][0]["address"].clone();
-                let _ = store.mutate(&pods_kind, namespace_of(&pod), name_of(&pod), Subresource::Status, |p| {
-                    p["status"]["phase"] = json!("Running");
-                    p["status"]["startTime"] = json!(stamp);
-                    p["status"]["hostIP"] = host_ip.clone();
-                    p["status"]["podIP"] = host_ip.clone();
-                    for c in ["PodScheduled", "Initialized", "ContainersReady", "Ready"] {
-                        set_condition(p, c, "True", None, None, &stamp);
-                    }
-                    Ok(true)
-                });
+                let _ = store.mutate(
+                    &pods_kind,
+                    namespace_of(&pod),
+                    name_of(&pod),
+                    Subresource::Status,
+                    |p| {
+                        p["status"]["phase"] = json!("Running");
+                        p["status"]["startTime"] = json!(stamp);
+                        p["status"]["hostIP"] = host_ip.clone();
+                        p["status"]["podIP"] = host_ip.clone();
+                        for c in ["PodScheduled", "Initialized", "ContainersReady", "Ready"] {
+                            set_condition(p, c, "True", None, None, &stamp);
+                        }
+                        Ok(true)
+                    },
+                );
             }
         }
         wake
@@ -201,16 +233,24 @@ impl Kubelet {
                     labels_map.insert(k.clone(), v.clone());
                 }
             }
-            for r in claim["spec"]["requirements"].as_array().into_iter().flatten() {
+            for r in claim["spec"]["requirements"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
                 if r["operator"] == "In"
-                    && let (Some(k), Some([v])) = (r["key"].as_str(), r["values"].as_array().map(Vec::as_slice))
+                    && let (Some(k), Some([v])) =
+                        (r["key"].as_str(), r["values"].as_array().map(Vec::as_slice))
                 {
                     labels_map.entry(k.to_string()).or_insert(v.clone());
                 }
             }
             if let Some(m) = claim["metadata"]["annotations"].as_object() {
                 for (k, v) in m {
-                    if k == labels::NODEPOOL_HASH || k == labels::NODECLASS_HASH || k.ends_with("-hash-version") {
+                    if k == labels::NODEPOOL_HASH
+                        || k == labels::NODECLASS_HASH
+                        || k.ends_with("-hash-version")
+                    {
                         annotations.insert(k.clone(), v.clone());
                     }
                 }
@@ -248,16 +288,24 @@ impl Kubelet {
                 "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             },
         });
-        set_condition(&mut node, "Ready", "False", Some("KubeletNotReady"), Some("container runtime network not ready"), &stamp);
+        set_condition(
+            &mut node,
+            "Ready",
+            "False",
+            Some("KubeletNotReady"),
+            Some("container runtime network not ready"),
+            &stamp,
+        );
         node
     }
 }
 
 /// True when the Node's Ready condition is True.
 pub(crate) fn node_ready(n: &Value) -> bool {
-    n["status"]["conditions"]
-        .as_array()
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+    n["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
 }
 
 /// Resources as a Kubernetes resource list (`{"cpu": "2", "memory": "8Gi", "pods": "29"}`).
@@ -267,7 +315,10 @@ pub fn quantities(r: &Resources) -> Value {
     m.insert("memory".into(), json!(format_bytes(r.memory)));
     m.insert("pods".into(), json!(r.pods.to_string()));
     if r.ephemeral_storage != 0 {
-        m.insert("ephemeral-storage".into(), json!(format_bytes(r.ephemeral_storage)));
+        m.insert(
+            "ephemeral-storage".into(),
+            json!(format_bytes(r.ephemeral_storage)),
+        );
     }
     for (k, v) in &r.extended {
         m.insert(k.clone(), json!(format_cpu(*v)));

@@ -57,7 +57,10 @@ fn template_hash(template: &Value) -> String {
 
 fn deployments(ctx: &Ctx) {
     let store = &ctx.store;
-    let (Some(dk), Some(rk)) = (kind(store, "apps", "deployments"), kind(store, "apps", "replicasets")) else {
+    let (Some(dk), Some(rk)) = (
+        kind(store, "apps", "deployments"),
+        kind(store, "apps", "replicasets"),
+    ) else {
         return;
     };
     let rss = store.all(&rk.key());
@@ -153,7 +156,12 @@ fn replica_sets(ctx: &Ctx) {
                 (
                     !p["spec"]["nodeName"].as_str().is_none_or(str::is_empty),
                     p["status"]["phase"] != "Pending",
-                    std::cmp::Reverse(p["metadata"]["creationTimestamp"].as_str().unwrap_or("").to_string()),
+                    std::cmp::Reverse(
+                        p["metadata"]["creationTimestamp"]
+                            .as_str()
+                            .unwrap_or("")
+                            .to_string(),
+                    ),
                 )
             });
             for p in &mine[..mine.len() - replicas] {
@@ -180,7 +188,10 @@ fn replica_sets(ctx: &Ctx) {
 
 fn pdbs(ctx: &Ctx) {
     let store = &ctx.store;
-    let (Some(bk), Some(pk)) = (kind(store, "policy", "poddisruptionbudgets"), kind(store, "", "pods")) else {
+    let (Some(bk), Some(pk)) = (
+        kind(store, "policy", "poddisruptionbudgets"),
+        kind(store, "", "pods"),
+    ) else {
         return;
     };
     let pods = store.all(&pk.key());
@@ -188,21 +199,34 @@ fn pdbs(ctx: &Ctx) {
     for pdb in store.all(&bk.key()) {
         let b = eviction::budget(&pdb, &pods);
         let generation = pdb["metadata"]["generation"].clone();
-        let _ = store.mutate(&bk, namespace_of(&pdb), name_of(&pdb), Subresource::Status, |o| {
-            let before = o["status"].clone();
-            let s = &mut o["status"];
-            s["currentHealthy"] = json!(b.healthy);
-            s["desiredHealthy"] = json!(b.desired);
-            s["disruptionsAllowed"] = json!(b.allowed);
-            s["expectedPods"] = json!(b.expected);
-            s["observedGeneration"] = generation.clone();
-            let (status, reason) = if b.allowed > 0 {
-                ("True", "SufficientPods")
-            } else {
-                ("False", "InsufficientPods")
-            };
-            set_condition(o, "DisruptionAllowed", status, Some(reason), Some(""), &stamp);
-            Ok(o["status"] != before)
-        });
+        let _ = store.mutate(
+            &bk,
+            namespace_of(&pdb),
+            name_of(&pdb),
+            Subresource::Status,
+            |o| {
+                let before = o["status"].clone();
+                let s = &mut o["status"];
+                s["currentHealthy"] = json!(b.healthy);
+                s["desiredHealthy"] = json!(b.desired);
+                s["disruptionsAllowed"] = json!(b.allowed);
+                s["expectedPods"] = json!(b.expected);
+                s["observedGeneration"] = generation.clone();
+                let (status, reason) = if b.allowed > 0 {
+                    ("True", "SufficientPods")
+                } else {
+                    ("False", "InsufficientPods")
+                };
+                set_condition(
+                    o,
+                    "DisruptionAllowed",
+                    status,
+                    Some(reason),
+                    Some(""),
+                    &stamp,
+                );
+                Ok(o["status"] != before)
+            },
+        );
     }
 }

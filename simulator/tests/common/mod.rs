@@ -28,7 +28,9 @@ pub fn fast_config() -> Config {
 }
 
 pub async fn start() -> Simulation {
-    Simulation::start(fast_config()).await.expect("simulation starts")
+    Simulation::start(fast_config())
+        .await
+        .expect("simulation starts")
 }
 
 /// Polls `f` every 20 ms until it returns `Some`, failing the test after 10 s.
@@ -42,7 +44,10 @@ where
         if let Some(v) = f().await {
             return v;
         }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
