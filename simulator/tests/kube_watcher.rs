@@ -92,16 +92,13 @@ async fn watcher_relists_after_410_gone() {
     let (store, seen) = spawn_watcher(pods.clone());
     store.wait_until_ready().await.unwrap();
     assert_eq!(seen.lock().unwrap().inits, 1);
-    // Drop history and cut the stream: the re-watch from the old version must get 410.
-    sim.store().compact();
-    pods.create(
-        &PostParams::default(),
-        &serde_json::from_value(pod_json("p1", serde_json::json!({}), "100m")).unwrap(),
-    )
-    .await
-    .unwrap();
-    sim.store().compact();
+    // Cut the stream and hold the re-watch back while a pod is created behind the watcher's
+    // back and the history is compacted: the re-watch from its old version must get 410.
+    sim.faults().slow_requests(1, Duration::from_millis(300), Some("/api/v1/namespaces/default/pods"));
     sim.faults().drop_watches();
+    let pods_kind = sim.store().kinds().find("", "v1", "pods").unwrap();
+    sim.store().create(&pods_kind, "default", pod_json("p1", serde_json::json!({}), "100m")).unwrap();
+    sim.store().compact();
     eventually("a relist", || async {
         (seen.lock().unwrap().inits >= 2).then_some(())
     })
