@@ -327,3 +327,45 @@ async fn fault_injection_fails_and_slows_requests() {
         .await
         .expect("retried past two 503s");
 }
+
+/// With paused tokio time the delays are exact: pending 5 s, register 3 s, ready 2 s.
+#[tokio::test(start_paused = true)]
+async fn kubelet_delays_are_exact_under_paused_time() {
+    let sim = simulator::Simulation::start(simulator::Config {
+        scheduler: false,
+        ..simulator::Config::default()
+    })
+    .await
+    .unwrap();
+    let nodes = sim.store().kinds().find("", "v1", "nodes").unwrap();
+    let inst = sim
+        .cloud()
+        .create(&launch("paused", "c1", CapacityType::OnDemand))
+        .await
+        .unwrap();
+    let node =
+        |sim: &simulator::Simulation| sim.store().get(&nodes, "", &inst.private_dns_name).ok();
+    let ready = |n: &serde_json::Value| {
+        n["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    };
+    tokio::time::sleep(Duration::from_millis(7_900)).await;
+    assert!(node(&sim).is_none(), "not registered before 5 s + 3 s");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let n = node(&sim).expect("registered after 8 s");
+    assert!(!ready(&n));
+    let taints = n["spec"]["taints"].as_array().unwrap();
+    assert!(
+        taints
+            .iter()
+            .any(|t| t["key"] == "node.kubernetes.io/not-ready")
+    );
+    tokio::time::sleep(Duration::from_millis(1_900)).await;
+    assert!(!ready(&node(&sim).unwrap()), "not Ready before another 2 s");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(ready(&node(&sim).unwrap()), "Ready after 10 s");
+    sim.shutdown().await;
+}

@@ -94,10 +94,20 @@ async fn watcher_relists_after_410_gone() {
     assert_eq!(seen.lock().unwrap().inits, 1);
     // Cut the stream and hold the re-watch back while a pod is created behind the watcher's
     // back and the history is compacted: the re-watch from its old version must get 410.
-    sim.faults().slow_requests(1, Duration::from_millis(300), Some("/api/v1/namespaces/default/pods"));
+    sim.faults().slow_requests(
+        1,
+        Duration::from_millis(300),
+        Some("/api/v1/namespaces/default/pods"),
+    );
     sim.faults().drop_watches();
     let pods_kind = sim.store().kinds().find("", "v1", "pods").unwrap();
-    sim.store().create(&pods_kind, "default", pod_json("p1", serde_json::json!({}), "100m")).unwrap();
+    sim.store()
+        .create(
+            &pods_kind,
+            "default",
+            pod_json("p1", serde_json::json!({}), "100m"),
+        )
+        .unwrap();
     sim.store().compact();
     eventually("a relist", || async {
         (seen.lock().unwrap().inits >= 2).then_some(())
@@ -273,5 +283,85 @@ async fn field_selectors_on_node_name_and_phase() {
     assert!(
         matches!(e, kube::Error::Api(ref s) if s.code == 400 && s.message.contains("a in b")),
         "{e:?}"
+    );
+}
+
+#[tokio::test]
+async fn streaming_list_watcher_gets_initial_events_then_changes() {
+    let sim = start().await;
+    let pods: Api<Pod> = Api::namespaced(sim.kube_client().unwrap(), "default");
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(pod_json("old", serde_json::json!({}), "100m")).unwrap(),
+    )
+    .await
+    .unwrap();
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(
+        writer,
+        watcher::watcher(pods.clone(), watcher::Config::default().streaming_lists()),
+    );
+    tokio::spawn(async move {
+        let mut s = std::pin::pin!(stream);
+        while s.next().await.is_some() {}
+    });
+    tokio::time::timeout(Duration::from_secs(10), reader.wait_until_ready())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(names(&reader), vec!["old"]);
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(pod_json("new", serde_json::json!({}), "100m")).unwrap(),
+    )
+    .await
+    .unwrap();
+    eventually("the new pod", || async {
+        (names(&reader) == ["new", "old"]).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn event_recorder_publishes_and_updates_series() {
+    use k8s_openapi::api::events::v1::Event as K8sEvent;
+    use kube::Resource;
+    use kube::runtime::events::{Event as RecEvent, EventType, Recorder, Reporter};
+
+    let sim = start().await;
+    let client = sim.kube_client().unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod = pods
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(pod_json("evented", serde_json::json!({}), "100m")).unwrap(),
+        )
+        .await
+        .unwrap();
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "dovetail-test".into(),
+            instance: None,
+        },
+    );
+    let ev = RecEvent {
+        type_: EventType::Warning,
+        reason: "FailedScheduling".into(),
+        note: Some("no nodes".into()),
+        action: "Scheduling".into(),
+        secondary: None,
+    };
+    recorder.publish(&ev, &pod.object_ref(&())).await.unwrap();
+    recorder.publish(&ev, &pod.object_ref(&())).await.unwrap();
+    let events: Api<K8sEvent> = Api::namespaced(client, "default");
+    let list = events.list(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1, "the second publish patches the series");
+    let e = &list.items[0];
+    assert_eq!(e.reason.as_deref(), Some("FailedScheduling"));
+    assert_eq!(e.series.as_ref().map(|s| s.count), Some(2));
+    assert_eq!(
+        e.regarding.as_ref().and_then(|r| r.name.as_deref()),
+        Some("evented")
     );
 }
