@@ -389,6 +389,17 @@ impl Kinds {
                     "verbs": ["get", "patch", "update"],
                 }));
             }
+            if k.group == "apps"
+                && matches!(
+                    k.resource.as_str(),
+                    "deployments" | "replicasets" | "statefulsets"
+                )
+            {
+                resources.push(json!({
+                    "name": format!("{}/scale", k.resource), "singularName": "", "namespaced": true,
+                    "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"],
+                }));
+            }
             if k.group.is_empty() && k.resource == "pods" {
                 resources.push(json!({
                     "name": "pods/eviction", "singularName": "", "namespaced": true,

@@ -260,16 +260,30 @@ async fn serve(
         Some("eviction" | "binding") if kind.group.is_empty() && kind.resource == "pods" => {
             Subresource::Main
         }
+        Some("scale") if has_scale(&kind) => Subresource::Main,
         Some(other) => return Err(ApiError::no_route(&format!("{path} (subresource {other})"))),
     };
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     let parse_body = || -> Result<Value> {
         if body.is_empty() {
             return Ok(json!({}));
+        }
+        // Protobuf and CBOR are not spoken here; 415 makes client-go fall back to JSON.
+        if content_type.contains("protobuf") || content_type.contains("cbor") {
+            return Err(ApiError::unsupported_media_type(content_type));
         }
         serde_json::from_slice(body)
             .or_else(|_| serde_yaml::from_slice(body))
             .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))
     };
+    if sub.as_deref() == Some("scale")
+        && let Some(name) = &name
+    {
+        return scale(store, &kind, &ns_str, name, method, content_type, body);
+    }
     match (method.clone(), name) {
         (Method::GET, None) if params.watch || expire => watch(st, &kind, ns, params, expire),
         (Method::GET, None) => Ok(json_response(
@@ -304,11 +318,7 @@ async fn serve(
             ))
         }
         (Method::PATCH, Some(name)) => {
-            let ct = headers
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("");
-            let pt = PatchType::from_content_type(ct)?;
+            let pt = PatchType::from_content_type(content_type)?;
             let patch = pt.parse_body(body)?;
             let exists = store.get(&kind, &ns_str, &name).is_ok();
             let out = store.patch(&kind, &ns_str, &name, pt, &patch, sub_kind)?;
@@ -548,6 +558,94 @@ fn watch(
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from_stream(stream))
         .map_err(|e| ApiError::internal(format!("building the watch response: {e}")))
+}
+
+/// Whether the kind has a `scale` subresource.
+pub(crate) fn has_scale(kind: &KindInfo) -> bool {
+    kind.group == "apps"
+        && matches!(
+            kind.resource.as_str(),
+            "deployments" | "replicasets" | "statefulsets"
+        )
+}
+
+fn scale_doc(obj: &Value) -> Value {
+    let selector = obj["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    let meta = &obj["metadata"];
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"],
+            "resourceVersion": meta["resourceVersion"], "creationTimestamp": meta["creationTimestamp"],
+        },
+        "spec": {"replicas": obj["spec"]["replicas"].as_i64().unwrap_or(1)},
+        "status": {"replicas": obj["status"]["replicas"].as_i64().unwrap_or(0), "selector": selector},
+    })
+}
+
+/// The `scale` subresource of Deployments, ReplicaSets and StatefulSets (autoscaling/v1 Scale).
+fn scale(
+    store: &Store,
+    kind: &KindInfo,
+    ns: &str,
+    name: &str,
+    method: &Method,
+    content_type: &str,
+    body: &[u8],
+) -> Result<Response> {
+    let current = store.get(kind, ns, name)?;
+    let wanted = match *method {
+        Method::GET => return Ok(json_response(200, &scale_doc(&current))),
+        Method::PUT => serde_json::from_slice::<Value>(body)
+            .map_err(|e| ApiError::bad_request(format!("the Scale body is not valid JSON: {e}")))?,
+        Method::PATCH => {
+            let pt = PatchType::from_content_type(content_type)?;
+            let mut doc = scale_doc(&current);
+            pt.apply(&mut doc, &pt.parse_body(body)?)?;
+            doc
+        }
+        _ => {
+            return Err(ApiError::method_not_allowed(format!(
+                "{method} is not supported on scale"
+            )));
+        }
+    };
+    let replicas = wanted["spec"]["replicas"]
+        .as_i64()
+        .filter(|r| *r >= 0)
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "Scale",
+                name,
+                "spec.replicas",
+                "must be a non-negative integer",
+            )
+        })?;
+    if let Some(rv) = wanted["metadata"]["resourceVersion"].as_str()
+        && *method == Method::PUT
+        && current["metadata"]["resourceVersion"].as_str() != Some(rv)
+    {
+        return Err(ApiError::conflict(
+            &kind.qualified(),
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        ));
+    }
+    let out = store.mutate(kind, ns, name, Subresource::Main, |o| {
+        let changed = o["spec"]["replicas"].as_i64() != Some(replicas);
+        o["spec"]["replicas"] = json!(replicas);
+        Ok(changed)
+    })?;
+    Ok(json_response(200, &scale_doc(&out)))
 }
 
 /// The eviction subresource: deletes the pod unless a PodDisruptionBudget forbids it.
