@@ -270,3 +270,79 @@ pub trait CloudProvider: Send + Sync {
     /// [`Error::Throttled`], [`Error::Unavailable`].
     async fn instance_types(&self) -> Result<Catalog>;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn instance(state: InstanceState, tags: &[(&str, &str)]) -> Instance {
+        Instance {
+            id: "i-1".into(),
+            provider_id: ProviderId::new("us-east-1a", "i-1"),
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+            capacity_type: CapacityType::Spot,
+            state,
+            tags: tags
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            private_dns_name: "ip-10-0-0-1.ec2.internal".into(),
+            private_ip: "10.0.0.1".into(),
+            image_id: None,
+            launch_time: 0,
+            price: 0.1,
+        }
+    }
+
+    #[test]
+    fn list_filter_matches_tags_and_hides_terminated() {
+        let f = ListFilter {
+            tags: Tags::from([(TAG_NODEPOOL.to_string(), "default".to_string())]),
+            include_terminated: false,
+        };
+        assert!(f.matches(&instance(
+            InstanceState::Running,
+            &[(TAG_NODEPOOL, "default")]
+        )));
+        assert!(!f.matches(&instance(
+            InstanceState::Running,
+            &[(TAG_NODEPOOL, "other")]
+        )));
+        assert!(!f.matches(&instance(
+            InstanceState::Terminated,
+            &[(TAG_NODEPOOL, "default")]
+        )));
+        let all = ListFilter {
+            include_terminated: true,
+            ..ListFilter::default()
+        };
+        assert!(all.matches(&instance(InstanceState::Terminated, &[])));
+    }
+
+    #[test]
+    fn capacity_types_parse_and_name_bad_input() {
+        assert_eq!(CapacityType::parse("spot").unwrap(), CapacityType::Spot);
+        assert_eq!(
+            CapacityType::parse("on-demand").unwrap(),
+            CapacityType::OnDemand
+        );
+        let e = CapacityType::parse("reserved").unwrap_err();
+        assert!(e.to_string().contains("\"reserved\""), "{e}");
+    }
+
+    #[test]
+    fn insufficient_capacity_lists_offerings() {
+        let e = Error::InsufficientCapacity {
+            offerings: vec![OfferingKey {
+                instance_type: "m5.large".into(),
+                zone: "us-east-1a".into(),
+                capacity_type: CapacityType::Spot,
+            }],
+        };
+        assert_eq!(
+            e.to_string(),
+            "insufficient capacity for m5.large/us-east-1a/spot"
+        );
+    }
+}

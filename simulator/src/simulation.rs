@@ -138,13 +138,14 @@ impl Simulation {
         let addr = listener
             .local_addr()
             .map_err(|source| Error::Bind { addr, source })?;
+        let (shutdown, _) = watch::channel(false);
         let state = Arc::new(ApiState {
             store: store.clone(),
             faults: faults.clone(),
             bookmark_interval: config.bookmark_interval,
             address: addr.to_string(),
+            stop: shutdown.subscribe(),
         });
-        let (shutdown, _) = watch::channel(false);
         let mut tasks = Vec::new();
         let mut stop = shutdown.subscribe();
         tasks.push(tokio::spawn(async move {

@@ -365,3 +365,27 @@ async fn event_recorder_publishes_and_updates_series() {
         Some("evented")
     );
 }
+
+#[tokio::test]
+async fn shutdown_ends_open_watches_promptly() {
+    let sim = start().await;
+    let pods: Api<Pod> = Api::namespaced(sim.kube_client().unwrap(), "default");
+    let mut stream = pods
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    tokio::time::timeout(Duration::from_secs(3), sim.shutdown())
+        .await
+        .expect("shutdown does not wait for watches");
+    let end = tokio::time::timeout(Duration::from_secs(3), async {
+        loop {
+            match stream.next().await {
+                None | Some(Err(_)) => return,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await;
+    assert!(end.is_ok(), "the watch stream ended");
+}

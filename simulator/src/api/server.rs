@@ -27,6 +27,8 @@ pub(crate) struct ApiState {
     pub(crate) store: Arc<Store>,
     pub(crate) faults: Faults,
     pub(crate) bookmark_interval: Duration,
+    /// Turns true when the server shuts down; open watches end then.
+    pub(crate) stop: tokio::sync::watch::Receiver<bool>,
     pub(crate) address: String,
 }
 
@@ -486,6 +488,7 @@ fn watch(
     let mut drops = st.faults.drops();
     drops.mark_unchanged();
     let bookmark_every = st.bookmark_interval;
+    let mut stop = st.stop.clone();
     tokio::spawn(async move {
         let res = kind.key();
         let mut live = sub.live;
@@ -543,6 +546,7 @@ fn watch(
                     }
                 }
                 _ = &mut timeout => return,
+                _ = stop.changed() => return,
                 _ = drops.changed() => {
                     let _ = tx.send(Err(std::io::Error::other("watch connection dropped by fault injection"))).await;
                     return;
