@@ -9,6 +9,31 @@
 //! - a simulated kubelet, a minimal kube-scheduler (the planner's scheduling library) and the
 //!   controllers a demo needs ([`controllers`]);
 //! - fault injection ([`Faults`]).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use cloud::CloudProvider;
+//!
+//! let sim = simulator::Simulation::start(simulator::Config::default()).await?;
+//! let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(sim.kube_client()?);
+//! let request = cloud::LaunchRequest {
+//!     client_token: "claim-1".into(),
+//!     offerings: vec![cloud::OfferingKey {
+//!         instance_type: "m5.large".into(),
+//!         zone: "us-east-1a".into(),
+//!         capacity_type: cloud::CapacityType::Spot,
+//!     }],
+//!     tags: Default::default(),
+//!     node_class: None,
+//!     image_id: None,
+//! };
+//! let instance = sim.cloud().create(&request).await?;
+//! // A few seconds later the simulated kubelet registers the Node.
+//! # let _ = (nodes, instance);
+//! sim.faults().drop_watches(); // resilience tests
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod api;
 pub mod clock;
