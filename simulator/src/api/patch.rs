@@ -80,7 +80,7 @@ impl PatchType {
 }
 
 /// Keys that identify list elements for a strategic merge, in the order they are tried.
-const MERGE_KEYS: [&str; 5] = ["name", "type", "key", "containerPort", "devicePath"];
+pub const MERGE_KEYS: [&str; 5] = ["name", "type", "key", "containerPort", "devicePath"];
 
 /// Strategic-merge `patch` into `target`: objects merge recursively, `null` deletes, lists of
 /// objects that all carry one of [`MERGE_KEYS`] merge element-wise by that key, other lists are
