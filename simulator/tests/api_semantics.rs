@@ -350,3 +350,42 @@ async fn karpenter_crds_are_discovered_and_served_with_apply() {
         "{e:?}"
     );
 }
+
+#[tokio::test]
+async fn dry_run_validates_without_persisting() {
+    let sim = start().await;
+    let pods: Api<Pod> = Api::namespaced(sim.kube_client().unwrap(), "default");
+    let pp = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let p = pods
+        .create(
+            &pp,
+            &serde_json::from_value(pod_json("dry", json!({}), "100m")).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        p.metadata.uid.is_some(),
+        "the answer is the object as it would be stored"
+    );
+    assert!(
+        pods.get_opt("dry").await.unwrap().is_none(),
+        "nothing was stored"
+    );
+    let e = pods
+        .create(
+            &pp,
+            &serde_json::from_value(
+                json!({"metadata": {"name": "Bad"}, "spec": {"containers": [{"name": "c"}]}}),
+            )
+            .unwrap(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 422),
+        "{e:?}"
+    );
+}

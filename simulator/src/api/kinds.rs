@@ -229,6 +229,16 @@ impl Kinds {
         self.list.read().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Every served kind.
+    pub fn all(&self) -> Vec<KindInfo> {
+        self.read().clone()
+    }
+
+    /// Replaces the registry (for scratch copies of a store).
+    pub fn replace_all(&self, kinds: Vec<KindInfo>) {
+        *self.list.write().unwrap_or_else(|p| p.into_inner()) = kinds;
+    }
+
     /// The kind served at `group/version/resource`.
     pub fn find(&self, group: &str, version: &str, resource: &str) -> Option<KindInfo> {
         self.read()

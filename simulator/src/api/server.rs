@@ -61,6 +61,7 @@ struct Params {
     timeout: Option<Duration>,
     limit: Option<usize>,
     continue_token: Option<String>,
+    dry_run: bool,
     send_initial_events: bool,
 }
 
@@ -95,6 +96,7 @@ impl Params {
                     p.limit = Some(l).filter(|l| *l > 0);
                 }
                 "continue" => p.continue_token = Some(v).filter(|v| !v.is_empty()),
+                "dryRun" => p.dry_run = v == "All",
                 _ => {}
             }
         }
@@ -218,7 +220,14 @@ async fn serve(
     body: &[u8],
     expire: bool,
 ) -> Result<Response> {
-    let store = &st.store;
+    // A dry run works on a scratch copy of the store: validated, defaulted, never persisted.
+    let scratch;
+    let store = if params.dry_run && *method != Method::GET {
+        scratch = st.store.scratch();
+        &scratch
+    } else {
+        &st.store
+    };
     let r = route(store, path)?;
     let get_only = |v: Value| {
         if method == Method::GET {

@@ -129,6 +129,21 @@ impl Store {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// A detached copy with the same objects, versions and kinds, for dry runs: writes to it
+    /// are seen by nobody.
+    pub fn scratch(&self) -> Store {
+        let inner = self.lock();
+        let copy = Store::new(self.clock.clone(), 1);
+        {
+            let mut c = copy.lock();
+            c.rv = inner.rv;
+            c.uid = inner.uid;
+            c.objects = inner.objects.clone();
+        }
+        copy.kinds.replace_all(self.kinds.all());
+        copy
+    }
+
     /// The kind registry.
     pub fn kinds(&self) -> &Kinds {
         &self.kinds
