@@ -369,3 +369,84 @@ async fn kubelet_delays_are_exact_under_paused_time() {
     assert!(ready(&node(&sim).unwrap()), "Ready after 10 s");
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn daemonsets_run_on_matching_ready_nodes() {
+    let sim = start().await;
+    let client = sim.kube_client().unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    for (name, labels, taints) in [
+        ("n-linux", json!({"kubernetes.io/os": "linux"}), json!([])),
+        (
+            "n-windows",
+            json!({"kubernetes.io/os": "windows"}),
+            json!([]),
+        ),
+        (
+            "n-tainted",
+            json!({"kubernetes.io/os": "linux"}),
+            json!([{"key": "gpu", "value": "true", "effect": "NoSchedule"}]),
+        ),
+    ] {
+        nodes
+            .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}, "spec": {"taints": taints}})).unwrap())
+            .await
+            .unwrap();
+        nodes
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+                ),
+            )
+            .await
+            .unwrap();
+    }
+    let ds: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+        Api::namespaced(client.clone(), "kube-system");
+    let d = json!({
+        "metadata": {"name": "agent"},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}},
+                 "template": {"metadata": {"labels": {"app": "agent"}},
+                              "spec": {"nodeSelector": {"kubernetes.io/os": "linux"},
+                                       "containers": [{"name": "a", "image": "agent", "resources": {"requests": {"cpu": "50m"}}}]}}},
+    });
+    ds.create(&PostParams::default(), &serde_json::from_value(d).unwrap())
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+    let on = || async {
+        let mut v: Vec<String> = pods
+            .list(&ListParams::default().labels("app=agent"))
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .filter_map(|p| p.spec?.node_name)
+            .collect();
+        v.sort();
+        Some(v)
+    };
+    eventually("one agent on the linux node", || async {
+        (on().await? == ["n-linux"]).then_some(())
+    })
+    .await;
+    // Tolerating the taint brings it onto the tainted node too.
+    ds.patch(
+        "agent",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"template": {"spec": {"tolerations": [{"key": "gpu", "operator": "Exists"}]}}}})),
+    )
+    .await
+    .unwrap();
+    eventually("agents on both linux nodes", || async {
+        (on().await? == ["n-linux", "n-tainted"]).then_some(())
+    })
+    .await;
+    eventually("status", || async {
+        let s = ds.get("agent").await.ok()?.status?;
+        (s.desired_number_scheduled == 2 && s.number_ready == 2).then_some(())
+    })
+    .await;
+}

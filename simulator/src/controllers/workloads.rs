@@ -1,6 +1,8 @@
 //! Workload controllers enough for a demo: Deployments (through ReplicaSets, as on a real
 //! cluster, with the Recreate strategy on template changes) scale pods to their replica count,
-//! and PodDisruptionBudgets get their status (`disruptionsAllowed`, ...) kept current.
+//! DaemonSets run one pod on every Ready node whose labels match the pod's `nodeSelector` and
+//! whose taints it tolerates, and PodDisruptionBudgets get their status (`disruptionsAllowed`,
+//! ...) kept current.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -16,6 +18,7 @@ use crate::api::server::set_condition;
 pub(crate) fn reconcile(ctx: &Ctx) {
     deployments(ctx);
     replica_sets(ctx);
+    daemon_sets(ctx);
     pdbs(ctx);
 }
 
@@ -178,6 +181,116 @@ fn replica_sets(ctx: &Ctx) {
             let next = json!({
                 "replicas": n, "readyReplicas": ready, "availableReplicas": ready,
                 "fullyLabeledReplicas": n, "observedGeneration": generation,
+            });
+            let changed = o["status"] != next;
+            o["status"] = next;
+            Ok(changed)
+        });
+    }
+}
+
+/// Whether a pod with `tolerations` tolerates `taint` (Kubernetes toleration semantics).
+pub(crate) fn tolerates(tolerations: &Value, taint: &Value) -> bool {
+    tolerations.as_array().is_some_and(|ts| {
+        ts.iter().any(|t| {
+            let key = t["key"].as_str().unwrap_or("");
+            let exists = t["operator"] == "Exists";
+            let key_ok = (key.is_empty() && exists) || key == taint["key"].as_str().unwrap_or("");
+            let value_ok = exists
+                || t["value"].as_str().unwrap_or("") == taint["value"].as_str().unwrap_or("");
+            let effect = t["effect"].as_str().unwrap_or("");
+            key_ok
+                && value_ok
+                && (effect.is_empty() || effect == taint["effect"].as_str().unwrap_or(""))
+        })
+    })
+}
+
+/// Whether a DaemonSet pod template belongs on `node`.
+fn daemon_fits(template: &Value, node: &Value) -> bool {
+    let labels = &node["metadata"]["labels"];
+    let selector_ok = template["spec"]["nodeSelector"]
+        .as_object()
+        .is_none_or(|m| m.iter().all(|(k, v)| labels.get(k) == Some(v)));
+    let tolerations = &template["spec"]["tolerations"];
+    let taints_ok = node["spec"]["taints"].as_array().is_none_or(|ts| {
+        ts.iter()
+            .filter(|t| t["effect"] == "NoSchedule" || t["effect"] == "NoExecute")
+            // DaemonSet pods tolerate these automatically.
+            .filter(|t| {
+                !t["key"].as_str().is_some_and(|k| {
+                    k.starts_with("node.kubernetes.io/") && k != "node.kubernetes.io/out-of-service"
+                })
+            })
+            .all(|t| tolerates(tolerations, t))
+    });
+    selector_ok && taints_ok
+}
+
+fn daemon_sets(ctx: &Ctx) {
+    let store = &ctx.store;
+    let (Some(dk), Some(pk), Some(nk)) = (
+        kind(store, "apps", "daemonsets"),
+        kind(store, "", "pods"),
+        kind(store, "", "nodes"),
+    ) else {
+        return;
+    };
+    let pods = store.all(&pk.key());
+    let nodes: Vec<Value> = store
+        .all(&nk.key())
+        .into_iter()
+        .filter(|n| super::kubelet::node_ready(n) && n["metadata"]["deletionTimestamp"].is_null())
+        .collect();
+    for ds in store.all(&dk.key()) {
+        if !ds["metadata"]["deletionTimestamp"].is_null() {
+            continue;
+        }
+        let ns = namespace_of(&ds).to_string();
+        let template = &ds["spec"]["template"];
+        let mine: Vec<&Value> = owned_by(&pods, &ds)
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+            .collect();
+        let mut desired = 0;
+        for node in &nodes {
+            let node_name = name_of(node);
+            let here: Vec<&&Value> = mine
+                .iter()
+                .filter(|p| p["spec"]["nodeName"] == node_name)
+                .collect();
+            if !daemon_fits(template, node) {
+                for p in here {
+                    let _ = store.delete(&pk, &ns, name_of(p), None);
+                }
+                continue;
+            }
+            desired += 1;
+            if here.is_empty() {
+                let mut meta = template["metadata"].clone();
+                if !meta.is_object() {
+                    meta = json!({});
+                }
+                meta["generateName"] = json!(format!("{}-", name_of(&ds)));
+                meta["namespace"] = json!(ns);
+                meta["ownerReferences"] = owner_ref(&ds, "apps/v1", "DaemonSet");
+                let mut spec = template["spec"].clone();
+                spec["nodeName"] = json!(node_name);
+                if let Err(e) = store.create(&pk, &ns, json!({"metadata": meta, "spec": spec})) {
+                    tracing::warn!(daemonset = name_of(&ds), error = %e, "Creating a pod failed");
+                }
+            }
+        }
+        let pods_now = store.all(&pk.key());
+        let live: Vec<&Value> = owned_by(&pods_now, &ds)
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+            .collect();
+        let ready = live.iter().filter(|p| pod_is_healthy(p)).count();
+        let (n, generation) = (live.len(), ds["metadata"]["generation"].clone());
+        let _ = store.mutate(&dk, &ns, name_of(&ds), Subresource::Status, |o| {
+            let next = json!({
+                "currentNumberScheduled": n, "desiredNumberScheduled": desired, "numberMisscheduled": 0,
+                "numberReady": ready, "numberAvailable": ready, "updatedNumberScheduled": n,
+                "observedGeneration": generation,
             });
             let changed = o["status"] != next;
             o["status"] = next;
