@@ -53,6 +53,32 @@ pub(crate) async fn run(
     }
 }
 
+/// Records a `FailedScheduling` Warning event on the pod, as the real scheduler does.
+fn failed_scheduling_event(ctx: &Ctx, pod: &Value, message: &str, stamp: &str) {
+    let Some(events) = kind(&ctx.store, "", "events") else {
+        return;
+    };
+    let ns = namespace_of(pod);
+    let event = json!({
+        "metadata": {"generateName": format!("{}.", name_of(pod)), "namespace": ns},
+        "involvedObject": {
+            "kind": "Pod", "apiVersion": "v1", "namespace": ns, "name": name_of(pod),
+            "uid": pod["metadata"]["uid"], "resourceVersion": pod["metadata"]["resourceVersion"],
+        },
+        "reason": "FailedScheduling",
+        "message": message,
+        "type": "Warning",
+        "source": {"component": SCHEDULER_NAME},
+        "reportingComponent": SCHEDULER_NAME,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    });
+    if let Err(e) = ctx.store.create(&events, ns, event) {
+        tracing::debug!(error = %e, "Recording a FailedScheduling event failed");
+    }
+}
+
 fn is_pending(p: &Value) -> bool {
     p["spec"]["nodeName"].as_str().is_none_or(str::is_empty)
         && p["metadata"]["deletionTimestamp"].is_null()
@@ -133,7 +159,8 @@ pub(crate) fn reconcile(ctx: &Ctx, catalog: &Catalog) -> Outcome {
             continue;
         };
         let message = format!("0/{total} nodes are available: {}", u.reason);
-        let _ = store.mutate(
+        let before = p["status"]["conditions"].clone();
+        let updated = store.mutate(
             &pods_kind,
             namespace_of(p),
             name_of(p),
@@ -151,6 +178,9 @@ pub(crate) fn reconcile(ctx: &Ctx, catalog: &Catalog) -> Outcome {
                 Ok(pod["status"]["conditions"] != before)
             },
         );
+        if updated.is_ok_and(|pod| pod["status"]["conditions"] != before) {
+            failed_scheduling_event(ctx, p, &message, &stamp);
+        }
         outcome
             .unschedulable
             .push((u.pod.clone(), u.reason.clone()));
