@@ -224,6 +224,15 @@ impl Simulation {
         })
     }
 
+    /// A kubeconfig (YAML) whose current context points at the simulated API, for `kubectl`
+    /// and for services that read `KUBECONFIG`.
+    pub fn kubeconfig(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: dovetail-simulator\n  cluster:\n    server: {url}\ncontexts:\n- name: dovetail-simulator\n  context:\n    cluster: dovetail-simulator\n    user: dovetail-simulator\n    namespace: default\ncurrent-context: dovetail-simulator\nusers:\n- name: dovetail-simulator\n  user: {{}}\n",
+            url = self.api_url
+        )
+    }
+
     /// The simulated cloud (implements `cloud::CloudProvider` and
     /// `cloud::InterruptionQueue`, plus controls for tests).
     pub fn cloud(&self) -> &SimCloud {
