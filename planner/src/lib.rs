@@ -10,6 +10,7 @@
 
 pub mod catalog;
 pub mod labels;
+pub mod manifests;
 pub mod model;
 pub mod plan;
 pub mod requirements;
