@@ -9,6 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use planner::catalog::Catalog;
+use planner::manifests::SnapshotBuilder;
 use planner::model::PlanOptions;
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -109,15 +110,45 @@ pub(crate) fn reconcile(ctx: &Ctx, catalog: &Catalog) -> Outcome {
         .filter(|n| node_ready(n) && n["metadata"]["deletionTimestamp"].is_null())
         .collect();
     let node_names: HashSet<&str> = nodes.iter().map(name_of).collect();
-    // Waiting for `planner::manifests::SnapshotBuilder` (not in main yet): nothing to plan from.
-    let _ = (&node_names, &pods);
-    let loaded = planner::model::ClusterSnapshot::default();
+    let mut builder = SnapshotBuilder::new();
+    let mut add = |o: &Value, what: &str| {
+        if let Err(e) = builder.add_value(o, what) {
+            tracing::debug!(object = what, error = %e, "Scheduler skips an object the planner cannot read");
+        }
+    };
+    for n in &nodes {
+        add(n, "node");
+    }
+    for p in &pods {
+        let bound_here = p["spec"]["nodeName"]
+            .as_str()
+            .is_some_and(|n| node_names.contains(n));
+        if (bound_here && !pod_is_terminal(p)) || is_pending(p) {
+            add(p, "pod");
+        }
+    }
+    // Volume topology, namespaces (for namespaceSelector) and priorities. Workload controllers
+    // are left out: their pods exist already, and DaemonSet pods are not simulated.
+    for (group, resource) in [
+        ("", "namespaces"),
+        ("", "persistentvolumeclaims"),
+        ("", "persistentvolumes"),
+        ("storage.k8s.io", "storageclasses"),
+        ("scheduling.k8s.io", "priorityclasses"),
+    ] {
+        if let Some(k) = kind(store, group, resource) {
+            for o in store.all(&k.key()) {
+                add(&o, resource);
+            }
+        }
+    }
+    let loaded = builder.finish();
     let options = PlanOptions {
         now: store.clock().now(),
         no_disruption: true,
         ..PlanOptions::default()
     };
-    let plan = planner::plan(&loaded, catalog, &options);
+    let plan = planner::plan(&loaded.snapshot, catalog, &options);
     let by_key: HashMap<String, &Value> = pods
         .iter()
         .filter(|p| is_pending(p))
