@@ -14,7 +14,7 @@ use kube::discovery::Discovery;
 use kube::{Api, Client};
 use serde_json::json;
 
-use common::{client_without_retries, eventually, pod_json, start};
+use common::{client_without_retries, eventually, pod_json, start_without_scheduler};
 
 async fn running_pod(client: &Client, name: &str, node: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
@@ -44,7 +44,7 @@ async fn ready_node(client: &Client, name: &str) {
 
 #[tokio::test]
 async fn eviction_honours_the_disruption_budget() {
-    let sim = start().await;
+    let sim = start_without_scheduler().await;
     let client = client_without_retries(&sim);
     ready_node(&client, "n1").await;
     for name in ["web-1", "web-2", "web-3"] {
@@ -114,7 +114,7 @@ async fn eviction_honours_the_disruption_budget() {
 
 #[tokio::test]
 async fn conflicts_finalizers_and_status_subresource() {
-    let sim = start().await;
+    let sim = start_without_scheduler().await;
     let client = sim.kube_client().unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let mut p = pod_json("a", json!({}), "100m");
@@ -226,7 +226,7 @@ async fn conflicts_finalizers_and_status_subresource() {
 
 #[tokio::test]
 async fn binding_assigns_a_node_once() {
-    let sim = start().await;
+    let sim = start_without_scheduler().await;
     let client = sim.kube_client().unwrap();
     ready_node(&client, "n1").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
@@ -266,7 +266,7 @@ async fn binding_assigns_a_node_once() {
 
 #[tokio::test]
 async fn karpenter_crds_are_discovered_and_served_with_apply() {
-    let sim = start().await;
+    let sim = start_without_scheduler().await;
     let client = sim.kube_client().unwrap();
     let discovery = Discovery::new(client.clone()).run().await.unwrap();
     let mut found = Vec::new();
@@ -353,7 +353,7 @@ async fn karpenter_crds_are_discovered_and_served_with_apply() {
 
 #[tokio::test]
 async fn dry_run_validates_without_persisting() {
-    let sim = start().await;
+    let sim = start_without_scheduler().await;
     let pods: Api<Pod> = Api::namespaced(sim.kube_client().unwrap(), "default");
     let pp = PostParams {
         dry_run: true,

@@ -13,7 +13,7 @@ use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::reflector;
 use kube::runtime::watcher::{self, Event};
 
-use common::{eventually, pod_json, start};
+use common::{eventually, pod_json, start_without_scheduler};
 
 /// Counts of what a watcher saw.
 #[derive(Default, Debug)]
@@ -56,7 +56,7 @@ fn names(store: &reflector::Store<Pod>) -> Vec<String> {
 
 #[tokio::test]
 async fn reflector_lists_then_follows_changes() {
-    let sim = start().await;
+    let sim = start_without_scheduler().await;
     let client = sim.kube_client().unwrap();
     let pods: Api<Pod> = Api::namespaced(client, "default");
     pods.create(
@@ -87,7 +87,7 @@ async fn reflector_lists_then_follows_changes() {
 
 #[tokio::test]
 async fn watcher_relists_after_410_gone() {
-    let sim = start().await;
+    let sim = start_without_scheduler().await;
     let pods: Api<Pod> = Api::namespaced(sim.kube_client().unwrap(), "default");
     let (store, seen) = spawn_watcher(pods.clone());
     store.wait_until_ready().await.unwrap();
@@ -130,7 +130,7 @@ async fn watcher_relists_after_410_gone() {
 
 #[tokio::test]
 async fn watcher_resumes_after_a_dropped_stream_without_relisting() {
-    let sim = start().await;
+    let sim = start_without_scheduler().await;
     let pods: Api<Pod> = Api::namespaced(sim.kube_client().unwrap(), "default");
     let (store, seen) = spawn_watcher(pods.clone());
     store.wait_until_ready().await.unwrap();
@@ -156,7 +156,7 @@ async fn watcher_resumes_after_a_dropped_stream_without_relisting() {
 
 #[tokio::test]
 async fn raw_watch_sends_bookmarks_and_honours_selectors() {
-    let sim = start().await;
+    let sim = start_without_scheduler().await;
     let pods: Api<Pod> = Api::namespaced(sim.kube_client().unwrap(), "default");
     let list = pods.list(&ListParams::default()).await.unwrap();
     let rv = list.metadata.resource_version.unwrap();
@@ -227,7 +227,7 @@ async fn raw_watch_sends_bookmarks_and_honours_selectors() {
 
 #[tokio::test]
 async fn field_selectors_on_node_name_and_phase() {
-    let sim = start().await;
+    let sim = start_without_scheduler().await;
     let pods: Api<Pod> = Api::namespaced(sim.kube_client().unwrap(), "default");
     // A node for the bound pod (pods bound to missing nodes are garbage collected).
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(sim.kube_client().unwrap());
@@ -288,7 +288,7 @@ async fn field_selectors_on_node_name_and_phase() {
 
 #[tokio::test]
 async fn streaming_list_watcher_gets_initial_events_then_changes() {
-    let sim = start().await;
+    let sim = start_without_scheduler().await;
     let pods: Api<Pod> = Api::namespaced(sim.kube_client().unwrap(), "default");
     pods.create(
         &PostParams::default(),
@@ -328,7 +328,7 @@ async fn event_recorder_publishes_and_updates_series() {
     use kube::Resource;
     use kube::runtime::events::{Event as RecEvent, EventType, Recorder, Reporter};
 
-    let sim = start().await;
+    let sim = start_without_scheduler().await;
     let client = sim.kube_client().unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pod = pods
@@ -368,7 +368,7 @@ async fn event_recorder_publishes_and_updates_series() {
 
 #[tokio::test]
 async fn shutdown_ends_open_watches_promptly() {
-    let sim = start().await;
+    let sim = start_without_scheduler().await;
     let pods: Api<Pod> = Api::namespaced(sim.kube_client().unwrap(), "default");
     let mut stream = pods
         .watch(&WatchParams::default(), "0")

@@ -67,3 +67,13 @@ pub fn client_without_retries(sim: &Simulation) -> kube::Client {
     config.default_retry = false;
     kube::Client::try_from(config).unwrap()
 }
+
+/// A simulation without the scheduler, for tests that count every event on pods.
+pub async fn start_without_scheduler() -> Simulation {
+    Simulation::start(Config {
+        scheduler: false,
+        ..fast_config()
+    })
+    .await
+    .expect("simulation starts")
+}
