@@ -389,3 +389,59 @@ async fn dry_run_validates_without_persisting() {
         "{e:?}"
     );
 }
+
+#[tokio::test]
+async fn new_crds_are_served_until_deleted() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+    let sim = start_without_scheduler().await;
+    let client = sim.kube_client().unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+                 "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+    });
+    crds.patch(
+        "widgets.example.com",
+        &PatchParams::apply("test"),
+        &Patch::Apply(crd),
+    )
+    .await
+    .unwrap();
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1alpha1", "Widget"),
+        "widgets",
+    );
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let w = json!({"apiVersion": "example.com/v1alpha1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": 3}});
+    widgets
+        .create(&PostParams::default(), &serde_json::from_value(w).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        widgets.list(&Default::default()).await.unwrap().items.len(),
+        1
+    );
+    let established = crds.get("widgets.example.com").await.unwrap();
+    assert!(
+        established
+            .status
+            .unwrap()
+            .conditions
+            .unwrap()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+    );
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
+    let e = widgets.list(&Default::default()).await.unwrap_err();
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 404),
+        "{e:?}"
+    );
+}
