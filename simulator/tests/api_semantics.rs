@@ -445,3 +445,64 @@ async fn new_crds_are_served_until_deleted() {
         "{e:?}"
     );
 }
+
+#[tokio::test]
+async fn malformed_requests_get_400s_naming_the_input() {
+    let sim = start_without_scheduler().await;
+    let client = sim.kube_client().unwrap();
+    let send = |req: http::Request<Vec<u8>>| {
+        let client = client.clone();
+        async move { client.request::<serde_json::Value>(req).await.unwrap_err() }
+    };
+    let bad_json = http::Request::post("/api/v1/namespaces/default/pods")
+        .header("content-type", "application/json")
+        .body(b"{not json".to_vec())
+        .unwrap();
+    let e = send(bad_json).await;
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 400 && s.message.contains("not valid JSON")),
+        "{e:?}"
+    );
+    let bad_rv = http::Request::get("/api/v1/pods?watch=1&resourceVersion=abc")
+        .body(vec![])
+        .unwrap();
+    let e = send(bad_rv).await;
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 400 && s.message.contains("\"abc\"")),
+        "{e:?}"
+    );
+    let bad_timeout = http::Request::get("/api/v1/pods?timeoutSeconds=soon")
+        .body(vec![])
+        .unwrap();
+    let e = send(bad_timeout).await;
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 400 && s.message.contains("timeoutSeconds")),
+        "{e:?}"
+    );
+    let bad_patch = http::Request::patch("/api/v1/namespaces/default")
+        .header("content-type", "text/plain")
+        .body(b"x".to_vec())
+        .unwrap();
+    let e = send(bad_patch).await;
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 415 && s.message.contains("text/plain")),
+        "{e:?}"
+    );
+    let wrong_kind = http::Request::post("/api/v1/namespaces/default/pods")
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&json!({"kind": "Node", "metadata": {"name": "x"}})).unwrap())
+        .unwrap();
+    let e = send(wrong_kind).await;
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 400 && s.message.contains("Node")),
+        "{e:?}"
+    );
+    let unknown = http::Request::get("/apis/example.com/v1/things")
+        .body(vec![])
+        .unwrap();
+    let e = send(unknown).await;
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 404),
+        "{e:?}"
+    );
+}
