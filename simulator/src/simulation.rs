@@ -20,6 +20,14 @@ use crate::faults::Faults;
 /// Errors starting a simulation.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A configuration value is out of range.
+    #[error("invalid simulator config: {field}: {reason}")]
+    Config {
+        /// The field at fault.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// The API server could not bind its port.
     #[error("binding the simulated API server to {addr}")]
     Bind {
@@ -124,8 +132,20 @@ impl Simulation {
     /// the Karpenter CRDs (NodePool, NodeClaim, EC2NodeClass).
     ///
     /// # Errors
-    /// [`Error::Bind`] when the port is taken.
+    /// [`Error::Config`] for an out-of-range setting, [`Error::Bind`] when the port is taken.
     pub async fn start(config: Config) -> Result<Self> {
+        if config.bookmark_interval.is_zero() {
+            return Err(Error::Config {
+                field: "bookmark_interval",
+                reason: "must be greater than zero",
+            });
+        }
+        if config.watch_history == 0 {
+            return Err(Error::Config {
+                field: "watch_history",
+                reason: "must keep at least one change",
+            });
+        }
         let clock = config.clock.clone().unwrap_or_default();
         let store = Arc::new(Store::new(clock.clone(), config.watch_history));
         seed(&store)?;

@@ -450,3 +450,21 @@ async fn daemonsets_run_on_matching_ready_nodes() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn bad_config_is_an_error_naming_the_field() {
+    let e = simulator::Simulation::start(simulator::Config {
+        bookmark_interval: Duration::ZERO,
+        ..simulator::Config::default()
+    })
+    .await
+    .unwrap_err();
+    assert!(e.to_string().contains("bookmark_interval"), "{e}");
+    let e = simulator::Simulation::start(simulator::Config {
+        watch_history: 0,
+        ..simulator::Config::default()
+    })
+    .await
+    .unwrap_err();
+    assert!(e.to_string().contains("watch_history"), "{e}");
+}
