@@ -344,5 +344,10 @@ async fn run_controllers(ctx: Ctx, kubelet: KubeletConfig, mut stop: watch::Rece
             _ = sleep => {}
             _ = stop.wait_for(|s| *s) => return,
         }
+        // Let a burst of changes settle so that one pass handles them together.
+        tokio::time::sleep(CONTROLLER_BATCH).await;
     }
 }
+
+/// How long the controllers wait after a change before looking again.
+const CONTROLLER_BATCH: Duration = Duration::from_millis(5);

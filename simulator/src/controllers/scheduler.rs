@@ -40,9 +40,14 @@ pub(crate) async fn run(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut changed = ctx.store.changed();
+    let catalog = std::sync::Arc::new(catalog);
     loop {
         changed.borrow_and_update();
-        reconcile(&ctx, &catalog);
+        // Planning is CPU work: keep it off the runtime's async workers.
+        let (c, cat) = (ctx.clone(), catalog.clone());
+        if let Err(e) = tokio::task::spawn_blocking(move || reconcile(&c, &cat)).await {
+            tracing::error!(error = %e, "Scheduling pass panicked");
+        }
         tokio::select! {
             _ = changed.changed() => {}
             _ = stop.wait_for(|s| *s) => return,
