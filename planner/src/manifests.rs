@@ -68,7 +68,7 @@ mod source;
 pub mod time;
 mod workloads;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::de::DeserializeOwned;
@@ -376,6 +376,9 @@ impl SnapshotBuilder {
                 }
                 Object::PriorityClass(pc) => self.priority_classes.push(pc),
                 Object::NodePool(np) => self.snapshot.node_pools.push(*np),
+                Object::DeletingNodePool(name) => self.warnings.push(format!(
+                    "{location}: NodePool {name} is being deleted (metadata.deletionTimestamp is set); it launches no nodes"
+                )),
                 Object::NodeClaim(nc) => self.snapshot.node_claims.push(*nc),
                 Object::NodeClass(nc) => self.snapshot.node_classes.push(*nc),
                 Object::Skipped(what) => match self.skipped.iter_mut().find(|s| s.what == what) {
@@ -393,6 +396,38 @@ impl SnapshotBuilder {
     /// Expands controllers, resolves priorities and default storage classes, and returns the
     /// snapshot with the warnings.
     pub fn finish(mut self) -> Loaded {
+        // Workload controllers: only the replicas that are missing.
+        let (expanded, templated_claims) = workloads::expand(
+            &self.controllers,
+            &self.snapshot.pods,
+            &self.replica_set_owner,
+        );
+        for (pod, priority) in expanded {
+            self.snapshot.pods.push(pod);
+            self.pod_priority.push(priority);
+        }
+        // Claims the controllers would create from templates, unless the input has them: a
+        // StatefulSet's pods are pinned by their volumes as soon as those exist, and until
+        // then the template's storage class decides where they may go.
+        let known: BTreeSet<(String, String)> = self
+            .snapshot
+            .pvcs
+            .iter()
+            .map(|p| (p.namespace.clone(), p.name.clone()))
+            .collect();
+        for (namespace, name, class) in templated_claims {
+            if known.contains(&(namespace.clone(), name.clone())) {
+                continue;
+            }
+            self.pvc_wants_default_class.push(class.is_none());
+            self.snapshot.pvcs.push(PersistentVolumeClaim {
+                namespace,
+                name,
+                storage_class: class,
+                volume_name: None,
+            });
+        }
+
         // Default storage class for claims that named none.
         if let Some(default) = self.default_storage_classes.first().cloned() {
             for (pvc, wants) in self
@@ -412,17 +447,6 @@ impl SnapshotBuilder {
                 self.default_storage_classes.join(", "),
                 self.default_storage_classes[0]
             ));
-        }
-
-        // Workload controllers: only the replicas that are missing.
-        let expanded = workloads::expand(
-            &self.controllers,
-            &self.snapshot.pods,
-            &self.replica_set_owner,
-        );
-        for (pod, priority) in expanded {
-            self.snapshot.pods.push(pod);
-            self.pod_priority.push(priority);
         }
 
         // Priorities.
@@ -509,6 +533,8 @@ enum Object {
     StorageClass(StorageClass, bool),
     PriorityClass(PriorityClass),
     NodePool(Box<NodePool>),
+    /// A NodePool being deleted: it launches nothing (Karpenter ignores it for provisioning).
+    DeletingNodePool(String),
     NodeClaim(Box<NodeClaim>),
     NodeClass(Box<NodeClass>),
     /// A kind (or apiVersion) the planner does not use, described for the warning.
@@ -755,7 +781,14 @@ fn convert_kind(api_version: &str, kind: &str, value: &Value) -> Result<Object, 
         ("scheduling.k8s.io/v1", "PriorityClass") => {
             Object::PriorityClass(cluster::priority_class(value)?)
         }
-        ("karpenter.sh/v1", "NodePool") => Object::NodePool(Box::new(karpenter::node_pool(value)?)),
+        ("karpenter.sh/v1", "NodePool") => {
+            let (pool, deleting) = karpenter::node_pool(value)?;
+            if deleting {
+                Object::DeletingNodePool(pool.name)
+            } else {
+                Object::NodePool(Box::new(pool))
+            }
+        }
         ("karpenter.sh/v1", "NodeClaim") => {
             Object::NodeClaim(Box::new(karpenter::node_claim(value)?))
         }

@@ -61,11 +61,12 @@ fn budget(b: &raw::Budget, at: &str) -> Result<Budget, FieldError> {
     })
 }
 
-/// Converts a NodePool.
-pub(super) fn node_pool(value: &Value) -> Result<NodePool, FieldError> {
+/// Converts a NodePool; the flag is true when it is being deleted (`deletionTimestamp` set).
+pub(super) fn node_pool(value: &Value) -> Result<(NodePool, bool), FieldError> {
     let raw: raw::NodePool = de(value)?;
     let meta = raw.metadata;
     require_name(&meta.name)?;
+    let deleting = meta.deletion_timestamp.is_some();
     let spec = raw.spec;
     let tspec = spec.template.spec;
     let d = spec.disruption;
@@ -94,25 +95,28 @@ pub(super) fn node_pool(value: &Value) -> Result<NodePool, FieldError> {
             .and_then(|s| s.get("template"))
             .unwrap_or(&Value::Null),
     );
-    Ok(NodePool {
-        name: meta.name,
-        weight: spec.weight.unwrap_or(0),
-        labels: spec.template.metadata.labels,
-        annotations: spec.template.metadata.annotations,
-        taints: taints(&tspec.taints),
-        startup_taints: taints(&tspec.startup_taints),
-        requirements: requirements(&tspec.requirements, "spec.template.spec.requirements")?,
-        node_class: tspec
-            .node_class_ref
-            .map(|r| r.name)
-            .filter(|n| !n.is_empty()),
-        expire_after: expire_after(tspec.expire_after),
-        limits,
-        limited_resources,
-        disruption,
-        template_hash,
-        metadata_annotations: meta.annotations,
-    })
+    Ok((
+        NodePool {
+            name: meta.name,
+            weight: spec.weight.unwrap_or(0),
+            labels: spec.template.metadata.labels,
+            annotations: spec.template.metadata.annotations,
+            taints: taints(&tspec.taints),
+            startup_taints: taints(&tspec.startup_taints),
+            requirements: requirements(&tspec.requirements, "spec.template.spec.requirements")?,
+            node_class: tspec
+                .node_class_ref
+                .map(|r| r.name)
+                .filter(|n| !n.is_empty()),
+            expire_after: expire_after(tspec.expire_after),
+            limits,
+            limited_resources,
+            disruption,
+            template_hash,
+            metadata_annotations: meta.annotations,
+        },
+        deleting,
+    ))
 }
 
 /// Converts a NodeClaim.

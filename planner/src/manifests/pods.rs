@@ -26,11 +26,12 @@ pub(super) enum PriorityRef {
 }
 
 /// A converted pod spec: the pod (without metadata), its priority reference and the names of
-/// its generic ephemeral volumes (their claims are named `<pod>-<volume>`).
+/// its generic ephemeral volumes (their claims are named `<pod>-<volume>`) with the storage
+/// class their claim template names.
 pub(super) struct PodParts {
     pub(super) pod: Pod,
     pub(super) priority: PriorityRef,
-    pub(super) ephemeral_volumes: Vec<String>,
+    pub(super) ephemeral_volumes: Vec<(String, Option<String>)>,
 }
 
 /// Converts a pod spec found at `base` (e.g. `spec.template.spec`) in its document.
@@ -112,8 +113,13 @@ pub(super) fn convert_pod_spec(spec: &raw::PodSpec, base: &str) -> Result<PodPar
     for v in &spec.volumes {
         if let Some(pvc) = &v.persistent_volume_claim {
             pod.volume_claims.push(pvc.claim_name.clone());
-        } else if v.ephemeral.is_some() {
-            ephemeral_volumes.push(v.name.clone());
+        } else if let Some(e) = &v.ephemeral {
+            let class = e
+                .volume_claim_template
+                .as_ref()
+                .and_then(|t| t.spec.storage_class_name.clone())
+                .filter(|c| !c.is_empty());
+            ephemeral_volumes.push((v.name.clone(), class));
         }
     }
     let priority = match (&spec.priority, &spec.priority_class_name) {

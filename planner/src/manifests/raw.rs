@@ -412,7 +412,14 @@ pub(super) struct PvcSource {
 pub(super) struct Volume {
     pub(super) name: String,
     pub(super) persistent_volume_claim: Option<PvcSource>,
-    pub(super) ephemeral: Option<serde::de::IgnoredAny>,
+    pub(super) ephemeral: Option<EphemeralVolume>,
+}
+
+/// `ephemeral` of a pod volume.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub(super) struct EphemeralVolume {
+    pub(super) volume_claim_template: Option<ClaimTemplate>,
 }
 
 /// `spec` of a pod or pod template.
@@ -488,6 +495,14 @@ pub(super) struct Ordinals {
 #[serde(rename_all = "camelCase", default)]
 pub(super) struct ClaimTemplate {
     pub(super) metadata: TemplateMeta,
+    pub(super) spec: ClaimTemplateSpec,
+}
+
+/// `spec` of a claim template (only what volume topology needs).
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub(super) struct ClaimTemplateSpec {
+    pub(super) storage_class_name: Option<String>,
 }
 
 /// `status` of a Job.

@@ -1202,3 +1202,80 @@ fn the_direct_yaml_path_gives_what_the_general_path_gives() {
     assert_eq!(pod(&a, "t").requests.cpu, 500);
     assert_eq!(pod(&a, "q").namespace, "default");
 }
+
+#[test]
+fn controllers_create_their_templated_claims_unless_the_input_has_them() {
+    let l = load(
+        r#"
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: standard, annotations: {storageclass.kubernetes.io/is-default-class: "true"}}
+provisioner: ebs.csi.aws.com
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data-db-0, namespace: prod}
+spec: {storageClassName: bound-class, volumeName: pv-0}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: prod}
+spec:
+  replicas: 2
+  template:
+    spec:
+      containers: [{name: a}]
+      volumes:
+      - {name: scratch, ephemeral: {volumeClaimTemplate: {spec: {}}}}
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec: {storageClassName: gp3}
+"#,
+    );
+    let claim = |name: &str| {
+        l.snapshot
+            .pvcs
+            .iter()
+            .find(|p| p.namespace == "prod" && p.name == name)
+            .unwrap_or_else(|| panic!("no claim {name}"))
+    };
+    // The input's own claim wins over the template.
+    assert_eq!(
+        claim("data-db-0").storage_class.as_deref(),
+        Some("bound-class")
+    );
+    assert_eq!(claim("data-db-0").volume_name.as_deref(), Some("pv-0"));
+    // The missing one is made from the template, unbound, with the template's class.
+    assert_eq!(claim("data-db-1").storage_class.as_deref(), Some("gp3"));
+    assert_eq!(claim("data-db-1").volume_name, None);
+    // An ephemeral template without a class gets the default class.
+    assert_eq!(
+        claim("db-1-scratch").storage_class.as_deref(),
+        Some("standard")
+    );
+    assert_eq!(
+        l.snapshot.pvcs.len(),
+        4,
+        "data-db-0 from the input, three from templates"
+    );
+}
+
+#[test]
+fn a_deleting_node_pool_is_skipped_with_a_warning() {
+    let l = load(
+        r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: old, deletionTimestamp: "2026-01-01T00:00:00Z"}
+spec: {template: {spec: {nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}, requirements: []}}}
+"#,
+    );
+    assert!(l.snapshot.node_pools.is_empty());
+    assert!(
+        l.warnings
+            .iter()
+            .any(|w| w.contains("NodePool old is being deleted")),
+        "{:?}",
+        l.warnings
+    );
+}

@@ -23,10 +23,12 @@ pub(super) struct Controller {
     /// The pod template as a pod (namespace, labels, owner set; no name).
     pub(super) template: Pod,
     pub(super) priority: PriorityRef,
-    /// Generic ephemeral volumes: each pod mounts claim `<pod>-<volume>`.
-    pub(super) ephemeral_volumes: Vec<String>,
-    /// StatefulSet claim templates: each pod mounts claim `<template>-<pod>`.
-    pub(super) claim_templates: Vec<String>,
+    /// Generic ephemeral volumes: each pod mounts claim `<pod>-<volume>` (with the template's
+    /// storage class).
+    pub(super) ephemeral_volumes: Vec<(String, Option<String>)>,
+    /// StatefulSet claim templates: each pod mounts claim `<template>-<pod>` (with the
+    /// template's storage class).
+    pub(super) claim_templates: Vec<(String, Option<String>)>,
     /// For a ReplicaSet: the Deployment that controls it.
     pub(super) owner_deployment: Option<String>,
     /// For a StatefulSet: its first ordinal (`spec.ordinals.start`, default 0).
@@ -62,7 +64,7 @@ pub(super) fn pod_from(raw: raw::Pod) -> Result<(Pod, PriorityRef), FieldError> 
         .filter(|u| !u.is_empty())
         .unwrap_or_else(|| format!("{}/{}", pod.namespace, meta.name));
     pod.owner = controller_owner(&meta.owner_references);
-    for v in &parts.ephemeral_volumes {
+    for (v, _) in &parts.ephemeral_volumes {
         pod.volume_claims.push(format!("{}-{v}", meta.name));
     }
     pod.name = meta.name;
@@ -125,7 +127,10 @@ pub(super) fn controller_from(kind: &str, raw: raw::Workload) -> Result<Controll
     let claim_templates = if kind == "StatefulSet" {
         spec.volume_claim_templates
             .into_iter()
-            .filter_map(|t| t.metadata.name)
+            .filter_map(|t| {
+                let class = t.spec.storage_class_name.filter(|c| !c.is_empty());
+                t.metadata.name.map(|n| (n, class))
+            })
             .collect()
     } else {
         Vec::new()
@@ -180,12 +185,18 @@ pub(super) fn daemon_set_from(raw: raw::Workload) -> Result<(DaemonSet, Priority
     ))
 }
 
-/// The pending pods the controllers still want, given the pods already in the input.
+/// A claim an expanded pod mounts that its controller creates from a template: namespace,
+/// claim name and the template's storage class.
+pub(super) type TemplatedClaim = (String, String, Option<String>);
+
+/// The pending pods the controllers still want, given the pods already in the input, and the
+/// claims those pods mount that the controllers create from templates (StatefulSet
+/// `volumeClaimTemplates`, generic ephemeral volumes).
 pub(super) fn expand(
     controllers: &[Controller],
     pods: &[Pod],
     replica_set_owner: &BTreeMap<(String, String), String>,
-) -> Vec<(Pod, PriorityRef)> {
+) -> (Vec<(Pod, PriorityRef)>, Vec<TemplatedClaim>) {
     let deployments: BTreeSet<(&str, &str)> = controllers
         .iter()
         .filter(|c| c.kind == "Deployment")
@@ -229,6 +240,7 @@ pub(super) fn expand(
     }
 
     let mut out = Vec::new();
+    let mut claims = Vec::new();
     for c in controllers {
         let governed = c
             .owner_deployment
@@ -256,15 +268,19 @@ pub(super) fn expand(
             missing -= 1;
             let mut pod = c.template.clone();
             pod.uid = format!("{}/{name}", c.namespace);
-            for v in &c.ephemeral_volumes {
-                pod.volume_claims.push(format!("{name}-{v}"));
+            for (v, class) in &c.ephemeral_volumes {
+                let claim = format!("{name}-{v}");
+                claims.push((c.namespace.clone(), claim.clone(), class.clone()));
+                pod.volume_claims.push(claim);
             }
-            for t in &c.claim_templates {
-                pod.volume_claims.push(format!("{t}-{name}"));
+            for (t, class) in &c.claim_templates {
+                let claim = format!("{t}-{name}");
+                claims.push((c.namespace.clone(), claim.clone(), class.clone()));
+                pod.volume_claims.push(claim);
             }
             pod.name = name;
             out.push((pod, c.priority.clone()));
         }
     }
-    out
+    (out, claims)
 }
