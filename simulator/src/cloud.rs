@@ -757,6 +757,26 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn usable_as_trait_objects() {
+        let c = cloud();
+        let provider: Arc<dyn CloudProvider> = Arc::new(c.clone());
+        let queue: Arc<dyn InterruptionQueue> = Arc::new(c.clone());
+        let i = provider
+            .create(&request(
+                "dyn",
+                vec![offering("m5.large", "us-east-1a", CapacityType::Spot)],
+            ))
+            .await
+            .unwrap();
+        provider.delete(&i.provider_id).await.unwrap();
+        let events = queue.receive(10).await.unwrap();
+        assert_eq!(
+            events.iter().map(|e| e.kind.clone()).collect::<Vec<_>>(),
+            vec![InterruptionKind::StateChange(InstanceState::ShuttingDown)]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn throttling_and_leaks() {
         let c = cloud();
         c.throttle_next(1);
