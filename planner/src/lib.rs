@@ -7,11 +7,28 @@
 //! The core (`model`, `requirements`, `catalog` types, `scheduling`, `consolidation`) does no IO,
 //! reads no clock and sees no wire types. Edge modules convert inputs into the model:
 //! `manifests` reads Kubernetes YAML/JSON.
+//!
+//! With the default `grpc` feature the crate also holds the network edge: [`api`] (the
+//! `dovetail.v1.Planner` service and the wire conversions), [`server`] and [`config`] (the
+//! `dovetail-planner` binary), [`client`] (balanced, retrying calls to several replicas),
+//! [`auth`] and [`metrics`]. Wire types never leave `api` and `client`.
 
+#[cfg(feature = "grpc")]
+pub mod api;
+#[cfg(feature = "grpc")]
+pub mod auth;
 pub mod catalog;
+#[cfg(feature = "grpc")]
+pub mod client;
+#[cfg(feature = "grpc")]
+pub mod config;
 pub mod labels;
+#[cfg(feature = "grpc")]
+pub mod metrics;
 pub mod model;
 pub mod plan;
+#[cfg(feature = "grpc")]
+pub mod server;
 
 use catalog::Catalog;
 use model::{ClusterSnapshot, PlanOptions};
