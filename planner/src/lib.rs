@@ -27,6 +27,7 @@ pub mod labels;
 pub mod metrics;
 pub mod model;
 pub mod plan;
+pub mod requirements;
 #[cfg(feature = "grpc")]
 pub mod server;
 

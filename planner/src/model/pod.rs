@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Labels, LabelSelector, NodeSelectorTerm, PreferredTerm, Resources, Timestamp, Toleration,
+    LabelSelector, Labels, NodeSelectorTerm, PreferredTerm, Resources, Timestamp, Toleration,
 };
 
 /// `namespace/name` of a pod, the form every output uses.

@@ -122,7 +122,11 @@ mod tests {
         assert_eq!(parse_units("1.5Gi").unwrap(), 3 << 29);
         assert_eq!(parse_units("128974848").unwrap(), 128_974_848);
         assert_eq!(parse_units("129e6").unwrap(), 129_000_000);
-        assert_eq!(parse_units("1500m").unwrap(), 2, "fractional bytes round up");
+        assert_eq!(
+            parse_units("1500m").unwrap(),
+            2,
+            "fractional bytes round up"
+        );
     }
 
     #[test]

@@ -137,7 +137,12 @@ impl Resources {
     /// The names of the resources in `self` that exceed `capacity`, in a stable order.
     pub fn exceeding(&self, capacity: &Resources) -> Vec<String> {
         let mut out = Vec::new();
-        for name in [names::CPU, names::MEMORY, names::EPHEMERAL_STORAGE, names::PODS] {
+        for name in [
+            names::CPU,
+            names::MEMORY,
+            names::EPHEMERAL_STORAGE,
+            names::PODS,
+        ] {
             if self.get(name) > capacity.get(name) {
                 out.push(name.to_string());
             }
@@ -171,7 +176,10 @@ impl fmt::Display for Resources {
             parts.push(format!("memory={}", format_bytes(self.memory)));
         }
         if self.ephemeral_storage != 0 {
-            parts.push(format!("ephemeral-storage={}", format_bytes(self.ephemeral_storage)));
+            parts.push(format!(
+                "ephemeral-storage={}",
+                format_bytes(self.ephemeral_storage)
+            ));
         }
         if self.pods != 0 {
             parts.push(format!("pods={}", self.pods));

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Labels, LabelSelector, NodeSelectorTerm, Pod};
+use super::{LabelSelector, Labels, NodeSelectorTerm, Pod};
 
 /// A DaemonSet: a pod template that runs on every node it matches.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
