@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use proto::v1::planner_server::PlannerServer;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::service::interceptor::InterceptedService;
@@ -67,6 +67,8 @@ pub struct Running {
     /// The bound metrics address, when metrics are on.
     pub metrics_addr: Option<SocketAddr>,
     health: HealthReporter,
+    draining: watch::Sender<bool>,
+    grace: Duration,
     stop: oneshot::Sender<()>,
     task: JoinHandle<Result<()>>,
     metrics_task: Option<JoinHandle<()>>,
@@ -92,8 +94,10 @@ impl Running {
             .await;
     }
 
-    /// Graceful shutdown: NOT_SERVING, wait `drain_delay`, stop accepting and finish in-flight
-    /// requests.
+    /// Graceful shutdown: NOT_SERVING, wait `drain_delay` (load balancers and clients see
+    /// the status and move away), end open Sessions with UNAVAILABLE (their clients reconnect
+    /// to another replica), stop accepting and let in-flight requests finish. Streams still
+    /// open after the request timeout plus 5 s (e.g. health watches) are cut.
     ///
     /// # Errors
     /// When the server had failed.
@@ -101,11 +105,17 @@ impl Running {
         self.set_not_serving().await;
         tracing::info!(?drain_delay, "NOT_SERVING; draining");
         tokio::time::sleep(drain_delay).await;
+        let _ = self.draining.send(true);
         let _ = self.stop.send(());
-        let r = self
-            .task
-            .await
-            .map_err(|e| Error::Task(e.to_string()))?;
+        let mut task = self.task;
+        let r = match tokio::time::timeout(self.grace, &mut task).await {
+            Ok(joined) => joined.map_err(|e| Error::Task(e.to_string()))?,
+            Err(_) => {
+                tracing::warn!(grace = ?self.grace, "Streams still open after the grace period; closing them");
+                task.abort();
+                Ok(())
+            }
+        };
         if let Some(m) = self.metrics_task {
             m.abort();
         }
@@ -161,6 +171,8 @@ pub async fn start(config: &Config, service: PlannerService, metrics: Metrics) -
         .build_v1alpha()
         .map_err(Error::Reflection)?;
 
+    let (draining, draining_rx) = watch::channel(false);
+    let service = service.with_draining(draining_rx);
     let token = match &config.auth {
         Auth::Bearer(t) => Some(t.clone()),
         Auth::MutualTls | Auth::Disabled => None,
@@ -207,6 +219,8 @@ pub async fn start(config: &Config, service: PlannerService, metrics: Metrics) -
         grpc_addr,
         metrics_addr,
         health,
+        draining,
+        grace: config.request_timeout + Duration::from_secs(5),
         stop,
         task,
         metrics_task,

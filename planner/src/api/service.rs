@@ -60,6 +60,7 @@ pub struct PlannerService {
     pub(crate) metrics: Metrics,
     pub(crate) actuator: Option<Forwarder>,
     sessions: Arc<AtomicU64>,
+    pub(crate) draining: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 // === impl PlannerService ===
@@ -75,6 +76,7 @@ impl PlannerService {
             metrics,
             actuator: None,
             sessions: Arc::default(),
+            draining: None,
         }
     }
 
@@ -87,6 +89,12 @@ impl PlannerService {
     /// Submits every session plan's commands through `forwarder`.
     pub fn with_actuator(mut self, forwarder: Forwarder) -> Self {
         self.actuator = Some(forwarder);
+        self
+    }
+
+    /// Ends open Sessions with UNAVAILABLE when `draining` turns true (server shutdown).
+    pub fn with_draining(mut self, draining: tokio::sync::watch::Receiver<bool>) -> Self {
+        self.draining = Some(draining);
         self
     }
 

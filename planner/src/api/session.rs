@@ -48,11 +48,27 @@ async fn run(
         metrics.session_objects().clone(),
     );
     tracing::info!("Session opened");
+    let mut draining = service.draining.clone();
     loop {
-        let update = match inbound.message().await {
-            Ok(Some(u)) => u,
-            Ok(None) => break,
-            Err(status) => {
+        let next = match &mut draining {
+            Some(d) => tokio::select! {
+                m = inbound.message() => Some(m),
+                _ = d.wait_for(|v| *v) => None,
+            },
+            None => Some(inbound.message().await),
+        };
+        let update = match next {
+            None => {
+                let _ = tx
+                    .send(Err(Status::unavailable(
+                        "the planner is shutting down; reconnect and resend a snapshot",
+                    )))
+                    .await;
+                break;
+            }
+            Some(Ok(Some(u))) => u,
+            Some(Ok(None)) => break,
+            Some(Err(status)) => {
                 tracing::info!(code = ?status.code(), "Session stream failed");
                 break;
             }
