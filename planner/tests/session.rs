@@ -160,7 +160,7 @@ async fn out_of_order_updates_end_the_session_with_failed_precondition() {
 #[tokio::test]
 async fn session_memory_is_bounded_and_released_when_the_stream_ends() {
     let metrics = Metrics::new();
-    // A tight limit: the fixture snapshot of 5 pods holds 5 + 3 objects.
+    // A tight limit: the fixture snapshot of 5 pods holds 5 + 4 objects.
     let small = planner::api::PlannerService::new(
         Arc::new(|_: &str| Ok(fixtures::catalog())),
         metrics.clone(),
@@ -177,7 +177,7 @@ async fn session_memory_is_bounded_and_released_when_the_stream_ends() {
     tx.send(close(2, 0)).await.expect("send");
     next_plan(&mut plans).await.expect("plan");
     let text = scrape(&server).await;
-    assert!(text.contains("dovetail_planner_session_objects 8"), "{text}");
+    assert!(text.contains("dovetail_planner_session_objects 9"), "{text}");
     assert!(text.contains("dovetail_planner_sessions 1"), "{text}");
     drop(tx);
     assert!(plans.next().await.is_none(), "the server ends the stream");

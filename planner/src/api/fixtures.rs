@@ -15,8 +15,8 @@ use crate::plan::{
 
 const GI: i64 = 1 << 30;
 
-/// A snapshot with `pods` pending pods (in 10 deployments of varied sizes), one NodePool, one
-/// existing node and one in-flight NodeClaim.
+/// A snapshot with `pods` pending pods (in 10 deployments of varied sizes), one NodePool with its
+/// EC2NodeClass, one existing node and one in-flight NodeClaim.
 pub fn snapshot(pods: usize) -> ClusterSnapshot {
     let mut s = ClusterSnapshot::default();
     for i in 0..pods {
@@ -64,6 +64,11 @@ pub fn snapshot(pods: usize) -> ClusterSnapshot {
     };
     pool.taints.clear();
     s.node_pools.push(pool);
+    s.node_classes.push(crate::model::NodeClass {
+        name: "default".into(),
+        ami_family: Some("AL2023".into()),
+        ..crate::model::NodeClass::default()
+    });
     let mut node = Node {
         name: "ip-10-0-1-5.ec2.internal".into(),
         allocatable: Resources {
