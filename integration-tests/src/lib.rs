@@ -20,7 +20,9 @@ use anyhow::{Context, bail};
 pub fn binary(package: &str, bin: &str) -> anyhow::Result<PathBuf> {
     let var = format!(
         "DOVETAIL_{}_BIN",
-        bin.trim_start_matches("dovetail-").to_uppercase().replace('-', "_")
+        bin.trim_start_matches("dovetail-")
+            .to_uppercase()
+            .replace('-', "_")
     );
     if let Some(p) = std::env::var_os(&var) {
         return Ok(PathBuf::from(p));

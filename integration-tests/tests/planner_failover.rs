@@ -26,7 +26,10 @@ async fn plan_calls_survive_a_killed_and_a_drained_replica() -> anyhow::Result<(
     }
     for r in &replicas {
         assert_eq!(r.health("").await?, ServingStatus::Serving);
-        assert_eq!(r.health("dovetail.v1.Planner").await?, ServingStatus::Serving);
+        assert_eq!(
+            r.health("dovetail.v1.Planner").await?,
+            ServingStatus::Serving
+        );
     }
 
     let client = PlannerClient::connect(ClientConfig::new(
@@ -77,7 +80,10 @@ async fn plan_calls_survive_a_killed_and_a_drained_replica() -> anyhow::Result<(
     // SIGKILL replica 0 mid-run.
     replicas[0].child.start_kill()?;
     replicas[0].child.wait().await?;
-    assert!(replicas[0].health("").await.is_err(), "a killed replica answers nothing");
+    assert!(
+        replicas[0].health("").await.is_err(),
+        "a killed replica answers nothing"
+    );
     let before = done.load(Ordering::SeqCst);
     tokio::time::timeout(Duration::from_secs(60), wait_for(before + 20)).await?;
     for r in &replicas[1..] {

@@ -82,7 +82,12 @@ struct Run {
     p99: Duration,
 }
 
-async fn drive(client: &PlannerClient, snapshot: Arc<ClusterSnapshot>, callers: usize, calls: usize) -> Run {
+async fn drive(
+    client: &PlannerClient,
+    snapshot: Arc<ClusterSnapshot>,
+    callers: usize,
+    calls: usize,
+) -> Run {
     let start = Instant::now();
     let mut tasks = Vec::new();
     for c in 0..callers {

@@ -49,7 +49,11 @@ pub const ENV_INSTANCE: &str = "DOVETAIL_INSTANCE";
 
 /// Command-line flags; each one overrides its environment variable.
 #[derive(Debug, Default, Parser)]
-#[command(name = "dovetail-planner", version, about = "The dovetail planner gRPC service")]
+#[command(
+    name = "dovetail-planner",
+    version,
+    about = "The dovetail planner gRPC service"
+)]
 pub struct Flags {
     /// gRPC listen address [env DOVETAIL_LISTEN, default 0.0.0.0:50051]
     #[arg(long)]
@@ -298,10 +302,7 @@ impl Config {
     /// The first setting that is invalid, unreadable or in conflict with another.
     pub fn load(flags: Flags, env: &dyn Source) -> Result<Config> {
         let l = Lookup { env };
-        let listen = addr(
-            l.get(flags.listen, "listen", ENV_LISTEN),
-            "0.0.0.0:50051",
-        )?;
+        let listen = addr(l.get(flags.listen, "listen", ENV_LISTEN), "0.0.0.0:50051")?;
         let metrics_listen = match l.get(flags.metrics_listen, "metrics-listen", ENV_METRICS_LISTEN)
         {
             Some((_, v)) if v == "off" => None,
@@ -311,7 +312,11 @@ impl Config {
             .get(flags.region, "region", ENV_REGION)
             .map_or_else(|| "us-east-1".to_string(), |(_, v)| v);
         let request_timeout = duration(
-            l.get(flags.request_timeout, "request-timeout", ENV_REQUEST_TIMEOUT),
+            l.get(
+                flags.request_timeout,
+                "request-timeout",
+                ENV_REQUEST_TIMEOUT,
+            ),
             Duration::from_secs(30),
         )?;
         if request_timeout.is_zero() {
@@ -326,7 +331,11 @@ impl Config {
             8,
         )?;
         let max_message_bytes = positive(
-            l.get(flags.max_message_bytes, "max-message-bytes", ENV_MAX_MESSAGE_BYTES),
+            l.get(
+                flags.max_message_bytes,
+                "max-message-bytes",
+                ENV_MAX_MESSAGE_BYTES,
+            ),
             256 << 20,
         )?;
         let session_max_objects = positive(
@@ -344,7 +353,11 @@ impl Config {
 
         let token = match (
             l.get(flags.auth_token, "auth-token", ENV_AUTH_TOKEN),
-            l.get(flags.auth_token_file, "auth-token-file", ENV_AUTH_TOKEN_FILE),
+            l.get(
+                flags.auth_token_file,
+                "auth-token-file",
+                ENV_AUTH_TOKEN_FILE,
+            ),
         ) {
             (Some(_), Some(_)) => {
                 return Err(Error::Conflict(
@@ -352,8 +365,9 @@ impl Config {
                 ));
             }
             (Some((_, t)), None) => Some(t),
-            (None, Some(f)) => read(Some(f))?
-                .map(|b| String::from_utf8_lossy(&b).trim().to_string()),
+            (None, Some(f)) => {
+                read(Some(f))?.map(|b| String::from_utf8_lossy(&b).trim().to_string())
+            }
             (None, None) => None,
         };
         if let Some(t) = &token
@@ -387,7 +401,11 @@ impl Config {
                 None | Some("" | "false" | "0") => false,
                 Some("true" | "1") => true,
                 Some(other) => {
-                    return Err(invalid(ENV_INSECURE_NO_AUTH, other, "expected true or false"));
+                    return Err(invalid(
+                        ENV_INSECURE_NO_AUTH,
+                        other,
+                        "expected true or false",
+                    ));
                 }
             };
         let mtls = tls.as_ref().is_some_and(|t| t.client_ca.is_some());
@@ -409,13 +427,21 @@ impl Config {
             }
         };
 
-        let actuator_endpoint = match l.get(flags.actuator_endpoint, "actuator-endpoint", ENV_ACTUATOR_ENDPOINT) {
+        let actuator_endpoint = match l.get(
+            flags.actuator_endpoint,
+            "actuator-endpoint",
+            ENV_ACTUATOR_ENDPOINT,
+        ) {
             None => None,
             Some((key, v)) => {
                 if !(v.starts_with("http://") || v.starts_with("https://"))
                     || v.parse::<http::Uri>().is_err()
                 {
-                    return Err(invalid(&key, &v, "expected http://HOST:PORT or https://HOST:PORT"));
+                    return Err(invalid(
+                        &key,
+                        &v,
+                        "expected http://HOST:PORT or https://HOST:PORT",
+                    ));
                 }
                 Some(v)
             }
@@ -468,7 +494,10 @@ mod tests {
     fn flags_override_environment_and_defaults_fill_the_rest() {
         let c = Config::load(
             flags(&["--listen", "127.0.0.1:7000", "--insecure-no-auth"]),
-            &env(&[(ENV_LISTEN, "127.0.0.1:9999"), (ENV_REQUEST_TIMEOUT, "250ms")]),
+            &env(&[
+                (ENV_LISTEN, "127.0.0.1:9999"),
+                (ENV_REQUEST_TIMEOUT, "250ms"),
+            ]),
         )
         .expect("valid");
         assert_eq!(c.listen.port(), 7000);
@@ -484,8 +513,11 @@ mod tests {
         assert!(e.to_string().contains("--insecure-no-auth"), "{e}");
         let c = Config::load(flags(&[]), &env(&[(ENV_AUTH_TOKEN, "t0k3n")])).expect("token");
         assert_eq!(c.auth, Auth::Bearer("t0k3n".into()));
-        let e = Config::load(flags(&["--insecure-no-auth", "--auth-token", "x"]), &env(&[]))
-            .expect_err("contradiction");
+        let e = Config::load(
+            flags(&["--insecure-no-auth", "--auth-token", "x"]),
+            &env(&[]),
+        )
+        .expect_err("contradiction");
         assert!(e.to_string().contains("contradicts"));
     }
 
@@ -497,8 +529,11 @@ mod tests {
         )
         .expect_err("bad number");
         assert!(e.to_string().starts_with(ENV_MAX_CONCURRENT), "{e}");
-        let e = Config::load(flags(&["--insecure-no-auth", "--listen", "localhost"]), &env(&[]))
-            .expect_err("bad addr");
+        let e = Config::load(
+            flags(&["--insecure-no-auth", "--listen", "localhost"]),
+            &env(&[]),
+        )
+        .expect_err("bad addr");
         assert!(e.to_string().starts_with("--listen"), "{e}");
         let e = Config::load(
             flags(&["--insecure-no-auth", "--tls-cert", "/nonexistent/cert.pem"]),
@@ -507,7 +542,11 @@ mod tests {
         .expect_err("missing file");
         assert!(e.to_string().contains("/nonexistent/cert.pem"), "{e}");
         let e = Config::load(
-            flags(&["--insecure-no-auth", "--actuator-endpoint", "actuator:50052"]),
+            flags(&[
+                "--insecure-no-auth",
+                "--actuator-endpoint",
+                "actuator:50052",
+            ]),
             &env(&[]),
         )
         .expect_err("bad endpoint");

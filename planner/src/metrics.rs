@@ -172,7 +172,10 @@ mod tests {
             text.contains(r#"dovetail_planner_requests_total{method="Plan",code="Ok"} 1"#),
             "{text}"
         );
-        assert!(text.contains("dovetail_planner_pods_planned_total 7"), "{text}");
+        assert!(
+            text.contains("dovetail_planner_pods_planned_total 7"),
+            "{text}"
+        );
         assert!(text.contains("dovetail_planner_plan_cost_per_hour_dollars_count 1"));
     }
 }

@@ -21,7 +21,7 @@ use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 
-pub use guard::{GuardLayer, Guard};
+pub use guard::{Guard, GuardLayer};
 
 use crate::api::PlannerService;
 use crate::auth::RequireBearer;
@@ -148,7 +148,10 @@ pub async fn start(config: &Config, service: PlannerService, metrics: Metrics) -
             let bound = l
                 .local_addr()
                 .map_err(|source| Error::Bind { addr, source })?;
-            (Some(bound), Some(tokio::spawn(serve_metrics(l, metrics.clone()))))
+            (
+                Some(bound),
+                Some(tokio::spawn(serve_metrics(l, metrics.clone()))),
+            )
         }
     };
 

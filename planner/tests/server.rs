@@ -17,9 +17,9 @@ use proto::v1 as pb;
 use support::*;
 use tokio_stream::StreamExt;
 use tonic::Code;
+use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
-use tonic_health::pb::HealthCheckRequest;
 use tonic_types::StatusExt;
 
 async fn health_of(server: &Server, service: &str) -> ServingStatus {
@@ -104,8 +104,15 @@ async fn reflection_lists_services_in_v1_and_v1alpha() {
         panic!("not a list")
     };
     let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
-    for want in ["dovetail.v1.Planner", "dovetail.v1.Actuator", "grpc.health.v1.Health"] {
-        assert!(names.iter().any(|n| n == want), "{want} missing from {names:?}");
+    for want in [
+        "dovetail.v1.Planner",
+        "dovetail.v1.Actuator",
+        "grpc.health.v1.Health",
+    ] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "{want} missing from {names:?}"
+        );
     }
 
     use tonic_reflection::pb::v1alpha::server_reflection_client::ServerReflectionClient as V1a;
@@ -113,9 +120,7 @@ async fn reflection_lists_services_in_v1_and_v1alpha() {
     use tonic_reflection::pb::v1alpha::server_reflection_response::MessageResponse as V1aResp;
     let req = tonic_reflection::pb::v1alpha::ServerReflectionRequest {
         host: String::new(),
-        message_request: Some(V1aReq::FileContainingSymbol(
-            "dovetail.v1.Planner".into(),
-        )),
+        message_request: Some(V1aReq::FileContainingSymbol("dovetail.v1.Planner".into())),
     };
     let mut resp = V1a::new(channel(&server).await)
         .server_reflection_info(tokio_stream::iter([req]))
@@ -169,7 +174,11 @@ async fn plan_answers_what_the_planner_computes() {
         panic!("not an rpc error: {e}")
     };
     assert_eq!(status.code(), Code::InvalidArgument);
-    assert!(status.message().starts_with("catalog_ref.region"), "{}", status.message());
+    assert!(
+        status.message().starts_with("catalog_ref.region"),
+        "{}",
+        status.message()
+    );
 
     let text = scrape(&server).await;
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
@@ -181,7 +190,10 @@ async fn plan_answers_what_the_planner_computes() {
         text.contains(r#"dovetail_planner_requests_total{method="Plan",code="InvalidArgument"} 1"#),
         "{text}"
     );
-    assert!(text.contains("dovetail_planner_pods_planned_total 50"), "{text}");
+    assert!(
+        text.contains("dovetail_planner_pods_planned_total 50"),
+        "{text}"
+    );
     assert!(text.contains("dovetail_planner_plan_cost_per_hour_dollars_count 1"));
 }
 
@@ -201,12 +213,17 @@ async fn invalid_input_is_invalid_argument_naming_the_field() {
     let status = raw.plan(req).await.expect_err("rejected");
     assert_eq!(status.code(), Code::InvalidArgument);
     assert!(
-        status.message().starts_with("snapshot.pods[17].requests.cpu: "),
+        status
+            .message()
+            .starts_with("snapshot.pods[17].requests.cpu: "),
         "{}",
         status.message()
     );
     let details = status.get_error_details();
-    let violations = &details.bad_request().expect("field violations").field_violations;
+    let violations = &details
+        .bad_request()
+        .expect("field violations")
+        .field_violations;
     assert_eq!(violations[0].field, "snapshot.pods[17].requests.cpu");
 }
 
@@ -219,11 +236,24 @@ async fn a_panicking_planner_is_internal_and_the_server_keeps_serving() {
         }
         planner::plan::Plan::default()
     });
-    let server = start(config(Auth::Disabled), service(&metrics, Some(boom)), metrics).await;
+    let server = start(
+        config(Auth::Disabled),
+        service(&metrics, Some(boom)),
+        metrics,
+    )
+    .await;
     let mut raw = pb::planner_client::PlannerClient::new(channel(&server).await);
-    let bad = to_plan_request(&fixtures::snapshot(13), &CatalogChoice::Default, &PlanOptions::default());
+    let bad = to_plan_request(
+        &fixtures::snapshot(13),
+        &CatalogChoice::Default,
+        &PlanOptions::default(),
+    );
     assert_eq!(raw.plan(bad).await.expect_err("bug").code(), Code::Internal);
-    let ok = to_plan_request(&fixtures::snapshot(3), &CatalogChoice::Default, &PlanOptions::default());
+    let ok = to_plan_request(
+        &fixtures::snapshot(3),
+        &CatalogChoice::Default,
+        &PlanOptions::default(),
+    );
     raw.plan(ok).await.expect("still serving");
 }
 
@@ -241,7 +271,11 @@ async fn bearer_token_guards_the_planner_but_not_health() {
         .await
         .expect("client");
     let e = anonymous
-        .plan(&fixtures::snapshot(1), &CatalogChoice::Default, &PlanOptions::default())
+        .plan(
+            &fixtures::snapshot(1),
+            &CatalogChoice::Default,
+            &PlanOptions::default(),
+        )
         .await
         .expect_err("no token");
     let planner::client::Error::Rpc { status, .. } = e else {
@@ -253,7 +287,11 @@ async fn bearer_token_guards_the_planner_but_not_health() {
     cfg.token = Some("s3cret".into());
     let authed = PlannerClient::connect(cfg).await.expect("client");
     authed
-        .plan(&fixtures::snapshot(1), &CatalogChoice::Default, &PlanOptions::default())
+        .plan(
+            &fixtures::snapshot(1),
+            &CatalogChoice::Default,
+            &PlanOptions::default(),
+        )
         .await
         .expect("token accepted");
     assert_eq!(health_of(&server, "").await, ServingStatus::Serving);
@@ -278,7 +316,11 @@ async fn over_the_concurrency_limit_requests_are_shed_not_queued() {
     )
     .await;
     let ch = channel(&server).await;
-    let req = to_plan_request(&fixtures::snapshot(1), &CatalogChoice::Default, &PlanOptions::default());
+    let req = to_plan_request(
+        &fixtures::snapshot(1),
+        &CatalogChoice::Default,
+        &PlanOptions::default(),
+    );
     let mut a = pb::planner_client::PlannerClient::new(ch.clone());
     let first = tokio::spawn({
         let req = req.clone();
@@ -288,11 +330,17 @@ async fn over_the_concurrency_limit_requests_are_shed_not_queued() {
     let mut b = pb::planner_client::PlannerClient::new(ch);
     let shed = b.plan(req).await.expect_err("shed");
     assert_eq!(shed.code(), Code::ResourceExhausted, "{shed:?}");
-    first.await.expect("joined").expect("the first one completes");
+    first
+        .await
+        .expect("joined")
+        .expect("the first one completes");
     // Health is never shed.
     assert_eq!(health_of(&server, "").await, ServingStatus::Serving);
     let text = scrape(&server).await;
-    assert!(text.contains("dovetail_planner_requests_shed_total 1"), "{text}");
+    assert!(
+        text.contains("dovetail_planner_requests_shed_total 1"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -307,7 +355,11 @@ async fn a_request_past_the_timeout_is_deadline_exceeded() {
     )
     .await;
     let mut raw = pb::planner_client::PlannerClient::new(channel(&server).await);
-    let req = to_plan_request(&fixtures::snapshot(1), &CatalogChoice::Default, &PlanOptions::default());
+    let req = to_plan_request(
+        &fixtures::snapshot(1),
+        &CatalogChoice::Default,
+        &PlanOptions::default(),
+    );
     assert_eq!(
         raw.plan(req).await.expect_err("timeout").code(),
         Code::DeadlineExceeded
@@ -386,7 +438,11 @@ async fn mutual_tls_admits_only_clients_with_a_certificate() {
     });
     let client = PlannerClient::connect(with_cert).await.expect("client");
     client
-        .plan(&fixtures::snapshot(2), &CatalogChoice::Default, &PlanOptions::default())
+        .plan(
+            &fixtures::snapshot(2),
+            &CatalogChoice::Default,
+            &PlanOptions::default(),
+        )
         .await
         .expect("mTLS call succeeds");
 
@@ -398,7 +454,11 @@ async fn mutual_tls_admits_only_clients_with_a_certificate() {
     });
     let client = PlannerClient::connect(without_cert).await.expect("client");
     client
-        .plan(&fixtures::snapshot(2), &CatalogChoice::Default, &PlanOptions::default())
+        .plan(
+            &fixtures::snapshot(2),
+            &CatalogChoice::Default,
+            &PlanOptions::default(),
+        )
         .await
         .expect_err("no client certificate, no plan");
 }
@@ -406,7 +466,12 @@ async fn mutual_tls_admits_only_clients_with_a_certificate() {
 #[tokio::test]
 async fn the_client_fails_over_to_a_live_replica() {
     let metrics = Metrics::new();
-    let live = start(config(Auth::Disabled), service(&metrics, None), metrics.clone()).await;
+    let live = start(
+        config(Auth::Disabled),
+        service(&metrics, None),
+        metrics.clone(),
+    )
+    .await;
     // A port with nothing behind it.
     let dead = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -420,7 +485,11 @@ async fn the_client_fails_over_to_a_live_replica() {
     .expect("client");
     for _ in 0..6 {
         client
-            .plan(&fixtures::snapshot(2), &CatalogChoice::Default, &PlanOptions::default())
+            .plan(
+                &fixtures::snapshot(2),
+                &CatalogChoice::Default,
+                &PlanOptions::default(),
+            )
             .await
             .expect("every call succeeds");
     }
@@ -429,4 +498,24 @@ async fn the_client_fails_over_to_a_live_replica() {
         text.contains(r#"dovetail_planner_requests_total{method="Plan",code="Ok"} 6"#),
         "{text}"
     );
+}
+
+/// The README's grpcurl example body, as grpcurl would send it (proto3 JSON).
+#[tokio::test]
+async fn the_readme_plan_request_plans() {
+    let metrics = Metrics::new();
+    let svc = planner::api::PlannerService::new(
+        Arc::new(|r: &str| planner::catalog::aws::builtin(r).map_err(|e| e.to_string())),
+        metrics.clone(),
+        planner::api::ServiceOptions::default(),
+    );
+    let server = start(config(Auth::Disabled), svc, metrics).await;
+    let body = include_str!("fixtures/plan-request.json");
+    let req: pb::PlanRequest = serde_json::from_str(body).expect("proto3 JSON");
+    let mut raw = pb::planner_client::PlannerClient::new(channel(&server).await);
+    let plan = raw.plan(req).await.expect("plans").into_inner();
+    let summary = plan.summary.expect("summary");
+    assert_eq!(summary.pending_pods, 3);
+    assert_eq!(summary.scheduled_pods, 3, "{plan:?}");
+    assert!(!plan.node_claims.is_empty());
 }

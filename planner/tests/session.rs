@@ -46,11 +46,17 @@ fn snapshot_update(sequence: u64, pods: usize) -> pb::ClusterUpdate {
 fn close(sequence: u64, now: i64) -> pb::ClusterUpdate {
     pb::ClusterUpdate {
         sequence,
-        update: Some(pb::cluster_update::Update::CloseBatch(pb::CloseBatch { now })),
+        update: Some(pb::cluster_update::Update::CloseBatch(pb::CloseBatch {
+            now,
+        })),
     }
 }
 
-fn delta(sequence: u64, upserts: Vec<pb::upsert::Object>, deletes: Vec<(&str, &str)>) -> pb::ClusterUpdate {
+fn delta(
+    sequence: u64,
+    upserts: Vec<pb::upsert::Object>,
+    deletes: Vec<(&str, &str)>,
+) -> pb::ClusterUpdate {
     pb::ClusterUpdate {
         sequence,
         update: Some(pb::cluster_update::Update::Delta(pb::Delta {
@@ -81,9 +87,7 @@ fn new_pod(name: &str) -> pb::upsert::Object {
 
 type Tx = mpsc::Sender<pb::ClusterUpdate>;
 
-async fn open(
-    server: &Server,
-) -> (Tx, tonic::Streaming<pb::PlanResponse>) {
+async fn open(server: &Server) -> (Tx, tonic::Streaming<pb::PlanResponse>) {
     let (tx, rx) = mpsc::channel(16);
     let mut client = pb::planner_client::PlannerClient::new(channel(server).await);
     let stream = client
@@ -94,7 +98,9 @@ async fn open(
     (tx, stream)
 }
 
-async fn next_plan(stream: &mut tonic::Streaming<pb::PlanResponse>) -> Result<pb::PlanResponse, Status> {
+async fn next_plan(
+    stream: &mut tonic::Streaming<pb::PlanResponse>,
+) -> Result<pb::PlanResponse, Status> {
     tokio::time::timeout(Duration::from_secs(10), stream.next())
         .await
         .expect("an answer in time")
@@ -104,7 +110,12 @@ async fn next_plan(stream: &mut tonic::Streaming<pb::PlanResponse>) -> Result<pb
 #[tokio::test]
 async fn deltas_change_the_next_plan() {
     let metrics = Metrics::new();
-    let server = start(config(planner::config::Auth::Disabled), service(&metrics, Some(echo_plan_fn())), metrics).await;
+    let server = start(
+        config(planner::config::Auth::Disabled),
+        service(&metrics, Some(echo_plan_fn())),
+        metrics,
+    )
+    .await;
     let (tx, mut plans) = open(&server).await;
 
     tx.send(snapshot_update(100, 3)).await.expect("send");
@@ -114,16 +125,26 @@ async fn deltas_change_the_next_plan() {
     assert_eq!(p.notes[0], "now=1700000000");
 
     // uid-0 is deleted, two pods arrive (one twice: an upsert replaces), then the batch closes.
-    tx.send(delta(102, vec![new_pod("extra-a"), new_pod("extra-b")], vec![("Pod", "uid-0")]))
+    tx.send(delta(
+        102,
+        vec![new_pod("extra-a"), new_pod("extra-b")],
+        vec![("Pod", "uid-0")],
+    ))
+    .await
+    .expect("send");
+    tx.send(delta(103, vec![new_pod("extra-b")], vec![]))
         .await
         .expect("send");
-    tx.send(delta(103, vec![new_pod("extra-b")], vec![])).await.expect("send");
     tx.send(close(104, 1_700_000_060)).await.expect("send");
     let p = next_plan(&mut plans).await.expect("plan");
     assert_eq!(p.summary.as_ref().expect("summary").pending_pods, 4);
     assert_eq!(p.notes[0], "now=1700000060");
     assert!(p.notes.iter().any(|n| n == "default/extra-a"));
-    assert!(!p.notes.iter().any(|n| n == "default/app-0-0"), "{:?}", p.notes);
+    assert!(
+        !p.notes.iter().any(|n| n == "default/app-0-0"),
+        "{:?}",
+        p.notes
+    );
 
     // A new snapshot resets the session.
     tx.send(snapshot_update(500, 1)).await.expect("send");
@@ -135,7 +156,12 @@ async fn deltas_change_the_next_plan() {
 #[tokio::test]
 async fn out_of_order_updates_end_the_session_with_failed_precondition() {
     let metrics = Metrics::new();
-    let server = start(config(planner::config::Auth::Disabled), service(&metrics, Some(echo_plan_fn())), metrics).await;
+    let server = start(
+        config(planner::config::Auth::Disabled),
+        service(&metrics, Some(echo_plan_fn())),
+        metrics,
+    )
+    .await;
 
     let (tx, mut plans) = open(&server).await;
     tx.send(close(1, 0)).await.expect("send");
@@ -147,14 +173,24 @@ async fn out_of_order_updates_end_the_session_with_failed_precondition() {
     tx.send(close(12, 0)).await.expect("send");
     let e = next_plan(&mut plans).await.expect_err("gap");
     assert_eq!(e.code(), Code::FailedPrecondition);
-    assert!(e.message().contains("expected 11, got 12"), "{}", e.message());
+    assert!(
+        e.message().contains("expected 11, got 12"),
+        "{}",
+        e.message()
+    );
 
     let (tx, mut plans) = open(&server).await;
     tx.send(snapshot_update(1, 2)).await.expect("send");
-    tx.send(delta(2, vec![], vec![("Gadget", "x")])).await.expect("send");
+    tx.send(delta(2, vec![], vec![("Gadget", "x")]))
+        .await
+        .expect("send");
     let e = next_plan(&mut plans).await.expect_err("bad kind");
     assert_eq!(e.code(), Code::InvalidArgument);
-    assert!(e.message().starts_with("delta.deletes[0].kind"), "{}", e.message());
+    assert!(
+        e.message().starts_with("delta.deletes[0].kind"),
+        "{}",
+        e.message()
+    );
 }
 
 #[tokio::test]
@@ -177,7 +213,10 @@ async fn session_memory_is_bounded_and_released_when_the_stream_ends() {
     tx.send(close(2, 0)).await.expect("send");
     next_plan(&mut plans).await.expect("plan");
     let text = scrape(&server).await;
-    assert!(text.contains("dovetail_planner_session_objects 9"), "{text}");
+    assert!(
+        text.contains("dovetail_planner_session_objects 9"),
+        "{text}"
+    );
     assert!(text.contains("dovetail_planner_sessions 1"), "{text}");
     drop(tx);
     assert!(plans.next().await.is_none(), "the server ends the stream");
@@ -185,7 +224,9 @@ async fn session_memory_is_bounded_and_released_when_the_stream_ends() {
     let mut released = false;
     for _ in 0..50 {
         let text = scrape(&server).await;
-        if text.contains("dovetail_planner_session_objects 0") && text.contains("dovetail_planner_sessions 0") {
+        if text.contains("dovetail_planner_session_objects 0")
+            && text.contains("dovetail_planner_sessions 0")
+        {
             released = true;
             break;
         }
@@ -195,9 +236,13 @@ async fn session_memory_is_bounded_and_released_when_the_stream_ends() {
 
     let (tx, mut plans) = open(&server).await;
     tx.send(snapshot_update(1, 5)).await.expect("send");
-    tx.send(delta(2, (0..5).map(|i| new_pod(&format!("more-{i}"))).collect(), vec![]))
-        .await
-        .expect("send");
+    tx.send(delta(
+        2,
+        (0..5).map(|i| new_pod(&format!("more-{i}"))).collect(),
+        vec![],
+    ))
+    .await
+    .expect("send");
     let e = next_plan(&mut plans).await.expect_err("too large");
     assert_eq!(e.code(), Code::ResourceExhausted);
     assert!(e.message().contains("limit of 10"), "{}", e.message());
@@ -242,7 +287,9 @@ impl pb::actuator_server::Actuator for RecordingActuator {
 #[tokio::test]
 async fn session_plans_are_submitted_to_the_actuator_and_unary_plans_are_not() {
     let actuator = RecordingActuator::default();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let actuator_addr = listener.local_addr().expect("addr");
     tokio::spawn(
         tonic::transport::Server::builder()
@@ -288,7 +335,11 @@ async fn session_plans_are_submitted_to_the_actuator_and_unary_plans_are_not() {
     assert_eq!(basis.in_flight_claims, vec!["default-inflight".to_string()]);
     assert_eq!(basis.now, 1_700_000_000);
     assert_eq!(basis.sequence, 8);
-    assert!(first.session_id.starts_with("planner-"), "{}", first.session_id);
+    assert!(
+        first.session_id.starts_with("planner-"),
+        "{}",
+        first.session_id
+    );
     // The fixture plan: two launches and two disruptions.
     let kinds: Vec<&str> = first
         .commands
@@ -335,7 +386,10 @@ async fn an_unreachable_actuator_does_not_break_the_session() {
     tx.send(close(2, 0)).await.expect("send");
     next_plan(&mut plans).await.expect("the plan still comes");
     let text = scrape(&server).await;
-    assert!(text.contains("dovetail_planner_actuator_submit_failures_total 1"), "{text}");
+    assert!(
+        text.contains("dovetail_planner_actuator_submit_failures_total 1"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

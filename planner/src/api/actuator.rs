@@ -5,8 +5,8 @@
 //! another replica after a reconnect) carries the same key and the actuator executes it once.
 //! The basis lists the in-flight claims the plan saw, so the actuator can refuse stale plans.
 
-use proto::v1 as pb;
 use prost::Message;
+use proto::v1 as pb;
 use sha2::{Digest, Sha256};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;

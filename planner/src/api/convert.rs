@@ -218,10 +218,7 @@ fn one_of<T: Copy>(s: &str, at: At<'_>, allowed: &[(&str, T)]) -> Result<T> {
 /// [`Error::InvalidField`] naming the first field at fault.
 pub fn plan_request(req: pb::PlanRequest) -> Result<PlanInput> {
     let root = At::ROOT;
-    let snapshot = snapshot(
-        req.snapshot.unwrap_or_default(),
-        root.field("snapshot"),
-    )?;
+    let snapshot = snapshot(req.snapshot.unwrap_or_default(), root.field("snapshot"))?;
     let catalog = catalog_choice(req.catalog_source, root)?;
     let mut options = options(req.options.unwrap_or_default(), root.field("options"))?;
     options.now = req.now;
@@ -332,7 +329,11 @@ pub(crate) fn snapshot(s: pb::ClusterSnapshot, at: At<'_>) -> Result<ClusterSnap
         namespaces: list(s.namespaces, at.field("namespaces"), namespace)?,
         pvcs: list(s.pvcs, at.field("pvcs"), pvc)?,
         pvs: list(s.pvs, at.field("pvs"), pv)?,
-        storage_classes: list(s.storage_classes, at.field("storage_classes"), storage_class)?,
+        storage_classes: list(
+            s.storage_classes,
+            at.field("storage_classes"),
+            storage_class,
+        )?,
     })
 }
 
@@ -624,7 +625,14 @@ pub(crate) fn pod(p: pb::Pod, at: At<'_>) -> Result<model::Pod> {
             name: o.name,
             controller: o.controller,
         }),
-        requests: resources(p.requests, at.field("requests"))?,
+        requests: {
+            let mut r = resources(p.requests, at.field("requests"))?;
+            // Every pod takes one pod slot; callers may leave it out.
+            if r.pods == 0 {
+                r.pods = 1;
+            }
+            r
+        },
         node_selector: p.node_selector,
         required_node_affinity: list(
             p.required_node_affinity,
@@ -706,7 +714,11 @@ pub(crate) fn node_claim(c: pb::NodeClaim, at: At<'_>) -> Result<model::NodeClai
 }
 
 fn budget_nodes(s: &str, at: At<'_>) -> Result<BudgetNodes> {
-    let bad = || at.err(format!("{s:?} is neither a count nor a percentage like \"10%\""));
+    let bad = || {
+        at.err(format!(
+            "{s:?} is neither a count nor a percentage like \"10%\""
+        ))
+    };
     match s.strip_suffix('%') {
         Some(p) => p.parse().map(BudgetNodes::Percent).map_err(|_| bad()),
         None => s.parse().map(BudgetNodes::Count).map_err(|_| bad()),
@@ -714,7 +726,11 @@ fn budget_nodes(s: &str, at: At<'_>) -> Result<BudgetNodes> {
 }
 
 fn int_or_percent(s: &str, at: At<'_>) -> Result<IntOrPercent> {
-    let bad = || at.err(format!("{s:?} is neither an integer nor a percentage like \"50%\""));
+    let bad = || {
+        at.err(format!(
+            "{s:?} is neither an integer nor a percentage like \"50%\""
+        ))
+    };
     match s.strip_suffix('%') {
         Some(p) => p
             .parse()
@@ -856,7 +872,10 @@ pub(crate) fn namespace(n: pb::Namespace, at: At<'_>) -> Result<model::Namespace
     })
 }
 
-pub(crate) fn pvc(c: pb::PersistentVolumeClaim, at: At<'_>) -> Result<model::PersistentVolumeClaim> {
+pub(crate) fn pvc(
+    c: pb::PersistentVolumeClaim,
+    at: At<'_>,
+) -> Result<model::PersistentVolumeClaim> {
     Ok(model::PersistentVolumeClaim {
         namespace: non_empty(c.namespace, at.field("namespace"))?,
         name: non_empty(c.name, at.field("name"))?,
@@ -881,7 +900,10 @@ pub(crate) fn storage_class(s: pb::StorageClass, at: At<'_>) -> Result<model::St
             at.field("volume_binding_mode"),
             &[
                 ("Immediate", VolumeBindingMode::Immediate),
-                ("WaitForFirstConsumer", VolumeBindingMode::WaitForFirstConsumer),
+                (
+                    "WaitForFirstConsumer",
+                    VolumeBindingMode::WaitForFirstConsumer,
+                ),
             ],
         )?,
     };
@@ -902,9 +924,10 @@ pub(crate) fn catalog(c: pb::Catalog, at: At<'_>) -> Result<Catalog> {
         let oa = at.field("overhead");
         let offerings = list(t.offerings, at.field("offerings"), |o, at| {
             if !o.price.is_finite() || o.price < 0.0 {
-                return Err(at
-                    .field("price")
-                    .err(format!("must be a finite, non-negative number, got {}", o.price)));
+                return Err(at.field("price").err(format!(
+                    "must be a finite, non-negative number, got {}",
+                    o.price
+                )));
             }
             Ok(Offering {
                 zone: non_empty(o.zone, at.field("zone"))?,

@@ -93,7 +93,10 @@ fn rich_snapshot() -> ClusterSnapshot {
             namespace: "kube-system".into(),
             name: "aws-node".into(),
             uid: "ds-uid".into(),
-            requests: Resources::cpu_memory(25, 0),
+            requests: Resources {
+                pods: 1,
+                ..Resources::cpu_memory(25, 0)
+            },
             ..model::Pod::default()
         },
     });
@@ -154,7 +157,11 @@ fn builtin_catalog_reference_round_trips() {
     let choice = CatalogChoice::Builtin {
         region: "eu-west-1".into(),
     };
-    let req = to_plan_request(&ClusterSnapshot::default(), &choice, &PlanOptions::default());
+    let req = to_plan_request(
+        &ClusterSnapshot::default(),
+        &choice,
+        &PlanOptions::default(),
+    );
     assert_eq!(plan_request(req).expect("valid").catalog, choice);
 }
 
@@ -252,7 +259,10 @@ fn structural_errors_name_the_field() {
             ..pb::Disruption::default()
         });
     });
-    assert_eq!(e.field(), "snapshot.node_pools[0].disruption.budgets[0].nodes");
+    assert_eq!(
+        e.field(),
+        "snapshot.node_pools[0].disruption.budgets[0].nodes"
+    );
 }
 
 #[test]
@@ -260,7 +270,10 @@ fn plan_round_trips_through_the_wire() {
     let plan = fixtures::plan();
     let resp = pb::PlanResponse::from(&plan);
     assert_eq!(Plan::from(resp), plan);
-    assert_eq!(Plan::from(pb::PlanResponse::from(&Plan::default())), Plan::default());
+    assert_eq!(
+        Plan::from(pb::PlanResponse::from(&Plan::default())),
+        Plan::default()
+    );
 }
 
 /// The contract: the proto3 JSON of a PlanResponse (pbjson, default values emitted) is

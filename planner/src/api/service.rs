@@ -187,7 +187,8 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .map_err(|e| Error::PlannerFailed(e.to_string()))?
 }
 
-type SessionStream = Pin<Box<dyn Stream<Item = std::result::Result<pb::PlanResponse, Status>> + Send>>;
+type SessionStream =
+    Pin<Box<dyn Stream<Item = std::result::Result<pb::PlanResponse, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl pb::planner_server::Planner for PlannerService {
@@ -202,7 +203,9 @@ impl pb::planner_server::Planner for PlannerService {
             .instrument(tracing::debug_span!("plan"))
             .await
             .map_err(Status::from);
-        let code = result.as_ref().map_or_else(|s| s.code(), |_| tonic::Code::Ok);
+        let code = result
+            .as_ref()
+            .map_or_else(|s| s.code(), |_| tonic::Code::Ok);
         if let Err(s) = &result {
             tracing::info!(code = ?s.code(), message = s.message(), "Plan refused");
         }

@@ -105,8 +105,14 @@ async fn run(
                     }
                 };
                 if let Some(fwd) = &service.actuator {
-                    fwd.submit(&id, batch.sequence, &batch.snapshot, batch.options.now, &plan)
-                        .await;
+                    fwd.submit(
+                        &id,
+                        batch.sequence,
+                        &batch.snapshot,
+                        batch.options.now,
+                        &plan,
+                    )
+                    .await;
                 }
                 metrics.request("Session", tonic::Code::Ok, start.elapsed().as_secs_f64());
                 if tx.send(Ok((&plan).into())).await.is_err() {
@@ -298,7 +304,9 @@ impl SessionState {
         let ua = at.field("upserts");
         for (i, u) in d.upserts.into_iter().enumerate() {
             let at = ua.index(i);
-            let object = u.object.ok_or_else(|| at.field("object").err("is required"))?;
+            let object = u
+                .object
+                .ok_or_else(|| at.field("object").err("is required"))?;
             self.upsert(object, at)?;
         }
         let da = at.field("deletes");
@@ -344,15 +352,40 @@ impl SessionState {
         }
         each(self, s.pods, at.field("pods"), Object::Pod)?;
         each(self, s.nodes, at.field("nodes"), Object::Node)?;
-        each(self, s.node_claims, at.field("node_claims"), Object::NodeClaim)?;
+        each(
+            self,
+            s.node_claims,
+            at.field("node_claims"),
+            Object::NodeClaim,
+        )?;
         each(self, s.node_pools, at.field("node_pools"), Object::NodePool)?;
-        each(self, s.node_classes, at.field("node_classes"), Object::NodeClass)?;
-        each(self, s.daemon_sets, at.field("daemon_sets"), Object::DaemonSet)?;
+        each(
+            self,
+            s.node_classes,
+            at.field("node_classes"),
+            Object::NodeClass,
+        )?;
+        each(
+            self,
+            s.daemon_sets,
+            at.field("daemon_sets"),
+            Object::DaemonSet,
+        )?;
         each(self, s.pdbs, at.field("pdbs"), Object::Pdb)?;
-        each(self, s.namespaces, at.field("namespaces"), Object::Namespace)?;
+        each(
+            self,
+            s.namespaces,
+            at.field("namespaces"),
+            Object::Namespace,
+        )?;
         each(self, s.pvcs, at.field("pvcs"), Object::Pvc)?;
         each(self, s.pvs, at.field("pvs"), Object::Pv)?;
-        each(self, s.storage_classes, at.field("storage_classes"), Object::StorageClass)?;
+        each(
+            self,
+            s.storage_classes,
+            at.field("storage_classes"),
+            Object::StorageClass,
+        )?;
         Ok(())
     }
 
@@ -421,7 +454,8 @@ impl SessionState {
             }
             Object::StorageClass(c) => {
                 let k = key(&c.uid, None, &c.name);
-                self.storage_classes.insert(k, convert::storage_class(c, at)?);
+                self.storage_classes
+                    .insert(k, convert::storage_class(c, at)?);
             }
         }
         Ok(())

@@ -49,7 +49,10 @@ mod tests {
         assert!(s.message().starts_with("snapshot.pods[17].requests.cpu: "));
         let details = s.get_error_details();
         let br = details.bad_request().expect("bad request details");
-        assert_eq!(br.field_violations[0].field, "snapshot.pods[17].requests.cpu");
+        assert_eq!(
+            br.field_violations[0].field,
+            "snapshot.pods[17].requests.cpu"
+        );
     }
 
     #[test]
