@@ -248,10 +248,13 @@ async fn session_memory_is_bounded_and_released_when_the_stream_ends() {
     assert!(e.message().contains("limit of 10"), "{}", e.message());
 }
 
+/// One submission: the authorization header and the request.
+type Seen = (Option<String>, pb::SubmitRequest);
+
 /// A stand-in actuator that records what it is sent.
 #[derive(Clone, Default)]
 struct RecordingActuator {
-    seen: Arc<Mutex<Vec<(Option<String>, pb::SubmitRequest)>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 #[tonic::async_trait]
