@@ -23,6 +23,7 @@ pub mod client;
 #[cfg(feature = "grpc")]
 pub mod config;
 pub mod labels;
+pub mod manifests;
 #[cfg(feature = "grpc")]
 pub mod metrics;
 pub mod model;

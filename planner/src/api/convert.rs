@@ -804,6 +804,7 @@ pub(crate) fn node_pool(p: pb::NodePool, at: At<'_>) -> Result<model::NodePool> 
         limited_resources: p.limited_resources,
         disruption: disruption(p.disruption, at.field("disruption"))?,
         template_hash: p.template_hash,
+        metadata_annotations: p.metadata_annotations,
     })
 }
 
@@ -825,9 +826,54 @@ pub(crate) fn node_class(c: pb::NodeClass, at: At<'_>) -> Result<model::NodeClas
             kube_reserved: resource_list(k.kube_reserved, ka.field("kube_reserved"))?,
             system_reserved: resource_list(k.system_reserved, ka.field("system_reserved"))?,
             eviction_hard: resource_list(k.eviction_hard, ka.field("eviction_hard"))?,
+            eviction_hard_percent: percentages(
+                k.eviction_hard_percent,
+                ka.field("eviction_hard_percent"),
+            )?,
         },
         spec_hash: c.spec_hash,
+        root_volume_size: c
+            .root_volume_size
+            .map(|q| {
+                let a = at.field("root_volume_size");
+                quantity::parse_units(&q)
+                    .map_err(|e| a.err(e.to_string()))
+                    .and_then(|v| non_negative(v, a))
+            })
+            .transpose()?,
+        metadata_annotations: c.metadata_annotations,
     })
+}
+
+/// `{"memory": "7.5%"}` → milli-percent by resource name.
+fn percentages(m: BTreeMap<String, String>, at: At<'_>) -> Result<BTreeMap<String, i64>> {
+    let mut out = BTreeMap::new();
+    for (k, v) in &m {
+        let a = at.key(k);
+        let n = v
+            .strip_suffix('%')
+            .ok_or_else(|| a.err(format!("{v:?} is not a percentage like \"10%\"")))
+            .and_then(|p| quantity::parse_milli(p).map_err(|e| a.err(e.to_string())))?;
+        if !(0..=100_000).contains(&n) {
+            return Err(a.err(format!("{v:?} is not between 0% and 100%")));
+        }
+        out.insert(k.clone(), n);
+    }
+    Ok(out)
+}
+
+fn percentages_out(m: &BTreeMap<String, i64>) -> BTreeMap<String, String> {
+    m.iter()
+        .map(|(k, v)| {
+            let text = if v % 1000 == 0 {
+                format!("{}%", v / 1000)
+            } else {
+                let frac = format!("{:03}", v % 1000);
+                format!("{}.{}%", v / 1000, frac.trim_end_matches('0'))
+            };
+            (k.clone(), text)
+        })
+        .collect()
 }
 
 pub(crate) fn daemon_set(d: pb::DaemonSet, at: At<'_>) -> Result<model::DaemonSet> {
@@ -1210,6 +1256,7 @@ impl From<&model::NodePool> for pb::NodePool {
             }),
             template_hash: p.template_hash.clone(),
             uid: String::new(),
+            metadata_annotations: p.metadata_annotations.clone(),
         }
     }
 }
@@ -1226,9 +1273,12 @@ impl From<&model::NodeClass> for pb::NodeClass {
                 kube_reserved: resource_list_out(&k.kube_reserved),
                 system_reserved: resource_list_out(&k.system_reserved),
                 eviction_hard: resource_list_out(&k.eviction_hard),
+                eviction_hard_percent: percentages_out(&k.eviction_hard_percent),
             }),
             spec_hash: c.spec_hash.clone(),
             uid: String::new(),
+            root_volume_size: c.root_volume_size.map(format_bytes),
+            metadata_annotations: c.metadata_annotations.clone(),
         }
     }
 }

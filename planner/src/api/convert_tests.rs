@@ -68,6 +68,9 @@ fn rich_snapshot() -> ClusterSnapshot {
     p.phase = PodPhase::Running;
     p.start_time = Some(1_700_000_100);
     s.node_pools[0].limits = Some(Resources::cpu_memory(100_000, 0));
+    s.node_pools[0]
+        .metadata_annotations
+        .insert("karpenter.sh/nodepool-hash".into(), "42".into());
     s.node_pools[0].disruption.budgets.push(model::Budget {
         nodes: BudgetNodes::Count(0),
         reasons: vec!["Drifted".into()],
@@ -83,8 +86,15 @@ fn rich_snapshot() -> ClusterSnapshot {
             kube_reserved: Some(Resources::cpu_memory(100, 1 << 30)),
             system_reserved: Some(Resources::default()),
             eviction_hard: None,
+            eviction_hard_percent: [
+                ("memory".to_string(), 7500),
+                ("ephemeral-storage".to_string(), 10_000),
+            ]
+            .into(),
         },
         spec_hash: "123".into(),
+        root_volume_size: Some(20 << 30),
+        metadata_annotations: [("a".to_string(), "b".to_string())].into(),
     });
     s.daemon_sets.push(model::DaemonSet {
         namespace: "kube-system".into(),
@@ -295,4 +305,22 @@ fn proto3_json_of_the_response_is_the_cli_json() {
     let json = serde_json::to_string(&pb::PlanResponse::from(&fixtures::plan())).expect("json");
     assert!(json.contains("\"lowerBoundCostPerHour\":0.031"), "{json}");
     assert!(json.contains("\"replacements\":[]"), "{json}");
+}
+
+#[test]
+fn eviction_percentages_are_checked() {
+    let e = error_of(|r| {
+        snap(r).node_classes[0].kubelet = Some(pb::KubeletConfig {
+            eviction_hard_percent: [("memory".to_string(), "110%".to_string())].into(),
+            ..pb::KubeletConfig::default()
+        });
+    });
+    assert_eq!(
+        e.field(),
+        "snapshot.node_classes[0].kubelet.eviction_hard_percent.memory"
+    );
+    let e = error_of(|r| {
+        snap(r).node_classes[0].root_volume_size = Some("big".into());
+    });
+    assert_eq!(e.field(), "snapshot.node_classes[0].root_volume_size");
 }
