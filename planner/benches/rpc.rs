@@ -77,26 +77,35 @@ fn ms(d: Duration) -> f64 {
 }
 
 struct Run {
+    calls: usize,
     throughput: f64,
     p50: Duration,
     p99: Duration,
 }
 
+/// `callers` concurrent loops of Plan calls until `max_calls` are done in total or `budget` has
+/// passed (every caller makes at least one call).
 async fn drive(
     client: &PlannerClient,
     snapshot: Arc<ClusterSnapshot>,
     callers: usize,
-    calls: usize,
+    max_calls: usize,
+    budget: Duration,
 ) -> Run {
     let start = Instant::now();
+    let issued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut tasks = Vec::new();
-    for c in 0..callers {
+    for _ in 0..callers {
         let client = client.clone();
         let snapshot = snapshot.clone();
-        let mine = calls / callers + usize::from(c < calls % callers);
+        let issued = issued.clone();
         tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::with_capacity(mine);
-            for _ in 0..mine {
+            let mut lat = Vec::new();
+            loop {
+                let n = issued.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if !lat.is_empty() && (n >= max_calls || start.elapsed() > budget) {
+                    break;
+                }
                 let t = Instant::now();
                 client
                     .plan(&snapshot, &CatalogChoice::Default, &PlanOptions::default())
@@ -114,6 +123,7 @@ async fn drive(
     let wall = start.elapsed();
     all.sort();
     Run {
+        calls: all.len(),
         throughput: all.len() as f64 / wall.as_secs_f64(),
         p50: percentile(&all, 0.5),
         p99: percentile(&all, 0.99),
@@ -134,28 +144,28 @@ fn main() {
 
     for pods in [1_000usize, 10_000] {
         let snapshot = Arc::new(fixtures::snapshot(pods));
-        let calls = match (pods, quick) {
-            (1_000, false) => 120,
-            (1_000, true) => 30,
-            (_, false) => 24,
-            (_, true) => 8,
-        };
+        let calls = if quick { 16 } else { 60 };
+        let budget = Duration::from_secs(if quick { 15 } else { 45 });
 
         // In-process baseline.
-        let rounds = calls.min(20);
+        let rounds = if quick { 3 } else { 10 };
         let mut local = Vec::new();
         let mut plan = None;
+        let began = Instant::now();
         for _ in 0..rounds {
             let t = Instant::now();
             plan = Some(planner::plan(&snapshot, &catalog, &options));
             local.push(t.elapsed());
+            if began.elapsed() > budget {
+                break;
+            }
         }
         local.sort();
         let plan = plan.expect("planned");
         // Wire cost alone: model → proto → bytes → proto → model.
         let mut wire = Vec::new();
         let mut bytes = 0;
-        for _ in 0..rounds {
+        for _ in 0..10 {
             let t = Instant::now();
             let req = to_plan_request(&snapshot, &CatalogChoice::Default, &options);
             let buf = prost::Message::encode_to_vec(&req);
@@ -202,7 +212,7 @@ fn main() {
                         .expect("warm-up");
                 }
                 for callers in [1usize, 4] {
-                    let run = drive(&client, snapshot.clone(), callers, calls).await;
+                    let run = drive(&client, snapshot.clone(), callers, calls, budget).await;
                     let eff = match (callers, r, base) {
                         (4, 1, _) => {
                             base = Some(run.throughput);
@@ -217,7 +227,8 @@ fn main() {
                         format!("{:.0}%", eff * 100.0)
                     };
                     println!(
-                        "{r:>8} {callers:>7} {calls:>6} {:>8.2} {:>8.2} {:>9.2}  {eff_text}",
+                        "{r:>8} {callers:>7} {:>6} {:>8.2} {:>8.2} {:>9.2}  {eff_text}",
+                        run.calls,
                         run.throughput,
                         ms(run.p50),
                         ms(run.p99)
