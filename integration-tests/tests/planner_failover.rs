@@ -36,7 +36,7 @@ async fn plan_calls_survive_a_killed_and_a_drained_replica() -> anyhow::Result<(
         replicas.iter().map(PlannerProcess::endpoint).collect(),
     ))
     .await?;
-    let snapshot = Arc::new(fixtures::snapshot(200));
+    let snapshot = Arc::new(fixtures::snapshot(40));
     let expected = planner::plan(
         &snapshot,
         &planner::catalog::aws::builtin("us-east-1")?,
