@@ -285,6 +285,56 @@ impl PlannerClient {
     }
 }
 
+// === impl PlannerClient (sessions) ===
+
+impl PlannerClient {
+    /// Opens a `Session` stream on the next replica that accepts it (round-robin, failing over
+    /// like [`PlannerClient::plan_request`]). `make` builds the stream of updates for one
+    /// attempt, starting with a snapshot; it is called again for each replica tried. When an
+    /// open session later ends with UNAVAILABLE or FAILED_PRECONDITION, call this again.
+    ///
+    /// # Errors
+    /// [`Error::Rpc`] when no replica accepts the stream.
+    pub async fn session<F, S>(&self, mut make: F) -> Result<tonic::Streaming<pb::PlanResponse>>
+    where
+        F: FnMut() -> S,
+        S: futures::Stream<Item = pb::ClusterUpdate> + Send + 'static,
+    {
+        let n = self.replicas.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let mut order: Vec<usize> = (0..n).map(|i| (start + i) % n).collect();
+        order.sort_by_key(|&i| self.replicas[i].is_ejected(now));
+        let mut last = None;
+        for i in order {
+            let replica = &self.replicas[i];
+            match replica.client.clone().session(make()).await {
+                Ok(resp) => {
+                    replica.restore();
+                    return Ok(resp.into_inner());
+                }
+                Err(status) if is_retryable(&status) => {
+                    replica.eject(Instant::now() + EJECT_FOR);
+                    last = Some((replica.name.clone(), status));
+                }
+                Err(status) => {
+                    return Err(Error::Rpc {
+                        replica: replica.name.clone(),
+                        status,
+                    });
+                }
+            }
+        }
+        let (replica, status) = last.unwrap_or_else(|| {
+            (
+                String::new(),
+                tonic::Status::unavailable("no planner replica"),
+            )
+        });
+        Err(Error::Rpc { replica, status })
+    }
+}
+
 /// Failures another replica may not have: it is down, the connection broke, or it sheds load.
 fn is_retryable(status: &tonic::Status) -> bool {
     matches!(

@@ -415,3 +415,37 @@ async fn shutdown_ends_open_sessions_with_unavailable() {
     drop(tx);
     stop.await.expect("joined").expect("clean stop");
 }
+
+#[tokio::test]
+async fn the_client_opens_sessions_on_a_live_replica() {
+    let metrics = Metrics::new();
+    let server = start(
+        config(planner::config::Auth::Disabled),
+        service(&metrics, Some(echo_plan_fn())),
+        metrics,
+    )
+    .await;
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr");
+    let client = planner::client::PlannerClient::connect(planner::client::ClientConfig::new(vec![
+        dead.to_string(),
+        server.running.grpc_addr.to_string(),
+    ]))
+    .await
+    .expect("client");
+    for _ in 0..2 {
+        let mut attempts = 0;
+        let mut plans = client
+            .session(|| {
+                attempts += 1;
+                tokio_stream::iter([snapshot_update(1, 3), close(2, 10)])
+            })
+            .await
+            .expect("a session opens");
+        let p = next_plan(&mut plans).await.expect("plan");
+        assert_eq!(p.summary.expect("summary").pending_pods, 3);
+        assert!(attempts <= 2);
+    }
+}
