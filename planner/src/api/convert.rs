@@ -805,6 +805,7 @@ pub(crate) fn node_pool(p: pb::NodePool, at: At<'_>) -> Result<model::NodePool> 
         disruption: disruption(p.disruption, at.field("disruption"))?,
         template_hash: p.template_hash,
         metadata_annotations: p.metadata_annotations,
+        deletion_time: p.deletion_time,
     })
 }
 
@@ -1257,6 +1258,7 @@ impl From<&model::NodePool> for pb::NodePool {
             template_hash: p.template_hash.clone(),
             uid: String::new(),
             metadata_annotations: p.metadata_annotations.clone(),
+            deletion_time: p.deletion_time,
         }
     }
 }
