@@ -369,12 +369,14 @@ async fn a_request_past_the_timeout_is_deadline_exceeded() {
 #[tokio::test]
 async fn large_snapshots_fit_in_the_message_limit() {
     let metrics = Metrics::new();
-    let server = start(config(Auth::Disabled), service(&metrics, None), metrics).await;
-    let client = PlannerClient::connect(ClientConfig::new(vec![
-        server.running.grpc_addr.to_string(),
-    ]))
-    .await
-    .expect("client");
+    // This test is about message size, not speed: planning 50k pods in a debug build on a
+    // loaded CI machine may take longer than the default request timeout.
+    let mut cfg = config(Auth::Disabled);
+    cfg.request_timeout = Duration::from_secs(600);
+    let server = start(cfg, service(&metrics, None), metrics).await;
+    let mut client_config = ClientConfig::new(vec![server.running.grpc_addr.to_string()]);
+    client_config.timeout = Duration::from_secs(600);
+    let client = PlannerClient::connect(client_config).await.expect("client");
     // Well past tonic's 4 MiB default.
     let snapshot = fixtures::snapshot(50_000);
     let size = prost::Message::encoded_len(&to_plan_request(
