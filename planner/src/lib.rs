@@ -9,6 +9,7 @@
 //! `manifests` reads Kubernetes YAML/JSON.
 
 pub mod catalog;
+pub mod consolidation;
 pub mod labels;
 pub mod model;
 pub mod plan;

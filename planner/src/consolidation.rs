@@ -1,0 +1,260 @@
+//! Disruption: which existing nodes to remove or replace — Empty, Underutilized, Drifted and
+//! Expired decisions — following Karpenter v1's disruption controller, and going beyond its
+//! many→1 consolidation with many→k repacks.
+//!
+//! Everything here is pure: the clock is `PlanOptions::now` and the only way to learn whether
+//! pods fit is the scheduler, through [`Simulate`] (the engine's `Scheduler::simulate`), never
+//! a second packer. A plan's decisions are meant to run together, so each is evaluated on the
+//! cluster as the earlier decisions leave it: a [`Session`] keeps that working snapshot, and
+//! the caller rebuilds the scheduler over it after each committed decision. Within one state,
+//! candidates are evaluated incrementally: a simulation removes their nodes and places only
+//! their pods on the model built once for that state.
+//!
+//! Order of work (as Karpenter): expiry (forceful, ignores budgets and blockers), empty nodes
+//! (one decision per NodePool, as many as the budget allows), drift (replacement without a
+//! price check), then underutilized nodes: every candidate is simulated alone, then the largest
+//! jointly valid prefix of the deletable ones (in Karpenter's order: cheapest disruption per
+//! saving first) is committed; when no deletion is left, the largest prefix that some k new
+//! nodes can hold more cheaply (many→k) is committed, then single replacements.
+
+mod budgets;
+mod candidate;
+pub mod cron;
+mod duration;
+mod session;
+#[cfg(test)]
+mod tests;
+
+use thiserror::Error;
+
+pub use candidate::{
+    Candidate, HASH_VERSION, NODECLASS_HASH_VERSION, NODEPOOL_HASH_VERSION, POD_DELETION_COST,
+    eviction_cost, is_reschedulable, lifetime_remaining, offering_price, pod_do_not_disrupt,
+};
+pub use session::{Command, MIN_SPOT_TO_SPOT_TYPES, Rejection, Session};
+
+use crate::catalog::Catalog;
+use crate::model::{ClusterSnapshot, PlanOptions, Pod, PodKey};
+use crate::plan::{DisruptionDecision, PlannedNodeClaim};
+
+/// Errors of disruption planning.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Error {
+    /// A disruption budget's `schedule` is not a valid cron expression.
+    #[error("NodePool {pool}: disruption budget schedule: {source}")]
+    Schedule {
+        /// The NodePool at fault.
+        pool: String,
+        /// What is wrong with the schedule.
+        #[source]
+        source: cron::Error,
+    },
+}
+
+/// Why a node is disrupted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    /// No reschedulable pods.
+    Empty,
+    /// Its pods fit elsewhere, or on cheaper nodes.
+    Underutilized,
+    /// It no longer matches its NodePool / EC2NodeClass or the catalog.
+    Drifted,
+    /// `expireAfter` elapsed.
+    Expired,
+}
+
+// === impl Reason ===
+
+impl Reason {
+    /// The name used in plans and budgets.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Empty => "Empty",
+            Reason::Underutilized => "Underutilized",
+            Reason::Drifted => "Drifted",
+            Reason::Expired => "Expired",
+        }
+    }
+}
+
+/// What a disruption simulation returns: where the displaced pods go.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Simulation {
+    /// New NodeClaims the displaced pods need (`pods` are the pods placed on each).
+    pub new_claims: Vec<PlannedNodeClaim>,
+    /// Pods placed on remaining existing nodes / in-flight claims, by node name.
+    pub existing: Vec<(String, Vec<PodKey>)>,
+    /// Pods that fit nowhere, with reasons.
+    pub unschedulable: Vec<(PodKey, String)>,
+}
+
+/// The scheduler's disruption simulation (`scheduling::Scheduler::simulate`), built over one
+/// cluster state.
+pub trait Simulate {
+    /// Places `displaced` as if the nodes in `removed` were gone. Must not change `self`
+    /// observably and must be deterministic.
+    fn simulate(&self, removed: &[&str], displaced: &[&Pod]) -> Simulation;
+}
+
+/// Builds a simulator over a cluster state.
+pub type BuildSimulator<'c> = dyn for<'s> Fn(&'s ClusterSnapshot) -> Box<dyn Simulate + 's> + 'c;
+
+/// Counters of a disruption run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Candidates (initialized NodePool nodes not being deleted).
+    pub candidates: usize,
+    /// Simulations run.
+    pub simulations: usize,
+    /// Cluster states the scheduler was built over.
+    pub rebuilds: usize,
+}
+
+/// The decisions of a plan, with notes and counters.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outcome {
+    /// Decisions, in the order they were committed.
+    pub decisions: Vec<DisruptionDecision>,
+    /// Things a person should know (blockers, many→k repacks, forced expiries).
+    pub notes: Vec<String>,
+    /// Counters.
+    pub stats: Stats,
+}
+
+/// Checks the parts of a snapshot that disruption parses (budget schedules).
+///
+/// # Errors
+/// [`Error::Schedule`] naming the NodePool whose budget schedule is invalid.
+pub fn validate(snapshot: &ClusterSnapshot) -> Result<(), Error> {
+    for pool in &snapshot.node_pools {
+        for b in &pool.disruption.budgets {
+            if let Some(s) = &b.schedule {
+                cron::Schedule::parse(s).map_err(|source| Error::Schedule {
+                    pool: pool.name.clone(),
+                    source,
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Computes the disruption decisions of a snapshot with dovetail's search.
+///
+/// # Errors
+/// [`Error::Schedule`] when a budget schedule is invalid.
+pub fn disrupt(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    options: &PlanOptions,
+    build: &BuildSimulator<'_>,
+) -> Result<Outcome, Error> {
+    let mut s = Session::new(snapshot, catalog, options)?;
+    expire(&mut s, build);
+    empty(&mut s);
+    drift(&mut s, build);
+    underutilized(&mut s, build);
+    Ok(s.finish())
+}
+
+/// Expired nodes, one decision per NodePool; forceful: no budget, no blocker, and pods that fit
+/// nowhere are reported in a note rather than holding the expiry back.
+fn expire(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
+    for pool in s.pool_names() {
+        let group: Vec<usize> = s.ordered(|c| c.expired && c.node_pool == pool);
+        if group.is_empty() {
+            continue;
+        }
+        let cmd = {
+            let sim = s.build(build);
+            s.evaluate(&*sim, &group, Reason::Expired, None)
+        };
+        if let Ok(cmd) = cmd {
+            s.commit(cmd);
+        }
+    }
+}
+
+/// Empty nodes: consolidatable, unblocked, no reschedulable pods; one decision per NodePool
+/// with as many as its Empty budget allows.
+fn empty(s: &mut Session<'_>) {
+    for pool in s.pool_names() {
+        let budget = s.remaining(&pool, Reason::Empty);
+        let group: Vec<usize> = s
+            .ordered(|c| c.node_pool == pool && c.consolidatable && c.blocker.is_none())
+            .into_iter()
+            .filter(|&c| s.is_empty(c))
+            .take(budget as usize)
+            .collect();
+        if !group.is_empty() {
+            let cmd = s.empty_command(&group, Reason::Empty);
+            s.commit(cmd);
+        }
+    }
+}
+
+/// Drifted nodes, per NodePool within its Drifted budget: each is simulated alone; the largest
+/// prefix of those that can be replaced whose pods fit together is committed as one decision
+/// (replacements without a price check).
+fn drift(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
+    for pool in s.pool_names() {
+        let budget = s.remaining(&pool, Reason::Drifted) as usize;
+        let drifted = s.ordered(|c| c.node_pool == pool && c.drift.is_some() && c.blocker.is_none());
+        if drifted.is_empty() || budget == 0 {
+            continue;
+        }
+        let cmd = {
+            let sim = s.build(build);
+            let valid: Vec<usize> = drifted
+                .into_iter()
+                .filter(|&c| {
+                    s.evaluate(&*sim, &[c], Reason::Drifted, None)
+                        .map_err(|r| s.reject(c, r))
+                        .is_ok()
+                })
+                .take(budget)
+                .collect();
+            s.prefix_search(&*sim, &valid, Reason::Drifted, None, 1)
+        };
+        if let Some(cmd) = cmd {
+            s.commit(cmd);
+        }
+    }
+}
+
+/// Underutilized nodes (dovetail's search; see the module header).
+fn underutilized(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
+    loop {
+        let order = s.underutilized_order();
+        if order.is_empty() {
+            return;
+        }
+        let cmd = {
+            let sim = s.build(build);
+            let mut deletable = Vec::new();
+            let mut valid = Vec::new();
+            let mut first_replace: Option<Command> = None;
+            for &c in &order {
+                match s.evaluate(&*sim, &[c], Reason::Underutilized, None) {
+                    Ok(cmd) => {
+                        valid.push(c);
+                        if cmd.replacements.is_empty() {
+                            deletable.push(c);
+                        } else if first_replace.is_none() {
+                            first_replace = Some(cmd);
+                        }
+                    }
+                    Err(r) => s.reject(c, r),
+                }
+            }
+            s.prefix_search(&*sim, &deletable, Reason::Underutilized, Some(0), 1)
+                .or_else(|| s.prefix_search(&*sim, &valid, Reason::Underutilized, None, 2))
+                .or(first_replace)
+        };
+        match cmd {
+            Some(cmd) => s.commit(cmd),
+            None => return,
+        }
+    }
+}
