@@ -97,8 +97,17 @@ pub trait Simulate {
     fn simulate(&self, removed: &[&str], displaced: &[&Pod]) -> Simulation;
 }
 
-/// Builds a simulator over a cluster state.
-pub type BuildSimulator<'c> = dyn for<'s> Fn(&'s ClusterSnapshot) -> Box<dyn Simulate + 's> + 'c;
+/// Builds a simulator over a cluster state (snapshot, catalog, options of the plan).
+pub type BuildSimulator<'c> = dyn for<'s> Fn(&'s ClusterSnapshot, &'s Catalog, &'s PlanOptions) -> Box<dyn Simulate + 's>
+    + 'c;
+
+/// Gives a closure the higher-ranked type [`BuildSimulator`] needs (closures do not infer it).
+pub fn builder<F>(f: F) -> F
+where
+    F: for<'s> Fn(&'s ClusterSnapshot, &'s Catalog, &'s PlanOptions) -> Box<dyn Simulate + 's>,
+{
+    f
+}
 
 /// Counters of a disruption run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -233,23 +242,25 @@ fn underutilized(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
         let cmd = {
             let sim = s.build(build);
             let mut deletable = Vec::new();
-            let mut valid = Vec::new();
+            let mut repackable = Vec::new();
             let mut first_replace: Option<Command> = None;
             for &c in &order {
                 match s.evaluate(&*sim, &[c], Reason::Underutilized, None) {
                     Ok(cmd) => {
-                        valid.push(c);
+                        repackable.push(c);
                         if cmd.replacements.is_empty() {
                             deletable.push(c);
                         } else if first_replace.is_none() {
                             first_replace = Some(cmd);
                         }
                     }
+                    // Alone it is not cheaper, but with others it may be (many→k).
+                    Err(Rejection::NotCheaper(_)) => repackable.push(c),
                     Err(r) => s.reject(c, r),
                 }
             }
             s.prefix_search(&*sim, &deletable, Reason::Underutilized, Some(0), 1)
-                .or_else(|| s.prefix_search(&*sim, &valid, Reason::Underutilized, None, 2))
+                .or_else(|| s.prefix_search(&*sim, &repackable, Reason::Underutilized, None, 2))
                 .or(first_replace)
         };
         match cmd {

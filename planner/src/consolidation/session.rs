@@ -41,8 +41,11 @@ pub struct Command {
 pub enum Rejection {
     /// A blocker applies (PDB, do-not-disrupt, ...).
     Blocked(String),
-    /// The pods do not fit, or the replacement is not cheaper.
-    Invalid(String),
+    /// Some pod fits nowhere.
+    NoFit(String),
+    /// The pods fit, but not more cheaply (or on more new nodes than allowed, or breaking the
+    /// spot→spot rules); a larger group may still do better.
+    NotCheaper(String),
 }
 
 /// The state of one disruption run.
@@ -139,7 +142,7 @@ impl<'a> Session<'a> {
     /// Builds a simulator over the working state (counted in [`Stats::rebuilds`]).
     pub fn build<'s>(&'s self, build: &BuildSimulator<'_>) -> Box<dyn Simulate + 's> {
         self.rebuilds.set(self.rebuilds.get() + 1);
-        build(&self.working)
+        build(&self.working, self.catalog, self.options)
     }
 
     /// All candidates, sorted by node name.
@@ -214,7 +217,8 @@ impl<'a> Session<'a> {
     }
 
     /// Candidates for Underutilized consolidation, in order, taken while their NodePool's
-    /// budget allows: consolidatable, policy WhenEmptyOrUnderutilized, unblocked, priced.
+    /// budget allows: consolidatable, policy WhenEmptyOrUnderutilized, unblocked, priced, not
+    /// empty (empty nodes are the Empty budget's business).
     pub fn underutilized_order(&self) -> Vec<usize> {
         let mut taken: BTreeMap<&str, u32> = BTreeMap::new();
         self.ordered(|c| {
@@ -224,6 +228,7 @@ impl<'a> Session<'a> {
                 && c.price.is_some()
         })
         .into_iter()
+        .filter(|&i| !self.is_empty(i))
         .filter(|&i| {
             let pool = self.candidates[i].node_pool.as_str();
             let t = taken.entry(pool).or_default();
@@ -310,12 +315,12 @@ impl<'a> Session<'a> {
         if reason != Reason::Expired
             && let Some((pod, why)) = result.unschedulable.first()
         {
-            return Err(Rejection::Invalid(format!("pod {pod} would not fit: {why}")));
+            return Err(Rejection::NoFit(format!("pod {pod} would not fit: {why}")));
         }
         if let Some(max) = max_claims
             && result.new_claims.len() > max
         {
-            return Err(Rejection::Invalid(format!(
+            return Err(Rejection::NotCheaper(format!(
                 "needs {} new nodes, at most {max} allowed",
                 result.new_claims.len()
             )));
@@ -420,7 +425,7 @@ impl<'a> Session<'a> {
             return Ok(claims);
         }
         if group.iter().any(|&c| self.candidates[c].price.is_none()) {
-            return Err(Rejection::Invalid("a node's price is unknown".into()));
+            return Err(Rejection::NotCheaper("a node's price is unknown".into()));
         }
         let all_spot = group
             .iter()
@@ -436,7 +441,7 @@ impl<'a> Session<'a> {
             }
             if all_spot && cts.iter().any(|c| c == labels::CAPACITY_SPOT) && !self.options.spot_to_spot_consolidation
             {
-                return Err(Rejection::Invalid(
+                return Err(Rejection::NotCheaper(
                     "spot-to-spot consolidation is disabled".into(),
                 ));
             }
@@ -448,7 +453,7 @@ impl<'a> Session<'a> {
                 .collect();
             types.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.name.cmp(&b.1.name)));
             if types.is_empty() {
-                return Err(Rejection::Invalid(format!(
+                return Err(Rejection::NotCheaper(format!(
                     "replacement {} has no priced offering",
                     claim.name
                 )));
@@ -457,7 +462,7 @@ impl<'a> Session<'a> {
         }
         let sum_min: f64 = options.iter().map(|(_, t)| t[0].0).sum();
         if sum_min >= price {
-            return Err(Rejection::Invalid(format!(
+            return Err(Rejection::NotCheaper(format!(
                 "replacements would cost {sum_min:.4}/h, not less than {price:.4}/h"
             )));
         }
@@ -489,7 +494,7 @@ impl<'a> Session<'a> {
             if all_spot && cts.iter().any(|c| c == labels::CAPACITY_SPOT) && group.len() == 1 {
                 let need = MIN_SPOT_TO_SPOT_TYPES.max(min_values);
                 if kept.len() < need {
-                    return Err(Rejection::Invalid(format!(
+                    return Err(Rejection::NotCheaper(format!(
                         "spot-to-spot replacement keeps {} cheaper types, {need} needed",
                         kept.len()
                     )));
@@ -512,7 +517,7 @@ impl<'a> Session<'a> {
                         .collect();
                     let want = r.min_values.unwrap_or(0) as usize;
                     if distinct.len() < want {
-                        return Err(Rejection::Invalid(format!(
+                        return Err(Rejection::NotCheaper(format!(
                             "cheaper types keep {} values of {}, minValues {want}",
                             distinct.len(),
                             r.key
