@@ -34,6 +34,36 @@ pub const INSTANCE_SIZE: &str = "karpenter.k8s.aws/instance-size";
 pub const INSTANCE_CPU: &str = "karpenter.k8s.aws/instance-cpu";
 /// `karpenter.k8s.aws/instance-memory` (MiB).
 pub const INSTANCE_MEMORY: &str = "karpenter.k8s.aws/instance-memory";
+/// `karpenter.k8s.aws/instance-cpu-manufacturer` (`intel`, `amd`, `aws`).
+pub const INSTANCE_CPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-cpu-manufacturer";
+/// `karpenter.k8s.aws/instance-hypervisor` (`nitro`, `xen`, empty for bare metal).
+pub const INSTANCE_HYPERVISOR: &str = "karpenter.k8s.aws/instance-hypervisor";
+/// `karpenter.k8s.aws/instance-encryption-in-transit-supported` (`true`, `false`).
+pub const INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED: &str =
+    "karpenter.k8s.aws/instance-encryption-in-transit-supported";
+/// `karpenter.k8s.aws/instance-network-bandwidth` (baseline Mbit/s).
+pub const INSTANCE_NETWORK_BANDWIDTH: &str = "karpenter.k8s.aws/instance-network-bandwidth";
+/// `karpenter.k8s.aws/instance-ebs-bandwidth` (Mbit/s).
+pub const INSTANCE_EBS_BANDWIDTH: &str = "karpenter.k8s.aws/instance-ebs-bandwidth";
+/// `karpenter.k8s.aws/instance-local-nvme` (GB of local NVMe storage).
+pub const INSTANCE_LOCAL_NVME: &str = "karpenter.k8s.aws/instance-local-nvme";
+/// `karpenter.k8s.aws/instance-gpu-name` (e.g. `a100`).
+pub const INSTANCE_GPU_NAME: &str = "karpenter.k8s.aws/instance-gpu-name";
+/// `karpenter.k8s.aws/instance-gpu-manufacturer` (e.g. `nvidia`).
+pub const INSTANCE_GPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-gpu-manufacturer";
+/// `karpenter.k8s.aws/instance-gpu-count`.
+pub const INSTANCE_GPU_COUNT: &str = "karpenter.k8s.aws/instance-gpu-count";
+/// `karpenter.k8s.aws/instance-gpu-memory` (MiB per GPU).
+pub const INSTANCE_GPU_MEMORY: &str = "karpenter.k8s.aws/instance-gpu-memory";
+/// `karpenter.k8s.aws/instance-accelerator-name` (e.g. `inferentia2`).
+pub const INSTANCE_ACCELERATOR_NAME: &str = "karpenter.k8s.aws/instance-accelerator-name";
+/// `karpenter.k8s.aws/instance-accelerator-manufacturer` (e.g. `aws`).
+pub const INSTANCE_ACCELERATOR_MANUFACTURER: &str =
+    "karpenter.k8s.aws/instance-accelerator-manufacturer";
+/// `karpenter.k8s.aws/instance-accelerator-count`.
+pub const INSTANCE_ACCELERATOR_COUNT: &str = "karpenter.k8s.aws/instance-accelerator-count";
+/// `node.kubernetes.io/windows-build` (set on Windows nodes).
+pub const WINDOWS_BUILD: &str = "node.kubernetes.io/windows-build";
 
 /// Capacity type value for spot.
 pub const CAPACITY_SPOT: &str = "spot";
