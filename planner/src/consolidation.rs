@@ -160,11 +160,16 @@ pub fn disrupt(
     build: &BuildSimulator<'_>,
 ) -> Result<Outcome, Error> {
     let mut s = Session::new(snapshot, catalog, options)?;
-    expire(&mut s, build);
-    empty(&mut s);
-    drift(&mut s, build);
-    underutilized(&mut s, build);
+    run(&mut s, build);
     Ok(s.finish())
+}
+
+/// Runs every disruption method on a session, in Karpenter's order.
+pub fn run(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
+    expire(s, build);
+    empty(s);
+    drift(s, build);
+    underutilized(s, build);
 }
 
 /// Expired nodes, one decision per NodePool; forceful: no budget, no blocker, and pods that fit

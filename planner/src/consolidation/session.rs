@@ -657,7 +657,8 @@ impl<'a> Session<'a> {
             reason: cmd.reason.as_str().to_string(),
             nodes,
             replacements,
-            savings_per_hour: cmd.savings_per_hour,
+            // `+ 0.0` turns an empty sum's -0.0 into 0.0.
+            savings_per_hour: cmd.savings_per_hour + 0.0,
         });
     }
 

@@ -669,3 +669,131 @@ fn same_input_same_decisions() {
     assert_eq!(a, b);
     assert!(!a.decisions.is_empty());
 }
+
+// === Properties ===
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// (type index, spot?, pod cpus) per node, pool budget, consolidateAfter, do-not-disrupt pod.
+    fn clusters() -> impl Strategy<Value = ClusterSnapshot> {
+        let node_s = (0usize..4, any::<bool>(), prop::collection::vec(100i64..4000, 0..6));
+        (
+            prop::collection::vec(node_s, 1..10),
+            prop_oneof![
+                (0u32..4).prop_map(BudgetNodes::Count),
+                (0u32..=100).prop_map(BudgetNodes::Percent)
+            ],
+            prop::option::of(0i64..40_000),
+            any::<prop::sample::Index>(),
+            any::<bool>(),
+        )
+            .prop_map(|(nodes, budget, after, dnd, drifted)| {
+                let cat = catalog();
+                let mut s = ClusterSnapshot {
+                    node_pools: vec![pool("default")],
+                    ..ClusterSnapshot::default()
+                };
+                s.node_pools[0].disruption.budgets[0].nodes = budget;
+                s.node_pools[0].disruption.consolidate_after = after;
+                for (i, (t, spot, pods)) in nodes.into_iter().enumerate() {
+                    let it = &cat.instance_types[t];
+                    let name = format!("n{i}");
+                    let mut n = node(&name, it, if spot { "spot" } else { "on-demand" });
+                    if drifted && i == 0 {
+                        n.labels.insert(labels::INSTANCE_TYPE.into(), "gone".into());
+                    }
+                    s.nodes.push(n);
+                    let mut used = 0;
+                    for (j, cpu) in pods.into_iter().enumerate() {
+                        if used + cpu <= it.capacity.cpu {
+                            used += cpu;
+                            s.pods.push(pod(&format!("p{i}-{j}"), &name, cpu));
+                        }
+                    }
+                }
+                if !s.pods.is_empty() {
+                    let k = dnd.index(s.pods.len());
+                    s.pods[k]
+                        .annotations
+                        .insert(labels::DO_NOT_DISRUPT.into(), "true".into());
+                }
+                s
+            })
+    }
+
+    fn run_session(s: &ClusterSnapshot, cat: &Catalog, o: &PlanOptions) -> (Outcome, ClusterSnapshot) {
+        let build = builder(|snap, cat, _| Box::new(FakeSim::new(snap, cat, &["on-demand"])));
+        let mut session = Session::new(s, cat, o).expect("valid");
+        super::super::run(&mut session, &build);
+        let after = session.snapshot().clone();
+        (session.finish(), after)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+        #[test]
+        fn decisions_are_safe(s in clusters(), spot_to_spot in any::<bool>()) {
+            let cat = catalog();
+            let mut o = opts();
+            o.spot_to_spot_consolidation = spot_to_spot;
+            let (out, after) = run_session(&s, &cat, &o);
+
+            // Same input, same decisions.
+            prop_assert_eq!(&out, &run_session(&s, &cat, &o).0);
+
+            // Every pod that was on a removed node has a place on a node that exists afterwards,
+            // and no node holds more than it can.
+            let removed: Vec<&String> = out.decisions.iter().flat_map(|d| &d.nodes).collect();
+            for p in s.pods.iter().filter(|p| is_reschedulable(p)) {
+                let q = after.pods.iter().find(|q| q.key() == p.key());
+                let q = q.expect("pod kept");
+                let n = q.node_name.as_deref().expect("pod has a place");
+                prop_assert!(after.nodes.iter().any(|x| x.name == n), "{} on missing {}", p.key(), n);
+                prop_assert!(!removed.contains(&&n.to_string()));
+            }
+            for n in &after.nodes {
+                let used = after.pods.iter()
+                    .filter(|p| p.node_name.as_deref() == Some(n.name.as_str()))
+                    .fold(Resources::default(), |mut a, p| { a.add(&p.requests); a });
+                prop_assert!(used.cpu <= n.allocatable.cpu, "{} overcommitted", n.name);
+            }
+
+            // Budgets: graceful disruptions never exceed the pool's budget.
+            let limit = budgets::scaled(s.node_pools[0].disruption.budgets[0].nodes, s.nodes.len() as u32);
+            let graceful = out.decisions.iter()
+                .filter(|d| d.reason != "Expired")
+                .map(|d| d.nodes.len() as u32)
+                .sum::<u32>();
+            prop_assert!(graceful <= limit, "{} > {}", graceful, limit);
+
+            // Consolidation never raises cost, and never touches blocked nodes.
+            let price = |name: &str| {
+                let n = s.nodes.iter().find(|n| n.name == name).expect("node");
+                cat.get(&n.labels[labels::INSTANCE_TYPE])
+                    .and_then(|t| offering_price(t, Some("z1"), Some(&n.labels[labels::CAPACITY_TYPE])))
+                    .unwrap_or(0.0)
+            };
+            for d in &out.decisions {
+                let before: f64 = d.nodes.iter().map(|n| price(n)).sum();
+                let after: f64 = d.replacements.iter().map(|r| r.price).sum();
+                if d.reason == "Underutilized" {
+                    prop_assert!(after < before || d.replacements.is_empty(), "{:?}", d);
+                    prop_assert!(d.savings_per_hour > 0.0, "{:?}", d);
+                }
+                if d.reason == "Empty" {
+                    prop_assert!(d.replacements.is_empty() && d.savings_per_hour >= 0.0, "{:?}", d);
+                    prop_assert!(d.savings_per_hour.is_sign_positive(), "{:?}", d);
+                }
+                for n in &d.nodes {
+                    let blocked = s.pods.iter().any(|p| p.node_name.as_deref() == Some(n.as_str())
+                        && p.annotations.contains_key(labels::DO_NOT_DISRUPT));
+                    prop_assert!(!blocked, "blocked node {} disrupted", n);
+                }
+            }
+        }
+    }
+}
