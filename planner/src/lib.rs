@@ -14,6 +14,8 @@ pub mod labels;
 pub mod model;
 pub mod plan;
 pub mod requirements;
+pub mod scheduling;
+pub mod test_util;
 
 use catalog::Catalog;
 use model::{ClusterSnapshot, PlanOptions};
@@ -21,6 +23,25 @@ use plan::Plan;
 
 /// Computes the plan for a snapshot. Pure: the same arguments give the same plan.
 pub fn plan(snapshot: &ClusterSnapshot, catalog: &Catalog, options: &PlanOptions) -> Plan {
-    let _ = (snapshot, catalog, options);
-    Plan::default()
+    let scheduler = scheduling::Scheduler::new(snapshot, catalog, options);
+    let results = scheduler.solve();
+    let mut plan = Plan::default();
+    plan.summary.pending_pods = u32::try_from(scheduler.pending_count()).unwrap_or(u32::MAX);
+    plan.summary.scheduled_pods = u32::try_from(results.scheduled()).unwrap_or(u32::MAX);
+    plan.summary.new_node_claims = u32::try_from(results.new_claims.len()).unwrap_or(u32::MAX);
+    plan.summary.cost_per_hour = results.cost();
+    plan.summary.lower_bound_cost_per_hour = results.lower_bound;
+    plan.node_claims = results.new_claims;
+    plan.existing_nodes = results
+        .existing
+        .into_iter()
+        .map(|(name, pods)| plan::ExistingNodePlacement { name, pods })
+        .collect();
+    plan.unschedulable = results
+        .unschedulable
+        .into_iter()
+        .map(|(pod, reason)| plan::Unschedulable { pod, reason })
+        .collect();
+    plan.notes = results.notes;
+    plan
 }

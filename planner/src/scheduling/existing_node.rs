@@ -1,0 +1,269 @@
+//! Capacity that exists: Nodes and in-flight NodeClaims (Karpenter's `existingnode.go`).
+//!
+//! A NodeClaim and a Node are the same machine when the claim's `status.nodeName` is the Node's
+//! name or its `status.providerID` equals the Node's `spec.providerID`. A NodeClaim with no Node
+//! is in flight: it counts with its `status.allocatable`, or, before launch, with the smallest
+//! allocatable among the instance types its requirements allow.
+
+use std::collections::BTreeMap;
+
+use crate::labels;
+use crate::model::{ClusterSnapshot, HostPort, Labels, Node, NodeClaim, Taint};
+use crate::requirements::{Requirement, Requirements, Undefined, taints};
+
+use super::dims::{self, Dims, Vector};
+use super::node_claim::{Reject, normalize_ports, port_conflict};
+use super::pools::{DaemonInfo, Pool};
+use super::signature::Sig;
+
+/// Taints that the node lifecycle controller puts on nodes that are still starting; Karpenter
+/// ignores them (and startup taints) on nodes it has not initialized yet.
+const EPHEMERAL_TAINTS: &[&str] = &[
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+    "node.cloudprovider.kubernetes.io/uninitialized",
+];
+
+/// An existing node or in-flight claim as a scheduling target.
+#[derive(Clone, Debug)]
+pub(crate) struct ExistingNode {
+    /// Node name (or claim name when it has no node yet).
+    pub(crate) name: String,
+    /// Its labels as requirements, plus its hostname.
+    pub(crate) reqs: Requirements,
+    /// Taints pods must tolerate.
+    pub(crate) taints: Vec<Taint>,
+    /// What is left: allocatable minus bound pods minus DaemonSets not yet running there.
+    pub(crate) available: Vector,
+    /// Pending pods' requests placed in this solve.
+    pub(crate) used: Vector,
+    /// Host ports in use.
+    pub(crate) ports: Vec<HostPort>,
+    /// NodePool (from `karpenter.sh/nodepool`), if any.
+    pub(crate) pool: Option<String>,
+    /// Capacity, for NodePool limits.
+    pub(crate) capacity: Vector,
+    /// Whether pods may be placed here (not cordoned, deleting or failed).
+    pub(crate) schedulable: bool,
+    /// Pods placed here in this solve (work item indices).
+    pub(crate) pods: Vec<u32>,
+}
+
+// === impl ExistingNode ===
+
+impl ExistingNode {
+    /// Checks whether a pod fits; `topo` are extra requirements from topology.
+    pub(crate) fn check(&self, sig: &Sig, topo: Option<&Requirements>) -> Result<(), Reject> {
+        if !self.schedulable {
+            return Err(Reject::permanent("node is not schedulable"));
+        }
+        if !dims::fits2(&self.used, &sig.requests, &self.available) {
+            return Err(Reject::permanent("not enough resources"));
+        }
+        if let Some(t) = taints::first_untolerated(&self.taints, &sig.tolerations) {
+            return Err(Reject::permanent(format!(
+                "did not tolerate {}",
+                taints::describe(t)
+            )));
+        }
+        if let Some(p) = port_conflict(&self.ports, &sig.host_ports) {
+            return Err(Reject::permanent(format!(
+                "host port {}/{} already in use",
+                p.port, p.protocol
+            )));
+        }
+        self.reqs
+            .compatible(&sig.reqs, Undefined::Deny)
+            .map_err(|e| Reject::permanent(format!("incompatible requirements: {e}")))?;
+        if let Some(t) = topo {
+            self.reqs
+                .compatible(t, Undefined::Deny)
+                .map_err(|e| Reject::transient(format!("topology: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// Records a placed pod.
+    pub(crate) fn commit(&mut self, sig: &Sig, item: u32) {
+        dims::add(&mut self.used, &sig.requests);
+        self.ports.extend(sig.host_ports.iter().cloned());
+        self.pods.push(item);
+    }
+}
+
+/// Builds the existing targets of a snapshot, sorted by name.
+pub(crate) fn build(
+    snapshot: &ClusterSnapshot,
+    daemons: &[DaemonInfo<'_>],
+    pools: &[Pool<'_>],
+    d: &Dims,
+) -> Vec<ExistingNode> {
+    // Bound pods by node name.
+    let mut bound: BTreeMap<&str, Vec<&crate::model::Pod>> = BTreeMap::new();
+    for p in &snapshot.pods {
+        if p.is_bound_active()
+            && let Some(n) = &p.node_name
+        {
+            bound.entry(n.as_str()).or_default().push(p);
+        }
+    }
+    let mut out = Vec::new();
+    let mut claimed_nodes: Vec<&NodeClaim> = Vec::new();
+    for c in &snapshot.node_claims {
+        let has_node = snapshot.nodes.iter().any(|n| same_machine(c, n));
+        if !has_node {
+            out.push(from_claim(c, &bound, daemons, pools, d));
+        } else {
+            claimed_nodes.push(c);
+        }
+    }
+    for n in &snapshot.nodes {
+        let claim = claimed_nodes.iter().copied().find(|c| same_machine(c, n));
+        out.push(from_node(n, claim, &bound, daemons, d));
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// The NodeClaim ↔ Node matching rule.
+pub(crate) fn same_machine(c: &NodeClaim, n: &Node) -> bool {
+    c.node_name.as_deref() == Some(n.name.as_str())
+        || (c.provider_id.is_some() && c.provider_id == n.provider_id)
+}
+
+fn is_initialized(labels_: &Labels) -> bool {
+    labels_
+        .get(labels::INITIALIZED)
+        .is_some_and(|v| v == "true")
+}
+
+fn from_node(
+    n: &Node,
+    claim: Option<&NodeClaim>,
+    bound: &BTreeMap<&str, Vec<&crate::model::Pod>>,
+    daemons: &[DaemonInfo<'_>],
+    d: &Dims,
+) -> ExistingNode {
+    let managed = n.labels.contains_key(labels::NODEPOOL);
+    let initialized = !managed || is_initialized(&n.labels);
+    // Karpenter ignores startup and ephemeral taints until it has initialized a node.
+    let startup: &[Taint] = claim.map(|c| c.startup_taints.as_slice()).unwrap_or(&[]);
+    let node_taints: Vec<Taint> = if initialized {
+        n.taints.clone()
+    } else {
+        n.taints
+            .iter()
+            .filter(|t| !EPHEMERAL_TAINTS.contains(&t.key.as_str()) && !startup.contains(t))
+            .cloned()
+            .collect()
+    };
+    // A NotReady node that Karpenter has initialized is broken, not starting: no new pods.
+    let schedulable = !n.unschedulable && n.deletion_time.is_none() && (n.ready || !initialized);
+    let mut available = d.capacity(&n.allocatable);
+    let pods = bound.get(n.name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+    let mut ports = Vec::new();
+    for p in pods {
+        dims::sub(&mut available, &d.vector(&p.requests));
+        ports.extend(normalize_ports(&p.host_ports));
+    }
+    for ds in daemons {
+        let running = pods.iter().any(|p| {
+            p.namespace == ds.ds.namespace
+                && p.owner
+                    .as_ref()
+                    .is_some_and(|o| o.kind == "DaemonSet" && o.name == ds.ds.name)
+        });
+        if !running && ds.compatible_with_node(&n.labels, &node_taints) {
+            dims::sub(&mut available, &ds.requests);
+            ports.extend(ds.host_ports.iter().cloned());
+        }
+    }
+    let mut reqs = Requirements::from_labels(&n.labels);
+    let hostname = n
+        .labels
+        .get(labels::HOSTNAME)
+        .cloned()
+        .unwrap_or_else(|| n.name.clone());
+    reqs.add(Requirement::is_in(labels::HOSTNAME, [hostname]));
+    ExistingNode {
+        name: n.name.clone(),
+        reqs,
+        taints: node_taints,
+        available,
+        used: d.zero(),
+        ports,
+        pool: n.labels.get(labels::NODEPOOL).cloned(),
+        capacity: d.vector(&n.capacity),
+        schedulable,
+        pods: Vec::new(),
+    }
+}
+
+fn from_claim(
+    c: &NodeClaim,
+    bound: &BTreeMap<&str, Vec<&crate::model::Pod>>,
+    daemons: &[DaemonInfo<'_>],
+    pools: &[Pool<'_>],
+    d: &Dims,
+) -> ExistingNode {
+    let mut reqs = Requirements::from_input(&c.requirements).unwrap_or_default();
+    for (k, v) in &c.labels {
+        reqs.add(Requirement::is_in(k.clone(), [v.clone()]));
+    }
+    let pool_name = c.labels.get(labels::NODEPOOL).cloned();
+    let pool = pool_name
+        .as_deref()
+        .and_then(|name| pools.iter().find(|p| p.name() == name));
+    // Capacity: the status when launched, else the smallest type its requirements allow.
+    let (mut available, capacity) = if c.allocatable.cpu > 0 || c.allocatable.memory > 0 {
+        (d.capacity(&c.allocatable), d.vector(&c.capacity))
+    } else {
+        let mut min: Option<(Vector, Vector)> = None;
+        if let Some(pool) = pool {
+            for t in &pool.types {
+                if t.reqs.intersects(&reqs).is_ok() {
+                    let mut a = t.alloc.clone();
+                    // The pool's alloc tables already count overhead; DaemonSets are below.
+                    match &mut min {
+                        None => min = Some((a, t.capacity.clone())),
+                        Some((m, cap)) => {
+                            for (x, y) in m.iter_mut().zip(a.iter_mut()) {
+                                *x = (*x).min(*y);
+                            }
+                            for (x, y) in cap.iter_mut().zip(t.capacity.iter()) {
+                                *x = (*x).min(*y);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        min.unwrap_or_else(|| (d.zero(), d.zero()))
+    };
+    let taints_ = c.taints.clone();
+    let pods = bound.get(c.name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+    let mut ports = Vec::new();
+    for p in pods {
+        dims::sub(&mut available, &d.vector(&p.requests));
+        ports.extend(normalize_ports(&p.host_ports));
+    }
+    for ds in daemons {
+        if ds.compatible_with_template(&reqs, &taints_) {
+            dims::sub(&mut available, &ds.requests);
+            ports.extend(ds.host_ports.iter().cloned());
+        }
+    }
+    reqs.add(Requirement::is_in(labels::HOSTNAME, [c.name.clone()]));
+    ExistingNode {
+        name: c.name.clone(),
+        reqs,
+        taints: taints_,
+        available,
+        used: d.zero(),
+        ports,
+        pool: pool_name,
+        capacity,
+        schedulable: c.deletion_time.is_none(),
+        pods: Vec::new(),
+    }
+}

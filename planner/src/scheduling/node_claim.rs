@@ -1,0 +1,244 @@
+//! A NodeClaim being built in this plan (Karpenter's `nodeclaim.go`): its pods, its narrowed
+//! requirements and the instance types that can still hold all of it.
+
+use crate::labels;
+use crate::model::{HostPort, MinValuesPolicy};
+use crate::requirements::{Requirements, Undefined};
+
+use super::dims::{self, Vector};
+use super::pools::{Pool, distinct_values};
+use super::signature::Sig;
+
+/// Why a pod did not go onto a node or claim.
+#[derive(Clone, Debug)]
+pub(crate) struct Reject {
+    /// True when the rejection can only get worse as the node fills (resources, requirements,
+    /// host ports); topology rejections are not permanent.
+    pub(crate) permanent: bool,
+    /// In words.
+    pub(crate) reason: String,
+}
+
+impl Reject {
+    pub(crate) fn permanent(reason: impl Into<String>) -> Self {
+        Self {
+            permanent: true,
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn transient(reason: impl Into<String>) -> Self {
+        Self {
+            permanent: false,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Host ports with defaults filled in (protocol TCP, empty IP as `0.0.0.0`), port 0 dropped.
+pub(crate) fn normalize_ports(ports: &[HostPort]) -> Vec<HostPort> {
+    let mut out: Vec<HostPort> = ports
+        .iter()
+        .filter(|p| p.port != 0)
+        .map(|p| HostPort {
+            ip: if p.ip.is_empty() {
+                "0.0.0.0".to_string()
+            } else {
+                p.ip.clone()
+            },
+            protocol: if p.protocol.is_empty() {
+                "TCP".to_string()
+            } else {
+                p.protocol.to_uppercase()
+            },
+            port: p.port,
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The first port of `new` that conflicts with `used`: same port and protocol, and the same IP
+/// or either side bound to all addresses.
+pub(crate) fn port_conflict<'a>(used: &[HostPort], new: &'a [HostPort]) -> Option<&'a HostPort> {
+    new.iter().find(|n| {
+        used.iter().any(|u| {
+            u.port == n.port
+                && u.protocol == n.protocol
+                && (u.ip == n.ip || u.ip == "0.0.0.0" || n.ip == "0.0.0.0")
+        })
+    })
+}
+
+/// A claim opened in this plan.
+#[derive(Clone, Debug)]
+pub(crate) struct Claim {
+    /// Index of its pool.
+    pub(crate) pool: usize,
+    /// Requirements: the template's narrowed by its pods' and topology's.
+    pub(crate) reqs: Requirements,
+    /// Indices into the pool's types that still fit, cheapest first.
+    pub(crate) types: Vec<u32>,
+    /// Slot-wise max allocatable over `types`, for a quick reject.
+    pub(crate) max_alloc: Vector,
+    /// Sum of its pods' requests (DaemonSet overhead not included).
+    pub(crate) used: Vector,
+    /// Its pods (indices of work items).
+    pub(crate) pods: Vec<u32>,
+    /// Host ports in use (DaemonSets' and pods').
+    pub(crate) ports: Vec<HostPort>,
+    /// minValues relaxed under BestEffort: (key, wanted, kept).
+    pub(crate) relaxed: Vec<(String, u32, usize)>,
+}
+
+// === impl Claim ===
+
+impl Claim {
+    /// An empty claim of `pool` that may use the types `types`.
+    pub(crate) fn new(pool_idx: usize, pool: &Pool<'_>, types: Vec<u32>, hostname: String) -> Self {
+        let mut max_alloc = vec![0; pool.daemon.len()].into_boxed_slice();
+        for &t in &types {
+            dims::max_in(&mut max_alloc, &pool.types[t as usize].alloc);
+        }
+        let mut reqs = pool.reqs.clone();
+        reqs.add(crate::requirements::Requirement::is_in(
+            labels::HOSTNAME,
+            [hostname],
+        ));
+        Self {
+            pool: pool_idx,
+            reqs,
+            types,
+            max_alloc,
+            used: vec![0; pool.daemon.len()].into_boxed_slice(),
+            pods: Vec::new(),
+            ports: pool.daemon_ports.clone(),
+            relaxed: Vec::new(),
+        }
+    }
+
+    /// Checks whether a pod of signature `sig` fits, returning the narrowed state on success.
+    /// `topo` are extra requirements from topology (already computed by the caller).
+    pub(crate) fn check(
+        &self,
+        pool: &Pool<'_>,
+        sig: &Sig,
+        topo: Option<&Requirements>,
+        min_values: MinValuesPolicy,
+    ) -> Result<Narrowed, Reject> {
+        if !dims::fits3(&self.used, &sig.requests, &pool.daemon, &self.max_alloc) {
+            return Err(Reject::permanent("not enough resources"));
+        }
+        if let Some(p) = port_conflict(&self.ports, &sig.host_ports) {
+            return Err(Reject::permanent(format!(
+                "host port {}/{} already in use",
+                p.port, p.protocol
+            )));
+        }
+        let mut new_reqs: Option<Requirements> = None;
+        if !sig.reqs.is_empty() {
+            self.reqs
+                .compatible(&sig.reqs, Undefined::AllowWellKnown)
+                .map_err(|e| Reject::permanent(format!("incompatible requirements: {e}")))?;
+            let mut r = self.reqs.clone();
+            r.add_all(&sig.reqs);
+            if r != self.reqs {
+                new_reqs = Some(r);
+            }
+        }
+        if let Some(topo) = topo.filter(|t| !t.is_empty()) {
+            let base = new_reqs.as_ref().unwrap_or(&self.reqs);
+            base.compatible(topo, Undefined::AllowWellKnown)
+                .map_err(|e| Reject::transient(format!("topology: {e}")))?;
+            let mut r = base.clone();
+            r.add_all(topo);
+            if &r != base {
+                new_reqs = Some(r);
+            }
+        }
+        let reqs = new_reqs.as_ref().unwrap_or(&self.reqs);
+        let mut total = self.used.clone();
+        dims::add(&mut total, &sig.requests);
+        let types: Vec<u32> = self
+            .types
+            .iter()
+            .copied()
+            .filter(|&t| {
+                let te = &pool.types[t as usize];
+                dims::fits2(&total, &pool.daemon, &te.alloc)
+                    && (new_reqs.is_none()
+                        || (te.reqs.intersects(reqs).is_ok()
+                            && te.cheapest_allowed(reqs).is_some()))
+            })
+            .collect();
+        if types.is_empty() {
+            let reason = if new_reqs.is_some() {
+                "no remaining instance type fits and matches the requirements"
+            } else {
+                "no remaining instance type fits"
+            };
+            return Err(if topo.is_some_and(|t| !t.is_empty()) {
+                Reject::transient(reason)
+            } else {
+                Reject::permanent(reason)
+            });
+        }
+        let mut relaxed = Vec::new();
+        for r in reqs.iter() {
+            if let Some(m) = r.min_values() {
+                let n = distinct_values(types.iter().map(|&t| &pool.types[t as usize]), r.key());
+                if n < m as usize {
+                    match min_values {
+                        MinValuesPolicy::Strict => {
+                            return Err(Reject::permanent(format!(
+                                "minValues {m} for {} not met: only {n} left",
+                                r.key()
+                            )));
+                        }
+                        MinValuesPolicy::BestEffort => relaxed.push((r.key().to_string(), m, n)),
+                    }
+                }
+            }
+        }
+        Ok(Narrowed {
+            reqs: new_reqs,
+            types,
+            total,
+            relaxed,
+        })
+    }
+
+    /// Applies a successful [`Claim::check`].
+    pub(crate) fn commit(&mut self, pool: &Pool<'_>, sig: &Sig, item: u32, n: Narrowed) {
+        if let Some(r) = n.reqs {
+            self.reqs = r;
+        }
+        if n.types.len() != self.types.len() {
+            self.max_alloc.iter_mut().for_each(|x| *x = 0);
+            for &t in &n.types {
+                dims::max_in(&mut self.max_alloc, &pool.types[t as usize].alloc);
+            }
+        }
+        self.types = n.types;
+        self.used = n.total;
+        self.pods.push(item);
+        self.ports.extend(sig.host_ports.iter().cloned());
+        for r in n.relaxed {
+            if let Some(e) = self.relaxed.iter_mut().find(|e| e.0 == r.0) {
+                e.2 = e.2.min(r.2);
+            } else {
+                self.relaxed.push(r);
+            }
+        }
+    }
+}
+
+/// The state of a claim after a pod would be added.
+#[derive(Clone, Debug)]
+pub(crate) struct Narrowed {
+    reqs: Option<Requirements>,
+    types: Vec<u32>,
+    total: Vector,
+    relaxed: Vec<(String, u32, usize)>,
+}

@@ -1,0 +1,703 @@
+//! Unit tests of the scheduler, one per rule.
+
+use crate::catalog::Catalog;
+use crate::labels;
+use crate::model::{
+    ClusterSnapshot, HostPort, MinValuesPolicy, NodeClaim, NodeClass, Operator, PlanOptions,
+    Requirement as InputRequirement, Resources,
+};
+use crate::test_util::*;
+
+use super::{Results, Scheduler};
+
+fn solve(snapshot: &ClusterSnapshot, catalog: &Catalog) -> Results {
+    solve_with(snapshot, catalog, &PlanOptions::default())
+}
+
+fn solve_with(snapshot: &ClusterSnapshot, catalog: &Catalog, options: &PlanOptions) -> Results {
+    Scheduler::new(snapshot, catalog, options).solve()
+}
+
+fn snapshot(pods: Vec<crate::model::Pod>) -> ClusterSnapshot {
+    ClusterSnapshot {
+        pods,
+        node_pools: vec![node_pool("default")],
+        ..ClusterSnapshot::default()
+    }
+}
+
+fn reason_of<'r>(r: &'r Results, pod: &str) -> &'r str {
+    r.unschedulable
+        .iter()
+        .find(|(p, _)| p == pod)
+        .map(|(_, reason)| reason.as_str())
+        .unwrap_or_else(|| panic!("{pod} is not unschedulable: {r:#?}"))
+}
+
+#[test]
+fn queue_orders_by_cpu_then_memory_then_creation_then_uid() {
+    let mut a = pod("a", 100, 100);
+    let b = pod("b", 200, 50);
+    let mut c = pod("c", 100, 200);
+    let mut d = pod("d", 100, 100);
+    a.creation_time = Some(10);
+    d.creation_time = Some(5);
+    c.creation_time = Some(20);
+    let mut pods = [&a, &b, &c, &d];
+    pods.sort_by(|x, y| super::queue::compare(x, y));
+    let names: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["b", "c", "d", "a"]);
+}
+
+#[test]
+fn pods_are_packed_onto_one_claim_with_the_cheapest_fitting_type() {
+    let r = solve(
+        &snapshot(vec![
+            pod("a", 1000, 1024),
+            pod("b", 1000, 1024),
+            pod("c", 500, 512),
+        ]),
+        &small_catalog(),
+    );
+    assert_eq!(r.new_claims.len(), 1, "{r:#?}");
+    let c = &r.new_claims[0];
+    // 2.5 vCPU: m.small (2) is too small; m.medium is the cheapest that fits.
+    assert_eq!(c.instance_types, ["m.medium", "m.large", "m.xlarge"]);
+    assert!(
+        (c.price - 0.08).abs() < 1e-9,
+        "spot price of m.medium: {}",
+        c.price
+    );
+    assert_eq!(c.pods, ["default/a", "default/b", "default/c"]);
+    assert_eq!(c.capacity_types, ["on-demand", "spot"]);
+    assert_eq!(c.zones, ["zone-a", "zone-b"]);
+    assert_eq!(
+        c.labels.get(labels::NODEPOOL).map(String::as_str),
+        Some("default")
+    );
+    assert_eq!(
+        c.labels.get(labels::ARCH).map(String::as_str),
+        Some("amd64")
+    );
+    assert!(!c.labels.contains_key(labels::HOSTNAME));
+    assert!(c.name.starts_with("default-") && c.name.len() == "default-".len() + 5);
+}
+
+#[test]
+fn existing_nodes_are_used_first() {
+    let mut s = snapshot(vec![
+        pod("a", 1000, 1024),
+        bound_pod("old", 1000, 1024, "n1"),
+    ]);
+    s.nodes.push(node("n1", 4, 8));
+    let r = solve(&s, &small_catalog());
+    assert!(r.new_claims.is_empty(), "{r:#?}");
+    assert_eq!(
+        r.existing,
+        [("n1".to_string(), vec!["default/a".to_string()])]
+    );
+}
+
+#[test]
+fn existing_node_capacity_counts_bound_pods() {
+    let mut s = snapshot(vec![
+        pod("a", 2000, 1024),
+        bound_pod("old", 3000, 1024, "n1"),
+    ]);
+    s.nodes.push(node("n1", 4, 8));
+    let r = solve(&s, &small_catalog());
+    assert!(r.existing.is_empty());
+    assert_eq!(r.new_claims.len(), 1);
+}
+
+#[test]
+fn cordoned_deleting_and_broken_nodes_are_not_targets() {
+    for case in 0..3 {
+        let mut s = snapshot(vec![pod("a", 1000, 1024)]);
+        let mut n = node("n1", 4, 8);
+        match case {
+            0 => n.unschedulable = true,
+            1 => n.deletion_time = Some(1),
+            _ => {
+                n.ready = false;
+                n.labels.insert(labels::NODEPOOL.into(), "default".into());
+                n.labels.insert(labels::INITIALIZED.into(), "true".into());
+            }
+        }
+        s.nodes.push(n);
+        let r = solve(&s, &small_catalog());
+        assert!(r.existing.is_empty(), "case {case}: {r:#?}");
+        assert_eq!(r.new_claims.len(), 1, "case {case}");
+    }
+}
+
+#[test]
+fn a_starting_node_is_a_target_and_its_not_ready_taint_is_ignored() {
+    let mut s = snapshot(vec![pod("a", 1000, 1024)]);
+    let mut n = node("n1", 4, 8);
+    n.ready = false;
+    n.labels.insert(labels::NODEPOOL.into(), "default".into());
+    n.taints.push(taint("node.kubernetes.io/not-ready", ""));
+    s.nodes.push(n);
+    let r = solve(&s, &small_catalog());
+    assert_eq!(r.existing.len(), 1, "{r:#?}");
+}
+
+#[test]
+fn in_flight_node_claims_take_pods_and_matched_claims_count_once() {
+    let mut s = snapshot(vec![pod("a", 1000, 1024), pod("b", 1000, 1024)]);
+    // Launched claim without a node: capacity from status.
+    let mut c = NodeClaim {
+        name: "default-abcde".into(),
+        ..NodeClaim::default()
+    };
+    c.labels.insert(labels::NODEPOOL.into(), "default".into());
+    c.allocatable = Resources {
+        cpu: 1500,
+        memory: 4 * GI,
+        pods: 10,
+        ..Resources::default()
+    };
+    s.node_claims.push(c);
+    // A claim whose node exists: the node is the target, not the claim.
+    let mut c2 = NodeClaim {
+        name: "default-fghij".into(),
+        node_name: Some("n2".into()),
+        ..NodeClaim::default()
+    };
+    c2.labels.insert(labels::NODEPOOL.into(), "default".into());
+    s.node_claims.push(c2);
+    s.nodes.push(node("n2", 1, 2));
+    let r = solve(&s, &small_catalog());
+    let names: Vec<&str> = r.existing.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["default-abcde", "n2"], "{r:#?}");
+    assert!(r.new_claims.is_empty());
+}
+
+#[test]
+fn unlaunched_claim_uses_smallest_type_its_requirements_allow() {
+    let mut s = snapshot(vec![pod("a", 3000, 1024)]);
+    let mut c = NodeClaim {
+        name: "default-abcde".into(),
+        ..NodeClaim::default()
+    };
+    c.labels.insert(labels::NODEPOOL.into(), "default".into());
+    c.requirements.push(requirement(
+        labels::INSTANCE_TYPE,
+        Operator::In,
+        &["m.medium", "m.large"],
+    ));
+    s.node_claims.push(c);
+    let r = solve(&s, &small_catalog());
+    assert_eq!(r.existing.len(), 1, "m.medium holds 3 vCPU: {r:#?}");
+}
+
+#[test]
+fn node_pools_are_tried_by_weight_then_name() {
+    let mut s = snapshot(vec![pod("a", 1000, 1024)]);
+    let mut heavy = node_pool("zeta");
+    heavy.weight = 10;
+    s.node_pools = vec![node_pool("beta"), heavy, node_pool("alpha")];
+    let r = solve(&s, &small_catalog());
+    assert_eq!(r.new_claims[0].node_pool, "zeta");
+    s.node_pools[1].weight = 0;
+    let r = solve(&s, &small_catalog());
+    assert_eq!(r.new_claims[0].node_pool, "alpha");
+}
+
+#[test]
+fn node_pool_limits_cap_new_capacity_including_existing_nodes() {
+    let mut s = snapshot(vec![pod("a", 3000, 1024), pod("b", 3000, 1024)]);
+    let mut np = node_pool("default");
+    np.limits = Some(Resources {
+        cpu: 12_000,
+        ..Resources::default()
+    });
+    np.limited_resources = vec!["cpu".into()];
+    s.node_pools = vec![np];
+    // An existing 4-vCPU node of the pool, full, uses 4 of the 12.
+    let mut n = node("n1", 4, 8);
+    n.labels.insert(labels::NODEPOOL.into(), "default".into());
+    s.nodes.push(n);
+    s.pods.push(bound_pod("full", 4000, 1024, "n1"));
+    let r = solve(&s, &small_catalog());
+    // 8 vCPU left: Karpenter filters types by capacity ≤ remaining and subtracts the largest
+    // remaining type's capacity per claim, so one m.large (8) claim holds both pods.
+    assert_eq!(r.new_claims.len(), 1, "{r:#?}");
+    assert_eq!(r.new_claims[0].instance_types, ["m.large"]);
+    // A third pod exceeds the limit.
+    s.pods.push(pod("c", 3000, 1024));
+    let r = solve(&s, &small_catalog());
+    let reason = reason_of(&r, "default/c");
+    assert!(reason.contains("limits"), "{reason}");
+}
+
+#[test]
+fn pods_must_tolerate_node_pool_taints() {
+    let mut s = snapshot(vec![pod("plain", 500, 512)]);
+    let mut gpu = node_pool("gpu");
+    gpu.taints.push(taint("nvidia.com/gpu", "true"));
+    s.node_pools = vec![gpu];
+    let r = solve(&s, &small_catalog());
+    let reason = reason_of(&r, "default/plain");
+    assert_eq!(
+        reason,
+        "incompatible with NodePool gpu: did not tolerate nvidia.com/gpu=true:NoSchedule"
+    );
+    s.pods[0]
+        .tolerations
+        .push(toleration("nvidia.com/gpu", "true"));
+    let r = solve(&s, &small_catalog());
+    assert_eq!(r.new_claims.len(), 1);
+    assert_eq!(r.new_claims[0].taints.len(), 1);
+}
+
+#[test]
+fn startup_taints_are_ignored() {
+    let mut s = snapshot(vec![pod("a", 500, 512)]);
+    s.node_pools[0]
+        .startup_taints
+        .push(taint("example.com/init", "true"));
+    let r = solve(&s, &small_catalog());
+    assert_eq!(r.new_claims.len(), 1, "{r:#?}");
+    assert!(r.new_claims[0].taints.is_empty());
+}
+
+#[test]
+fn extended_resources_select_types_that_have_them() {
+    let mut catalog = small_catalog();
+    let mut g = instance_type("g.large", 8, 32, 110, 1.0);
+    g.capacity.extended.insert("nvidia.com/gpu".into(), 1000);
+    catalog.instance_types.push(g);
+    let mut p = pod("train", 1000, 1024);
+    p.requests.extended.insert("nvidia.com/gpu".into(), 1000);
+    let r = solve(&snapshot(vec![p.clone(), pod("web", 1000, 1024)]), &catalog);
+    let gpu_claim = r
+        .new_claims
+        .iter()
+        .find(|c| c.pods.contains(&"default/train".to_string()))
+        .expect("placed");
+    assert_eq!(gpu_claim.instance_types, ["g.large"]);
+    // Two GPUs fit nowhere.
+    p.requests.extended.insert("nvidia.com/gpu".into(), 2000);
+    let r = solve(&snapshot(vec![p]), &catalog);
+    assert_eq!(
+        reason_of(&r, "default/train"),
+        "no instance type in NodePool default fits nvidia.com/gpu=2 (largest allows nvidia.com/gpu=1)"
+    );
+}
+
+#[test]
+fn max_pods_limits_pods_per_node() {
+    let catalog = Catalog {
+        instance_types: vec![instance_type("t.tiny", 4, 8, 3, 0.1)],
+        notes: vec![],
+    };
+    let pods = (0..5).map(|i| pod(&format!("p{i}"), 100, 100)).collect();
+    let mut s = snapshot(pods);
+    // A DaemonSet pod takes one slot on every node.
+    s.daemon_sets.push(daemon_set("logs", 10, 10));
+    let r = solve(&s, &catalog);
+    assert_eq!(r.new_claims.len(), 3, "2 pods per node: {r:#?}");
+    assert!(r.new_claims.iter().all(|c| c.pods.len() <= 2));
+}
+
+#[test]
+fn max_pods_from_the_node_class_kubelet() {
+    let mut s = snapshot((0..4).map(|i| pod(&format!("p{i}"), 100, 100)).collect());
+    s.node_pools[0].node_class = Some("small".into());
+    let mut class = NodeClass {
+        name: "small".into(),
+        ..NodeClass::default()
+    };
+    class.kubelet.max_pods = Some(2);
+    s.node_classes.push(class);
+    let r = solve(&s, &small_catalog());
+    assert_eq!(r.new_claims.len(), 2, "{r:#?}");
+}
+
+#[test]
+fn unknown_node_class_makes_the_pool_unusable() {
+    let mut s = snapshot(vec![pod("a", 100, 100)]);
+    s.node_pools[0].node_class = Some("missing".into());
+    let r = solve(&s, &small_catalog());
+    assert_eq!(
+        reason_of(&r, "default/a"),
+        "NodePool default references EC2NodeClass missing, which is not in the input"
+    );
+}
+
+fn port(ip: &str, protocol: &str, port: i32) -> HostPort {
+    HostPort {
+        ip: ip.into(),
+        protocol: protocol.into(),
+        port,
+    }
+}
+
+#[test]
+fn host_ports_conflict_per_node_by_ip_and_protocol() {
+    let mut a = pod("a", 100, 100);
+    let mut b = pod("b", 100, 100);
+    a.host_ports.push(port("", "TCP", 8080));
+    b.host_ports.push(port("", "TCP", 8080));
+    let r = solve(&snapshot(vec![a.clone(), b.clone()]), &small_catalog());
+    assert_eq!(r.new_claims.len(), 2, "same port: {r:#?}");
+    b.host_ports[0].protocol = "UDP".into();
+    let r = solve(&snapshot(vec![a.clone(), b.clone()]), &small_catalog());
+    assert_eq!(r.new_claims.len(), 1, "different protocol");
+    a.host_ports[0] = port("10.0.0.1", "TCP", 8080);
+    b.host_ports[0] = port("10.0.0.2", "TCP", 8080);
+    let r = solve(&snapshot(vec![a.clone(), b.clone()]), &small_catalog());
+    assert_eq!(r.new_claims.len(), 1, "different IPs");
+    b.host_ports[0] = port("0.0.0.0", "TCP", 8080);
+    let r = solve(&snapshot(vec![a, b]), &small_catalog());
+    assert_eq!(r.new_claims.len(), 2, "wildcard IP conflicts with any IP");
+}
+
+#[test]
+fn host_ports_of_bound_pods_block_existing_nodes() {
+    let mut a = pod("a", 100, 100);
+    a.host_ports.push(port("", "TCP", 9100));
+    let mut old = bound_pod("old", 100, 100, "n1");
+    old.host_ports.push(port("", "TCP", 9100));
+    let mut s = snapshot(vec![a, old]);
+    s.nodes.push(node("n1", 4, 8));
+    let r = solve(&s, &small_catalog());
+    assert!(r.existing.is_empty());
+    assert_eq!(r.new_claims.len(), 1);
+}
+
+fn family_catalog() -> Catalog {
+    Catalog {
+        instance_types: vec![
+            instance_type("a.large", 8, 16, 110, 0.3),
+            instance_type("b.large", 8, 16, 110, 0.4),
+            instance_type("c.xlarge", 16, 32, 110, 0.9),
+        ],
+        notes: vec![],
+    }
+}
+
+#[test]
+fn min_values_strict_rejects_and_best_effort_relaxes() {
+    let mut s = snapshot(vec![pod("big", 10_000, 1024)]);
+    let mut r0 = requirement(labels::INSTANCE_FAMILY, Operator::Exists, &[]);
+    r0.min_values = Some(2);
+    s.node_pools[0].requirements.push(r0);
+    // 10 vCPU fits only c.xlarge: one family left < 2.
+    let r = solve(&s, &family_catalog());
+    let reason = reason_of(&r, "default/big");
+    assert!(reason.contains("minValues 2"), "{reason}");
+    let options = PlanOptions {
+        min_values_policy: MinValuesPolicy::BestEffort,
+        ..PlanOptions::default()
+    };
+    let r = solve_with(&s, &family_catalog(), &options);
+    assert_eq!(r.new_claims.len(), 1);
+    assert!(
+        r.notes.iter().any(|n| n.contains("relaxed")),
+        "{:?}",
+        r.notes
+    );
+    // A small pod keeps all three families.
+    let s2 = ClusterSnapshot {
+        pods: vec![pod("small", 1000, 1024)],
+        ..s
+    };
+    let r = solve(&s2, &family_catalog());
+    assert_eq!(r.new_claims[0].instance_types.len(), 3);
+}
+
+#[test]
+fn daemon_set_overhead_is_reserved_on_new_claims() {
+    let mut s = snapshot(vec![pod("a", 1500, 1024)]);
+    s.daemon_sets.push(daemon_set("agent", 600, 256));
+    let r = solve(&s, &small_catalog());
+    // 1.5 + 0.6 > 2 vCPU of m.small.
+    assert_eq!(r.new_claims[0].instance_types[0], "m.medium");
+    // A DaemonSet that does not tolerate the pool's taint does not count.
+    s.node_pools[0].taints.push(taint("dedicated", "x"));
+    s.pods[0].tolerations.push(toleration("dedicated", "x"));
+    let r = solve(&s, &small_catalog());
+    assert_eq!(r.new_claims[0].instance_types[0], "m.small");
+}
+
+#[test]
+fn daemon_set_with_node_selector_counts_only_where_it_matches() {
+    let mut s = snapshot(vec![pod("a", 1500, 1024)]);
+    let mut ds = daemon_set("arm-agent", 600, 256);
+    ds.template
+        .node_selector
+        .insert(labels::ARCH.into(), "arm64".into());
+    s.daemon_sets.push(ds);
+    s.node_pools[0]
+        .requirements
+        .push(requirement(labels::ARCH, Operator::In, &["amd64"]));
+    let r = solve(&s, &small_catalog());
+    assert_eq!(r.new_claims[0].instance_types[0], "m.small");
+}
+
+#[test]
+fn daemon_set_overhead_on_existing_nodes_only_without_a_bound_daemon_pod() {
+    let mut s = snapshot(vec![pod("a", 3000, 1024)]);
+    s.nodes.push(node("n1", 4, 8));
+    s.daemon_sets.push(daemon_set("agent", 1500, 256));
+    let r = solve(&s, &small_catalog());
+    assert!(r.existing.is_empty(), "4 - 1.5 < 3: {r:#?}");
+    // Once its pod runs there (and uses less than the template says), its real usage counts.
+    let mut dp = bound_pod("agent-x", 500, 256, "n1");
+    dp.owner = s.daemon_sets[0].template.owner.clone();
+    s.pods.push(dp);
+    let r = solve(&s, &small_catalog());
+    assert_eq!(r.existing.len(), 1, "{r:#?}");
+}
+
+#[test]
+fn node_selectors_on_well_known_and_custom_labels() {
+    let mut p = pod("a", 500, 512);
+    p.node_selector
+        .insert(labels::INSTANCE_TYPE.into(), "m.large".into());
+    let r = solve(&snapshot(vec![p]), &small_catalog());
+    assert_eq!(r.new_claims[0].instance_types, ["m.large"]);
+    assert_eq!(
+        r.new_claims[0]
+            .labels
+            .get(labels::INSTANCE_TYPE)
+            .map(String::as_str),
+        Some("m.large")
+    );
+    // A custom label the pool does not set cannot be satisfied...
+    let mut q = pod("q", 500, 512);
+    q.node_selector.insert("team".into(), "web".into());
+    let r = solve(&snapshot(vec![q.clone()]), &small_catalog());
+    let reason = reason_of(&r, "default/q");
+    assert!(reason.contains("team"), "{reason}");
+    // ... but a pool template label can.
+    let mut s = snapshot(vec![q]);
+    s.node_pools[0].labels.insert("team".into(), "web".into());
+    let r = solve(&s, &small_catalog());
+    assert_eq!(
+        r.new_claims[0].labels.get("team").map(String::as_str),
+        Some("web")
+    );
+}
+
+#[test]
+fn arch_and_os_select_types() {
+    let mut catalog = small_catalog();
+    let mut arm = instance_type("g.medium", 4, 8, 110, 0.15);
+    arm.labels.insert(labels::ARCH.into(), "arm64".into());
+    catalog.instance_types.push(arm);
+    let mut win = instance_type("w.medium", 4, 8, 110, 0.05);
+    win.os = vec!["windows".into()];
+    catalog.instance_types.push(win);
+    let mut p = pod("a", 3000, 512);
+    p.node_selector.insert(labels::ARCH.into(), "arm64".into());
+    let r = solve(&snapshot(vec![p]), &catalog);
+    assert_eq!(r.new_claims[0].instance_types, ["g.medium"]);
+    let mut p = pod("b", 3000, 512);
+    p.node_selector.insert(labels::OS.into(), "linux".into());
+    let r = solve(&snapshot(vec![p]), &catalog);
+    assert!(
+        !r.new_claims[0]
+            .instance_types
+            .contains(&"w.medium".to_string())
+    );
+    let p = pod("c", 3000, 512);
+    let r = solve(&snapshot(vec![p]), &catalog);
+    assert_eq!(
+        r.new_claims[0].instance_types[0], "w.medium",
+        "cheapest without a selector"
+    );
+}
+
+#[test]
+fn capacity_type_and_zone_requirements_narrow_offerings_and_price() {
+    let mut p = pod("a", 500, 512);
+    p.node_selector
+        .insert(labels::CAPACITY_TYPE.into(), "on-demand".into());
+    p.node_selector.insert(labels::ZONE.into(), "zone-b".into());
+    let r = solve(&snapshot(vec![p]), &small_catalog());
+    let c = &r.new_claims[0];
+    assert_eq!(c.capacity_types, ["on-demand"]);
+    assert_eq!(c.zones, ["zone-b"]);
+    assert!((c.price - 0.1).abs() < 1e-9);
+    assert_eq!(
+        c.labels.get(labels::ZONE).map(String::as_str),
+        Some("zone-b")
+    );
+    // A zone nobody offers.
+    let mut q = pod("q", 500, 512);
+    q.node_selector.insert(labels::ZONE.into(), "zone-z".into());
+    let r = solve(&snapshot(vec![q]), &small_catalog());
+    assert!(reason_of(&r, "default/q").contains("zone-z"));
+}
+
+#[test]
+fn unavailable_offerings_are_not_used() {
+    let mut catalog = small_catalog();
+    for it in &mut catalog.instance_types {
+        for o in &mut it.offerings {
+            if o.capacity_type == "spot" {
+                o.available = false;
+            }
+        }
+    }
+    let r = solve(&snapshot(vec![pod("a", 500, 512)]), &catalog);
+    assert_eq!(r.new_claims[0].capacity_types, ["on-demand"]);
+    assert!((r.new_claims[0].price - 0.1).abs() < 1e-9);
+}
+
+#[test]
+fn too_big_pod_gets_an_actionable_reason() {
+    let r = solve(&snapshot(vec![pod("big", 200_000, 1024)]), &small_catalog());
+    assert_eq!(
+        reason_of(&r, "default/big"),
+        "no instance type in NodePool default fits cpu=200 (largest allows cpu=16)"
+    );
+    let mut s = snapshot(vec![pod("big", 200_000, 1024)]);
+    s.node_pools.clear();
+    assert_eq!(
+        reason_of(&solve(&s, &small_catalog()), "default/big"),
+        "no NodePool exists"
+    );
+}
+
+#[test]
+fn reasons_list_every_pool() {
+    let mut s = snapshot(vec![pod("big", 20_000, 1024)]);
+    let mut gpu = node_pool("gpu");
+    gpu.taints.push(taint("nvidia.com/gpu", "true"));
+    s.node_pools.push(gpu);
+    let r = solve(&s, &small_catalog());
+    assert_eq!(
+        reason_of(&r, "default/big"),
+        "no instance type in NodePool default fits cpu=20 (largest allows cpu=16); \
+         incompatible with NodePool gpu: did not tolerate nvidia.com/gpu=true:NoSchedule"
+    );
+}
+
+#[test]
+fn required_node_affinity_and_invalid_requirements() {
+    let mut p = pod("a", 500, 512);
+    p.required_node_affinity
+        .push(crate::model::NodeSelectorTerm {
+            requirements: vec![requirement(
+                labels::INSTANCE_FAMILY,
+                Operator::NotIn,
+                &["m"],
+            )],
+        });
+    let mut catalog = small_catalog();
+    catalog
+        .instance_types
+        .push(instance_type("c.large", 8, 16, 110, 0.5));
+    let r = solve(&snapshot(vec![p.clone()]), &catalog);
+    assert_eq!(r.new_claims[0].instance_types, ["c.large"]);
+    p.required_node_affinity[0].requirements = vec![InputRequirement {
+        key: "karpenter.k8s.aws/instance-cpu".into(),
+        operator: Operator::Gt,
+        values: vec!["four".into()],
+        min_values: None,
+    }];
+    let r = solve(&snapshot(vec![p]), &catalog);
+    assert!(reason_of(&r, "default/a").contains("not an integer"));
+}
+
+#[test]
+fn daemon_set_and_terminated_pods_are_not_provisioned_for() {
+    let mut d = pod("ds-pod", 100, 100);
+    d.owner = Some(crate::model::OwnerRef {
+        kind: "DaemonSet".into(),
+        name: "x".into(),
+        controller: true,
+    });
+    let mut done = pod("done", 100, 100);
+    done.phase = crate::model::PodPhase::Succeeded;
+    let s = snapshot(vec![d, done]);
+    let (catalog, options) = (small_catalog(), PlanOptions::default());
+    let sch = Scheduler::new(&s, &catalog, &options);
+    assert_eq!(sch.pending_count(), 0);
+}
+
+#[test]
+fn claims_are_listed_with_at_most_60_types_cheapest_first() {
+    let catalog = Catalog {
+        instance_types: (0..80)
+            .map(|i| instance_type(&format!("t{i:02}.x"), 2 + i, 4 + 2 * i, 110, 1.0 + i as f64))
+            .collect(),
+        notes: vec![],
+    };
+    let r = solve(&snapshot(vec![pod("a", 100, 100)]), &catalog);
+    let types = &r.new_claims[0].instance_types;
+    assert_eq!(types.len(), 60);
+    assert_eq!(types[0], "t00.x");
+    assert_eq!(types[59], "t59.x");
+}
+
+#[test]
+fn cost_improvement_merges_claims_when_cheaper() {
+    // Prices make one m.xlarge (0.8) cheaper than m.large + m.large... equal here, so use a
+    // catalog where the big type is a bargain.
+    let catalog = Catalog {
+        instance_types: vec![
+            instance_type("s.medium", 4, 8, 110, 0.3),
+            instance_type("s.large", 8, 16, 110, 0.45),
+        ],
+        notes: vec![],
+    };
+    // First fit opens s.large for the 5-vCPU pod, then the 3.5 pod does not fit beside it.
+    let r = solve(
+        &snapshot(vec![pod("a", 5000, 1024), pod("b", 3500, 1024)]),
+        &catalog,
+    );
+    assert_eq!(r.new_claims.len(), 2);
+    let cost = r.cost();
+    assert!(r.lower_bound <= cost + 1e-9);
+    assert!(r.lower_bound > 0.0);
+}
+
+#[test]
+fn simulate_places_displaced_pods_without_the_removed_node() {
+    let mut s = snapshot(vec![]);
+    s.nodes.push(node("n1", 4, 8));
+    s.nodes.push(node("n2", 4, 8));
+    s.pods.push(bound_pod("x", 1000, 1024, "n1"));
+    s.pods.push(bound_pod("y", 3500, 1024, "n2"));
+    s.pods.push(bound_pod("z", 2500, 1024, "n2"));
+    let catalog = small_catalog();
+    let options = PlanOptions::default();
+    let sch = Scheduler::new(&s, &catalog, &options);
+    let x = s.pods[0].clone();
+    let r = sch.simulate(&["n1"], &[&x]);
+    assert!(r.existing.is_empty(), "n2 is full: {r:#?}");
+    assert_eq!(r.new_claims.len(), 1);
+    let y = s.pods[2].clone();
+    let r = sch.simulate(&["n2"], &[&y]);
+    assert_eq!(
+        r.existing,
+        [("n1".to_string(), vec!["default/z".to_string()])]
+    );
+    // Calling again gives the same answer (no state leaks between simulations).
+    assert_eq!(sch.simulate(&["n2"], &[&y]), r);
+}
+
+#[test]
+fn preference_policy_ignore_drops_preferred_node_affinity() {
+    let mut p = pod("a", 500, 512);
+    p.preferred_node_affinity.push(crate::model::PreferredTerm {
+        weight: 10,
+        term: crate::model::NodeSelectorTerm {
+            requirements: vec![requirement(labels::ZONE, Operator::In, &["zone-b"])],
+        },
+    });
+    let r = solve(&snapshot(vec![p.clone()]), &small_catalog());
+    assert_eq!(r.new_claims[0].zones, ["zone-b"], "preference honoured");
+    let options = PlanOptions {
+        preference_policy: crate::model::PreferencePolicy::Ignore,
+        ..PlanOptions::default()
+    };
+    let r = solve_with(&snapshot(vec![p]), &small_catalog(), &options);
+    assert_eq!(r.new_claims[0].zones, ["zone-a", "zone-b"]);
+}
