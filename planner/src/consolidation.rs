@@ -101,6 +101,28 @@ pub trait Simulate {
 pub type BuildSimulator<'c> = dyn for<'s> Fn(&'s ClusterSnapshot, &'s Catalog, &'s PlanOptions) -> Box<dyn Simulate + 's>
     + 'c;
 
+// === impl Simulate for Scheduler ===
+
+impl Simulate for crate::scheduling::Scheduler<'_> {
+    fn simulate(&self, removed: &[&str], displaced: &[&Pod]) -> Simulation {
+        let r = crate::scheduling::Scheduler::simulate(self, removed, displaced);
+        Simulation {
+            new_claims: r.new_claims,
+            existing: r.existing,
+            unschedulable: r.unschedulable,
+        }
+    }
+}
+
+/// Builds the engine's scheduler over a cluster state: the [`BuildSimulator`] of real plans.
+pub fn with_scheduler<'s>(
+    snapshot: &'s ClusterSnapshot,
+    catalog: &'s Catalog,
+    options: &'s PlanOptions,
+) -> Box<dyn Simulate + 's> {
+    Box::new(crate::scheduling::Scheduler::new(snapshot, catalog, options))
+}
+
 /// Gives a closure the higher-ranked type [`BuildSimulator`] needs (closures do not infer it).
 pub fn builder<F>(f: F) -> F
 where
@@ -159,7 +181,24 @@ pub fn disrupt(
     options: &PlanOptions,
     build: &BuildSimulator<'_>,
 ) -> Result<Outcome, Error> {
+    disrupt_after_launch(snapshot, catalog, options, build, &[])
+}
+
+/// As [`disrupt`], for a plan whose launch part places pending pods on existing nodes
+/// (`launch`: node name → pods): those pods count on those nodes, and those nodes are not
+/// disrupted, so that the launch plan and the disruption decisions hold together.
+///
+/// # Errors
+/// [`Error::Schedule`] when a budget schedule is invalid.
+pub fn disrupt_after_launch(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    options: &PlanOptions,
+    build: &BuildSimulator<'_>,
+    launch: &[(String, Vec<PodKey>)],
+) -> Result<Outcome, Error> {
     let mut s = Session::new(snapshot, catalog, options)?;
+    s.place_pending(launch);
     run(&mut s, build);
     Ok(s.finish())
 }

@@ -67,6 +67,8 @@ pub struct Session<'a> {
     decisions: Vec<DisruptionDecision>,
     notes: Vec<String>,
     rejected: RefCell<BTreeMap<usize, Rejection>>,
+    /// Nodes the launch plan places pending pods on: not disrupted.
+    receiving: BTreeSet<String>,
     simulations: Cell<usize>,
     rebuilds: Cell<usize>,
 }
@@ -128,9 +130,32 @@ impl<'a> Session<'a> {
             decisions: Vec::new(),
             notes,
             rejected: RefCell::new(BTreeMap::new()),
+            receiving: BTreeSet::new(),
             simulations: Cell::new(0),
             rebuilds: Cell::new(0),
         })
+    }
+
+    /// Binds the pending pods the launch plan places on existing nodes (node name → pods) to
+    /// those nodes in the working state, and keeps those nodes from being disrupted.
+    pub fn place_pending(&mut self, launch: &[(String, Vec<PodKey>)]) {
+        if launch.is_empty() {
+            return;
+        }
+        let target: BTreeMap<&str, &str> = launch
+            .iter()
+            .flat_map(|(n, pods)| pods.iter().map(move |p| (p.as_str(), n.as_str())))
+            .collect();
+        for p in &mut self.working.pods {
+            if p.is_pending()
+                && let Some(n) = target.get(p.key().as_str())
+            {
+                p.node_name = Some(n.to_string());
+            }
+        }
+        self.receiving
+            .extend(launch.iter().map(|(n, _)| n.clone()));
+        self.pods_on = candidate::pods_by_node(&self.working);
     }
 
     /// The cluster as the committed decisions leave it (removed nodes gone, their pods bound
@@ -200,6 +225,7 @@ impl<'a> Session<'a> {
         let rejected = self.rejected.borrow();
         let mut v: Vec<(f64, f64, usize)> = (0..self.candidates.len())
             .filter(|&i| !self.used[i] && !rejected.contains_key(&i))
+            .filter(|&i| !self.receiving.contains(&self.candidates[i].name))
             .filter(|&i| keep(&self.candidates[i]))
             .map(|i| {
                 let price = self.candidates[i].price.unwrap_or(0.0);
