@@ -114,7 +114,6 @@ fn lone_underused_node_is_replaced_by_a_cheaper_one() {
     // (Karpenter's rule, so that an on-demand fallback cannot cost more).
     assert_eq!(d.replacements[0].capacity_types, vec!["spot".to_string()]);
     assert!((d.savings_per_hour - 0.36).abs() < 1e-9, "{}", d.savings_per_hour);
-    assert!(d.replacements[0].instance_types.iter().all(|t| t != "m.large"));
 }
 
 #[test]
