@@ -6,16 +6,18 @@
 //! pods fit is the scheduler, through [`Simulate`] (the engine's `Scheduler::simulate`), never
 //! a second packer. A plan's decisions are meant to run together, so each is evaluated on the
 //! cluster as the earlier decisions leave it: a [`Session`] keeps that working snapshot, and
-//! the caller rebuilds the scheduler over it after each committed decision. Within one state,
+//! the scheduler is rebuilt over it after each committed decision. Within one state,
 //! candidates are evaluated incrementally: a simulation removes their nodes and places only
 //! their pods on the model built once for that state.
 //!
-//! Order of work (as Karpenter): expiry (forceful, ignores budgets and blockers), empty nodes
-//! (one decision per NodePool, as many as the budget allows), drift (replacement without a
-//! price check), then underutilized nodes: every candidate is simulated alone, then the largest
-//! jointly valid prefix of the deletable ones (in Karpenter's order: cheapest disruption per
-//! saving first) is committed; when no deletion is left, the largest prefix that some k new
-//! nodes can hold more cheaply (many→k) is committed, then single replacements.
+//! Order of work (as Karpenter): expiry (forceful: ignores budgets and blockers), empty nodes
+//! (one decision per NodePool, as many as its budget allows), drift (replacement without a
+//! price check), then underutilized nodes. For those, every candidate is first simulated
+//! alone; then, per state, prefix searches (Karpenter's binary search, at most
+//! [`MAX_GROUP`] nodes) look for the largest jointly deletable group and the largest group
+//! that k cheaper new nodes can hold, each in Karpenter's order (cheapest disruption per
+//! dollar saved first) and least-utilized first; the command that saves most is committed.
+//! The design note is `designs/disruption.md`.
 
 mod budgets;
 mod candidate;
@@ -120,7 +122,9 @@ pub fn with_scheduler<'s>(
     catalog: &'s Catalog,
     options: &'s PlanOptions,
 ) -> Box<dyn Simulate + 's> {
-    Box::new(crate::scheduling::Scheduler::new(snapshot, catalog, options))
+    Box::new(crate::scheduling::Scheduler::new(
+        snapshot, catalog, options,
+    ))
 }
 
 /// Gives a closure the higher-ranked type [`BuildSimulator`] needs (closures do not infer it).
@@ -253,7 +257,8 @@ fn empty(s: &mut Session<'_>) {
 fn drift(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
     for pool in s.pool_names() {
         let budget = s.remaining(&pool, Reason::Drifted) as usize;
-        let drifted = s.ordered(|c| c.node_pool == pool && c.drift.is_some() && c.blocker.is_none());
+        let drifted =
+            s.ordered(|c| c.node_pool == pool && c.drift.is_some() && c.blocker.is_none());
         if drifted.is_empty() || budget == 0 {
             continue;
         }
@@ -276,39 +281,108 @@ fn drift(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
     }
 }
 
+/// Most nodes one Underutilized decision removes (Karpenter's multi-node bound): keeps each
+/// joint simulation small and each decision's blast radius bounded.
+pub const MAX_GROUP: usize = 100;
+
 /// Underutilized nodes (dovetail's search; see the module header).
+///
+/// Simulating every candidate alone is the expensive part, so it is done once, and again only
+/// when the prefix searches over what it found stop finding anything: between refreshes the
+/// lists may be stale, which costs nothing in safety (every committed prefix is verified
+/// jointly on the current state) and at worst one refresh.
 fn underutilized(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
+    let mut deletable: Vec<usize> = Vec::new();
+    let mut repackable: Vec<usize> = Vec::new();
+    let mut fresh = false;
     loop {
         let order = s.underutilized_order();
         if order.is_empty() {
             return;
         }
+        let evaluated_now = !fresh;
         let cmd = {
             let sim = s.build(build);
-            let mut deletable = Vec::new();
-            let mut repackable = Vec::new();
             let mut first_replace: Option<Command> = None;
-            for &c in &order {
-                match s.evaluate(&*sim, &[c], Reason::Underutilized, None) {
-                    Ok(cmd) => {
-                        repackable.push(c);
-                        if cmd.replacements.is_empty() {
-                            deletable.push(c);
-                        } else if first_replace.is_none() {
-                            first_replace = Some(cmd);
+            if evaluated_now {
+                deletable.clear();
+                repackable.clear();
+                for &c in &order {
+                    match s.evaluate(&*sim, &[c], Reason::Underutilized, None) {
+                        Ok(cmd) => {
+                            repackable.push(c);
+                            if cmd.replacements.is_empty() {
+                                deletable.push(c);
+                            } else if first_replace.is_none() {
+                                first_replace = Some(cmd);
+                            }
                         }
+                        // Alone it is not cheaper, but with others it may be (many→k).
+                        Err(Rejection::NotCheaper(_)) => repackable.push(c),
+                        Err(r) => s.reject(c, r),
                     }
-                    // Alone it is not cheaper, but with others it may be (many→k).
-                    Err(Rejection::NotCheaper(_)) => repackable.push(c),
-                    Err(r) => s.reject(c, r),
                 }
+                fresh = true;
             }
-            s.prefix_search(&*sim, &deletable, Reason::Underutilized, Some(0), 1)
-                .or_else(|| s.prefix_search(&*sim, &repackable, Reason::Underutilized, None, 2))
-                .or(first_replace)
+            // Keep what the budgets (and earlier commits) still allow, in the current order.
+            let rank: std::collections::BTreeMap<usize, usize> =
+                order.iter().enumerate().map(|(i, &c)| (c, i)).collect();
+            let keep = |v: &mut Vec<usize>| {
+                v.retain(|c| rank.contains_key(c));
+                v.sort_by_key(|c| rank[c]);
+            };
+            keep(&mut deletable);
+            keep(&mut repackable);
+            // Beyond Karpenter's one order: also the least utilized first. Of every command
+            // found, the one that saves most wins.
+            let util: std::collections::BTreeMap<usize, f64> =
+                order.iter().map(|&c| (c, s.utilization(c))).collect();
+            let by_util = |v: &[usize]| {
+                let mut v = v.to_vec();
+                v.sort_by(|a, b| util[a].total_cmp(&util[b]).then(rank[a].cmp(&rank[b])));
+                v
+            };
+            let head = |v: &[usize]| v[..v.len().min(MAX_GROUP)].to_vec();
+            let found = [
+                s.prefix_search(&*sim, &head(&deletable), Reason::Underutilized, Some(0), 1),
+                s.prefix_search(
+                    &*sim,
+                    &head(&by_util(&deletable)),
+                    Reason::Underutilized,
+                    Some(0),
+                    1,
+                ),
+                s.prefix_search(&*sim, &head(&repackable), Reason::Underutilized, None, 2),
+                s.prefix_search(
+                    &*sim,
+                    &head(&by_util(&repackable)),
+                    Reason::Underutilized,
+                    None,
+                    2,
+                ),
+                first_replace,
+            ];
+            found
+                .into_iter()
+                .flatten()
+                .fold(None, |best: Option<Command>, c| match best {
+                    Some(b) if b.savings_per_hour >= c.savings_per_hour => Some(b),
+                    _ => Some(c),
+                })
         };
         match cmd {
-            Some(cmd) => s.commit(cmd),
+            Some(cmd) => {
+                let used = cmd.nodes.clone();
+                s.commit(cmd);
+                deletable.retain(|c| !used.contains(c));
+                repackable.retain(|c| !used.contains(c));
+                // Stale lists are re-checked jointly; refresh only when they dry up.
+                if deletable.is_empty() && repackable.len() < 2 {
+                    fresh = false;
+                }
+            }
+            // The lists were stale: simulate every candidate alone again, once.
+            None if !evaluated_now => fresh = false,
             None => return,
         }
     }

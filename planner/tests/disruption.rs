@@ -113,7 +113,11 @@ fn lone_underused_node_is_replaced_by_a_cheaper_one() {
     // The pool allows spot and on-demand: the replacement is priced, and pinned, as spot
     // (Karpenter's rule, so that an on-demand fallback cannot cost more).
     assert_eq!(d.replacements[0].capacity_types, vec!["spot".to_string()]);
-    assert!((d.savings_per_hour - 0.36).abs() < 1e-9, "{}", d.savings_per_hour);
+    assert!(
+        (d.savings_per_hour - 0.36).abs() < 1e-9,
+        "{}",
+        d.savings_per_hour
+    );
 }
 
 #[test]
@@ -143,7 +147,10 @@ fn nodes_receiving_pending_pods_are_kept() {
     assert_eq!(plan.existing_nodes.len(), 1, "{plan:?}");
     let target = &plan.existing_nodes[0].name;
     for d in &plan.disruptions {
-        assert!(!d.nodes.contains(target), "{target} receives a pending pod: {d:?}");
+        assert!(
+            !d.nodes.contains(target),
+            "{target} receives a pending pod: {d:?}"
+        );
     }
     // The other node's pod cannot move onto the target (6.5 + 1 + 1 > 8 fits? 8.5 > 8 no), so
     // it may only be replaced by a cheaper node.

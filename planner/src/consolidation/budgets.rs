@@ -167,7 +167,11 @@ mod tests {
                 Some(("0 9 * * mon-fri", 8 * 3600)),
             ),
             // Saturdays only: would allow 1 empty.
-            b(BudgetNodes::Count(1), &["Empty"], Some(("0 0 * * sat", 86_400))),
+            b(
+                BudgetNodes::Count(1),
+                &["Empty"],
+                Some(("0 0 * * sat", 86_400)),
+            ),
         ]);
         let mut bud = Budgets::new(&[p], &counts(100, 2), NOW).unwrap();
         assert_eq!(bud.remaining("p", Reason::Underutilized), 0);
@@ -179,7 +183,11 @@ mod tests {
 
     #[test]
     fn bad_schedule_is_an_error_naming_the_pool() {
-        let p = pool(vec![b(BudgetNodes::Count(1), &[], Some(("61 * * * *", 60)))]);
+        let p = pool(vec![b(
+            BudgetNodes::Count(1),
+            &[],
+            Some(("61 * * * *", 60)),
+        )]);
         let e = Budgets::new(&[p], &counts(1, 0), NOW).unwrap_err();
         assert!(e.to_string().contains("NodePool p"), "{e}");
         assert!(e.to_string().contains("minute"), "{e}");

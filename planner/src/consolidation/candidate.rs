@@ -212,7 +212,10 @@ pub(crate) fn pdbs_of(pod: &Pod, pdbs: &[PdbState<'_>]) -> Vec<usize> {
         .enumerate()
         .filter(|(_, s)| {
             s.pdb.namespace == pod.namespace
-                && s.pdb.selector.as_ref().is_some_and(|sel| sel.matches(&pod.labels))
+                && s.pdb
+                    .selector
+                    .as_ref()
+                    .is_some_and(|sel| sel.matches(&pod.labels))
         })
         .map(|(i, _)| i)
         .collect()
@@ -352,7 +355,12 @@ pub(crate) fn build(
 /// do-not-disrupt (active at `now`), a reschedulable pod without a controller. PDBs are checked
 /// when a decision is evaluated, against what earlier decisions of the plan already evict.
 fn blocker(node: &Node, pods: &[&Pod], now: Timestamp) -> Option<String> {
-    if node.annotations.get(labels::DO_NOT_DISRUPT).map(String::as_str) == Some("true") {
+    if node
+        .annotations
+        .get(labels::DO_NOT_DISRUPT)
+        .map(String::as_str)
+        == Some("true")
+    {
         return Some(format!(
             "node {} has {}=true",
             node.name,
@@ -410,7 +418,12 @@ fn drift(
                 ));
             }
         }
-        Err(e) => return Some(format!("NodePool {} requirements are invalid: {e}", pool.name)),
+        Err(e) => {
+            return Some(format!(
+                "NodePool {} requirements are invalid: {e}",
+                pool.name
+            ));
+        }
     }
     let annotation = |key: &str| {
         node.annotations

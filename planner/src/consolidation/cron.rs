@@ -15,7 +15,9 @@ use crate::model::Timestamp;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum Error {
     /// The schedule does not have five fields and is not a known `@` descriptor.
-    #[error("cron schedule {schedule:?}: expected 5 fields (minute hour day-of-month month day-of-week), got {count}")]
+    #[error(
+        "cron schedule {schedule:?}: expected 5 fields (minute hour day-of-month month day-of-week), got {count}"
+    )]
     FieldCount {
         /// The schedule as written.
         schedule: String,
@@ -360,7 +362,10 @@ mod tests {
         let e = Schedule::parse("0 25 * * *").unwrap_err();
         assert!(e.to_string().contains("hour"), "{e}");
         let e = Schedule::parse("0 0 * foo *").unwrap_err();
-        assert!(e.to_string().contains("month") && e.to_string().contains("foo"), "{e}");
+        assert!(
+            e.to_string().contains("month") && e.to_string().contains("foo"),
+            "{e}"
+        );
         let e = Schedule::parse("* * *").unwrap_err();
         assert!(matches!(e, Error::FieldCount { count: 3, .. }));
         assert!(Schedule::parse("*/0 * * * *").is_err());

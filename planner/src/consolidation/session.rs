@@ -48,6 +48,10 @@ pub enum Rejection {
     NotCheaper(String),
 }
 
+/// A replacement claim's capacity types and its instance types with their worst-case launch
+/// prices, cheapest first.
+type ClaimOptions<'t> = (Vec<String>, Vec<(f64, &'t InstanceType)>);
+
 /// The state of one disruption run.
 pub struct Session<'a> {
     original: &'a ClusterSnapshot,
@@ -153,8 +157,7 @@ impl<'a> Session<'a> {
                 p.node_name = Some(n.to_string());
             }
         }
-        self.receiving
-            .extend(launch.iter().map(|(n, _)| n.clone()));
+        self.receiving.extend(launch.iter().map(|(n, _)| n.clone()));
         self.pods_on = candidate::pods_by_node(&self.working);
     }
 
@@ -206,6 +209,21 @@ impl<'a> Session<'a> {
     /// True when the candidate has no reschedulable pods.
     pub fn is_empty(&self, c: usize) -> bool {
         self.displaced(&self.candidates[c].name).is_empty()
+    }
+
+    /// The larger of the cpu and memory fractions its reschedulable pods request (0 when the
+    /// node is unknown or has no allocatable).
+    pub fn utilization(&self, c: usize) -> f64 {
+        let name = &self.candidates[c].name;
+        let Some(node) = self.working.nodes.iter().find(|n| &n.name == name) else {
+            return 0.0;
+        };
+        let mut used = crate::model::Resources::default();
+        for p in self.displaced(name) {
+            used.add(&p.requests);
+        }
+        let frac = |u: i64, a: i64| if a > 0 { u as f64 / a as f64 } else { 0.0 };
+        frac(used.cpu, node.allocatable.cpu).max(frac(used.memory, node.allocatable.memory))
     }
 
     /// Karpenter's disruption cost of a candidate: the eviction cost of its pods times the
@@ -275,10 +293,7 @@ impl<'a> Session<'a> {
             nodes: nodes.to_vec(),
             replacements: Vec::new(),
             placements: BTreeMap::new(),
-            savings_per_hour: nodes
-                .iter()
-                .filter_map(|&c| self.candidates[c].price)
-                .sum(),
+            savings_per_hour: nodes.iter().filter_map(|&c| self.candidates[c].price).sum(),
             unschedulable: Vec::new(),
         }
     }
@@ -457,7 +472,7 @@ impl<'a> Session<'a> {
             .iter()
             .all(|&c| self.candidates[c].capacity_type.as_deref() == Some(labels::CAPACITY_SPOT));
         // Per claim: capacity types, and (worst price, type) cheapest first.
-        let mut options: Vec<(Vec<String>, Vec<(f64, &InstanceType)>)> = Vec::new();
+        let mut options: Vec<ClaimOptions<'_>> = Vec::new();
         for claim in &claims {
             let mut cts = claim.capacity_types.clone();
             let has = |v: &str| cts.iter().any(|c| c == v);
@@ -465,7 +480,9 @@ impl<'a> Session<'a> {
                 // Priced as spot; an on-demand fallback would not be cheaper.
                 cts = vec![labels::CAPACITY_SPOT.to_string()];
             }
-            if all_spot && cts.iter().any(|c| c == labels::CAPACITY_SPOT) && !self.options.spot_to_spot_consolidation
+            if all_spot
+                && cts.iter().any(|c| c == labels::CAPACITY_SPOT)
+                && !self.options.spot_to_spot_consolidation
             {
                 return Err(Rejection::NotCheaper(
                     "spot-to-spot consolidation is disabled".into(),
@@ -575,7 +592,8 @@ impl<'a> Session<'a> {
     /// appear as nodes, budgets and PDB allowances are consumed, and the decision is recorded.
     pub fn commit(&mut self, mut cmd: Command) {
         // Replacement names must not collide with nodes of the working state.
-        let mut names: BTreeSet<String> = self.working.nodes.iter().map(|n| n.name.clone()).collect();
+        let mut names: BTreeSet<String> =
+            self.working.nodes.iter().map(|n| n.name.clone()).collect();
         for claim in &mut cmd.replacements {
             if names.contains(&claim.name) {
                 let base = claim.name.clone();
@@ -608,7 +626,7 @@ impl<'a> Session<'a> {
         for (pool, n) in per_pool {
             self.budgets.consume(&pool, n);
         }
-        for (key, _) in &cmd.placements {
+        for key in cmd.placements.keys() {
             if let Some(v) = self.pod_pdbs.get(key) {
                 for &i in v {
                     self.pdb_remaining[i] -= 1;
@@ -750,7 +768,10 @@ impl<'a> Session<'a> {
         let mut notes = self.notes;
         for (c, why) in self.rejected.borrow().iter() {
             if let Rejection::Blocked(b) = why {
-                notes.push(format!("node {} is not disrupted: {b}", self.candidates[*c].name));
+                notes.push(format!(
+                    "node {} is not disrupted: {b}",
+                    self.candidates[*c].name
+                ));
             }
         }
         let _ = self.original;

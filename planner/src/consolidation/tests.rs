@@ -109,7 +109,9 @@ pub(super) fn pod(name: &str, node: &str, cpu_m: i64) -> Pod {
         namespace: "default".into(),
         name: name.into(),
         uid: name.into(),
-        labels: [("app".to_string(), name.to_string())].into_iter().collect(),
+        labels: [("app".to_string(), name.to_string())]
+            .into_iter()
+            .collect(),
         owner: Some(OwnerRef {
             kind: "ReplicaSet".into(),
             name: "rs".into(),
@@ -196,7 +198,12 @@ impl Simulate for FakeSim<'_> {
             })
             .collect();
         let mut pods: Vec<&Pod> = displaced.to_vec();
-        pods.sort_by(|a, b| b.requests.cpu.cmp(&a.requests.cpu).then(a.key().cmp(&b.key())));
+        pods.sort_by(|a, b| {
+            b.requests
+                .cpu
+                .cmp(&a.requests.cpu)
+                .then(a.key().cmp(&b.key()))
+        });
         let mut existing: BTreeMap<String, Vec<PodKey>> = BTreeMap::new();
         let mut left: Vec<&Pod> = Vec::new();
         for p in pods {
@@ -258,8 +265,10 @@ impl Simulate for FakeSim<'_> {
                 acc.add(&p.requests);
                 acc
             });
-            let fitting: Vec<&&InstanceType> =
-                types.iter().filter(|t| fits(&t.allocatable(), &need)).collect();
+            let fitting: Vec<&&InstanceType> = types
+                .iter()
+                .filter(|t| fits(&t.allocatable(), &need))
+                .collect();
             out.new_claims.push(PlannedNodeClaim {
                 name: format!("default-{}", chosen[0].name),
                 node_pool: "default".into(),
@@ -280,7 +289,12 @@ pub(super) fn run(s: &ClusterSnapshot, cat: &Catalog, o: &PlanOptions) -> Outcom
     run_cts(s, cat, o, &["on-demand"])
 }
 
-pub(super) fn run_cts(s: &ClusterSnapshot, cat: &Catalog, o: &PlanOptions, cts: &[&str]) -> Outcome {
+pub(super) fn run_cts(
+    s: &ClusterSnapshot,
+    cat: &Catalog,
+    o: &PlanOptions,
+    cts: &[&str],
+) -> Outcome {
     let cts: Vec<String> = cts.iter().map(|s| s.to_string()).collect();
     let build = builder(move |snap, cat, _| {
         let cts: Vec<&str> = cts.iter().map(String::as_str).collect();
@@ -333,9 +347,15 @@ fn consolidate_after_is_measured_from_the_last_pod_event() {
     });
     assert!(run(&s, &catalog(), &opts()).decisions.is_empty());
     s.node_claims[0].last_pod_event_time = Some(NOW - 3600);
-    assert_eq!(reasons(&run(&s, &catalog(), &opts())), vec![d("Empty", &["n0"])]);
+    assert_eq!(
+        reasons(&run(&s, &catalog(), &opts())),
+        vec![d("Empty", &["n0"])]
+    );
     s.node_pools[0].disruption.consolidate_after = None;
-    assert!(run(&s, &catalog(), &opts()).decisions.is_empty(), "Never disables");
+    assert!(
+        run(&s, &catalog(), &opts()).decisions.is_empty(),
+        "Never disables"
+    );
 
     // Without a claim, from the newest bound pod's start.
     let mut s = cluster(&[&[1000], &[1000]]);
@@ -353,7 +373,10 @@ fn consolidate_after_is_measured_from_the_last_pod_event() {
 fn when_empty_policy_skips_underutilized_nodes() {
     let mut s = cluster(&[&[1000], &[1000], &[]]);
     s.node_pools[0].disruption.consolidation_policy = ConsolidationPolicy::WhenEmpty;
-    assert_eq!(reasons(&run(&s, &catalog(), &opts())), vec![d("Empty", &["n2"])]);
+    assert_eq!(
+        reasons(&run(&s, &catalog(), &opts())),
+        vec![d("Empty", &["n2"])]
+    );
     s.node_pools[0].disruption.consolidation_policy = ConsolidationPolicy::WhenEmptyOrUnderutilized;
     let o = run(&s, &catalog(), &opts());
     assert_eq!(reasons(&o)[0], d("Empty", &["n2"]));
@@ -383,7 +406,10 @@ fn underutilized_node_is_replaced_by_a_cheaper_one() {
     let r = &o.decisions[0].replacements;
     assert_eq!(r.len(), 1);
     // Every type whose worst-case price is below the node's stays allowed, cheapest first.
-    assert_eq!(r[0].instance_types, vec!["m.small".to_string(), "m.medium".to_string()]);
+    assert_eq!(
+        r[0].instance_types,
+        vec!["m.small".to_string(), "m.medium".to_string()]
+    );
     assert_eq!(r[0].pods, vec!["default/p0-0".to_string()]);
     assert!((o.decisions[0].savings_per_hour - 0.3).abs() < 1e-9);
 }
@@ -407,8 +433,16 @@ fn many_nodes_repack_onto_k_cheaper_nodes() {
     let dec = &o.decisions[0];
     assert_eq!(dec.nodes.len(), 4);
     assert_eq!(dec.replacements.len(), 2);
-    assert!((dec.savings_per_hour - 0.4).abs() < 1e-9, "{}", dec.savings_per_hour);
-    assert!(o.notes.iter().any(|n| n.contains("many→k")), "{:?}", o.notes);
+    assert!(
+        (dec.savings_per_hour - 0.4).abs() < 1e-9,
+        "{}",
+        dec.savings_per_hour
+    );
+    assert!(
+        o.notes.iter().any(|n| n.contains("many→k")),
+        "{:?}",
+        o.notes
+    );
 }
 
 #[test]
@@ -431,7 +465,10 @@ fn spot_to_spot_needs_the_option_and_fifteen_cheaper_types() {
     let out = run_cts(&s, &cat, &o, &["spot"]);
     assert_eq!(reasons(&out), vec![d("Underutilized", &["n0"])]);
     assert_eq!(out.decisions[0].replacements[0].instance_types.len(), 15);
-    assert_eq!(out.decisions[0].replacements[0].capacity_types, vec!["spot".to_string()]);
+    assert_eq!(
+        out.decisions[0].replacements[0].capacity_types,
+        vec!["spot".to_string()]
+    );
     // A spot node may always be deleted when its pods fit elsewhere.
     let mut s2 = cluster(&[&[1500], &[1000]]);
     for n in &mut s2.nodes {
@@ -447,12 +484,16 @@ fn spot_to_spot_needs_the_option_and_fifteen_cheaper_types() {
 fn blocked(s: &ClusterSnapshot, needle: &str) {
     let o = run(s, &catalog(), &opts());
     assert!(
-        !o.decisions.iter().any(|d| d.nodes.contains(&"n0".to_string())),
+        !o.decisions
+            .iter()
+            .any(|d| d.nodes.contains(&"n0".to_string())),
         "{:?}",
         reasons(&o)
     );
     assert!(
-        o.notes.iter().any(|n| n.contains("n0") && n.contains(needle)),
+        o.notes
+            .iter()
+            .any(|n| n.contains("n0") && n.contains(needle)),
         "{needle} not in {:?}",
         o.notes
     );
@@ -484,20 +525,34 @@ fn pod_do_not_disrupt_blocks_and_may_be_time_limited() {
         .annotations
         .insert(labels::DO_NOT_DISRUPT.into(), "9h".into());
     let o = run(&s, &catalog(), &opts());
-    assert!(o.decisions.iter().any(|d| d.nodes.contains(&"n0".to_string())), "{:?}", reasons(&o));
+    assert!(
+        o.decisions
+            .iter()
+            .any(|d| d.nodes.contains(&"n0".to_string())),
+        "{:?}",
+        reasons(&o)
+    );
     // Not a duration and not "true": ignored, as Karpenter does.
     s.pods[0]
         .annotations
         .insert(labels::DO_NOT_DISRUPT.into(), "yes".into());
     let o = run(&s, &catalog(), &opts());
-    assert!(o.decisions.iter().any(|d| d.nodes.contains(&"n0".to_string())), "{:?}", reasons(&o));
+    assert!(
+        o.decisions
+            .iter()
+            .any(|d| d.nodes.contains(&"n0".to_string())),
+        "{:?}",
+        reasons(&o)
+    );
 }
 
 #[test]
 fn pdb_allowing_no_eviction_blocks() {
     let mut s = cluster(&[&[1000], &[3000, 1000]]);
     let sel = LabelSelector {
-        match_labels: [("app".to_string(), "p0-0".to_string())].into_iter().collect(),
+        match_labels: [("app".to_string(), "p0-0".to_string())]
+            .into_iter()
+            .collect(),
         ..LabelSelector::default()
     };
     s.pdbs.push(PodDisruptionBudget {
@@ -510,7 +565,13 @@ fn pdb_allowing_no_eviction_blocks() {
     let o = run(&s, &catalog(), &opts());
     // n0 cannot go; n1 can (its pods fit on n0).
     assert_eq!(reasons(&o), vec![d("Underutilized", &["n1"])]);
-    assert!(o.notes.iter().any(|n| n.contains("n0") && n.contains("default/guard")), "{:?}", o.notes);
+    assert!(
+        o.notes
+            .iter()
+            .any(|n| n.contains("n0") && n.contains("default/guard")),
+        "{:?}",
+        o.notes
+    );
     // Computed from the spec: minAvailable 1 of the 1 matching pod allows none either.
     s.pdbs[0].disruptions_allowed = None;
     s.pdbs[0].min_available = Some(IntOrPercent::Int(1));
@@ -520,7 +581,13 @@ fn pdb_allowing_no_eviction_blocks() {
     s.pdbs[0].min_available = None;
     s.pdbs[0].max_unavailable = Some(IntOrPercent::Percent(100));
     let o = run(&s, &catalog(), &opts());
-    assert!(o.decisions.iter().any(|d| d.nodes.contains(&"n0".to_string())), "{:?}", reasons(&o));
+    assert!(
+        o.decisions
+            .iter()
+            .any(|d| d.nodes.contains(&"n0".to_string())),
+        "{:?}",
+        reasons(&o)
+    );
 }
 
 #[test]
@@ -597,10 +664,17 @@ fn drift_by_missing_instance_type_and_stale_hash() {
     let mut s = cluster(&[&[6000], &[6000]]);
     s.node_pools[0].template_hash = "new".into();
     for (i, n) in s.nodes.iter_mut().enumerate() {
-        n.annotations.insert(labels::NODEPOOL_HASH.into(), if i == 0 { "old" } else { "new" }.into());
-        n.annotations.insert(NODEPOOL_HASH_VERSION.into(), HASH_VERSION.into());
+        n.annotations.insert(
+            labels::NODEPOOL_HASH.into(),
+            if i == 0 { "old" } else { "new" }.into(),
+        );
+        n.annotations
+            .insert(NODEPOOL_HASH_VERSION.into(), HASH_VERSION.into());
     }
-    assert_eq!(reasons(&run(&s, &catalog(), &opts())), vec![d("Drifted", &["n0"])]);
+    assert_eq!(
+        reasons(&run(&s, &catalog(), &opts())),
+        vec![d("Drifted", &["n0"])]
+    );
     // Another hash version (Karpenter's own) is not compared.
     s.nodes[0]
         .annotations
@@ -657,8 +731,16 @@ fn cheapest_disruption_first() {
     // n2 full enough that only one of n0/n1 fits onto the others.
     let o = run(&s, &catalog(), &opts());
     assert!(!o.decisions.is_empty());
-    assert!(o.decisions[0].nodes.contains(&"n0".to_string()), "{:?}", reasons(&o));
-    assert!(!o.decisions[0].nodes.contains(&"n1".to_string()), "{:?}", reasons(&o));
+    assert!(
+        o.decisions[0].nodes.contains(&"n0".to_string()),
+        "{:?}",
+        reasons(&o)
+    );
+    assert!(
+        !o.decisions[0].nodes.contains(&"n1".to_string()),
+        "{:?}",
+        reasons(&o)
+    );
 }
 
 #[test]
@@ -679,7 +761,11 @@ mod properties {
 
     /// (type index, spot?, pod cpus) per node, pool budget, consolidateAfter, do-not-disrupt pod.
     fn clusters() -> impl Strategy<Value = ClusterSnapshot> {
-        let node_s = (0usize..4, any::<bool>(), prop::collection::vec(100i64..4000, 0..6));
+        let node_s = (
+            0usize..4,
+            any::<bool>(),
+            prop::collection::vec(100i64..4000, 0..6),
+        );
         (
             prop::collection::vec(node_s, 1..10),
             prop_oneof![
@@ -724,7 +810,11 @@ mod properties {
             })
     }
 
-    fn run_session(s: &ClusterSnapshot, cat: &Catalog, o: &PlanOptions) -> (Outcome, ClusterSnapshot) {
+    fn run_session(
+        s: &ClusterSnapshot,
+        cat: &Catalog,
+        o: &PlanOptions,
+    ) -> (Outcome, ClusterSnapshot) {
         let build = builder(|snap, cat, _| Box::new(FakeSim::new(snap, cat, &["on-demand"])));
         let mut session = Session::new(s, cat, o).expect("valid");
         super::super::run(&mut session, &build);
