@@ -388,9 +388,11 @@ fn when_empty_policy_skips_underutilized_nodes() {
 
 #[test]
 fn underutilized_node_is_deleted_when_its_pods_fit_elsewhere() {
-    let s = cluster(&[&[2000, 1000], &[3000], &[6000]]);
+    // Three full nodes and one nearly empty: one node goes (n3's pod fits beside any other, or
+    // a full node's pod fits on n3), and then nothing more can.
+    let s = cluster(&[&[7000], &[7000], &[7000], &[1000]]);
     let o = run(&s, &catalog(), &opts());
-    assert!(!o.decisions.is_empty(), "{:?}", reasons(&o));
+    assert_eq!(o.decisions.len(), 1, "{:?}", reasons(&o));
     let dec = &o.decisions[0];
     assert_eq!(dec.reason, "Underutilized");
     assert_eq!(dec.nodes.len(), 1);
@@ -724,23 +726,26 @@ fn expiry_ignores_budgets_and_blockers() {
 // === Order and determinism ===
 
 #[test]
-fn cheapest_disruption_first() {
-    // Both n0 and n1 could go (not both); n1's pod has a high priority, so n0 goes.
-    let mut s = cluster(&[&[1000], &[1000], &[2000]]);
+fn cheapest_disruption_per_saving_first() {
+    // Equal nodes: n1's pod has a high priority (costly to evict), n2's node is near expiry
+    // (cheap: little lifetime left), n3 is a cheaper medium node (less saved per eviction).
+    let cat = catalog();
+    let mut s = cluster(&[&[1000], &[1000], &[1000]]);
     s.pods[1].priority = 1_000_000_000;
-    // n2 full enough that only one of n0/n1 fits onto the others.
-    let o = run(&s, &catalog(), &opts());
-    assert!(!o.decisions.is_empty());
-    assert!(
-        o.decisions[0].nodes.contains(&"n0".to_string()),
-        "{:?}",
-        reasons(&o)
-    );
-    assert!(
-        !o.decisions[0].nodes.contains(&"n1".to_string()),
-        "{:?}",
-        reasons(&o)
-    );
+    s.node_pools[0].expire_after = Some(720 * 3600);
+    s.nodes[2].creation_time = Some(NOW - 700 * 3600);
+    s.nodes
+        .push(node("n3", &cat.instance_types[1], "on-demand"));
+    s.pods.push(pod("p3-0", "n3", 1000));
+    let o = opts();
+    let session = Session::new(&s, &cat, &o).expect("valid");
+    let names: Vec<&str> = session
+        .underutilized_order()
+        .into_iter()
+        .map(|c| session.candidates()[c].name.as_str())
+        .collect();
+    assert_eq!(names, vec!["n2", "n0", "n3", "n1"]);
+    assert!(eviction_cost(&s.pods[1]) > eviction_cost(&s.pods[0]));
 }
 
 #[test]
