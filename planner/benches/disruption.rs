@@ -11,7 +11,8 @@
 //! allowing at most one replacement (many→1), else single-node consolidation taking the first
 //! valid candidate; one command per pass, passes repeated until none is found.
 //!
-//! Run: `cargo bench -p planner --bench disruption` (`-- --quick` skips 5,000 nodes).
+//! Run: `cargo bench -p planner --bench disruption` (`-- --quick` skips 5,000 nodes;
+//! `-- --nodes=N` runs one size).
 
 // A bench measures wall time; the clock ban is for the planner code, not for this.
 #![allow(clippy::disallowed_methods)]
@@ -251,13 +252,19 @@ fn report(name: &str, f: &Figures, base_cost: f64) {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    let only: Option<usize> = std::env::args()
+        .find_map(|a| a.strip_prefix("--nodes=").and_then(|n| n.parse().ok()));
     let catalog = aws::builtin("us-east-1").expect("built-in catalog");
     let o = PlanOptions {
         now: NOW,
         ..PlanOptions::default()
     };
-    let sizes: &[usize] = if quick { &[1000] } else { &[1000, 5000] };
-    for &n in sizes {
+    let sizes: Vec<usize> = match only {
+        Some(n) => vec![n],
+        None if quick => vec![1000],
+        None => vec![1000, 5000],
+    };
+    for n in sizes {
         let s = cluster(&catalog, n, 15, 42);
         let base = cost(&s, &catalog);
         println!(
