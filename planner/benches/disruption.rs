@@ -252,8 +252,8 @@ fn report(name: &str, f: &Figures, base_cost: f64) {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
-    let only: Option<usize> = std::env::args()
-        .find_map(|a| a.strip_prefix("--nodes=").and_then(|n| n.parse().ok()));
+    let only: Option<usize> =
+        std::env::args().find_map(|a| a.strip_prefix("--nodes=").and_then(|n| n.parse().ok()));
     let catalog = aws::builtin("us-east-1").expect("built-in catalog");
     let o = PlanOptions {
         now: NOW,

@@ -406,6 +406,9 @@ fn drift(
     // Labels the instance type defines count as the node's when the node omits them.
     let mut node_labels = it.labels.clone();
     node_labels.insert(labels::INSTANCE_TYPE.to_string(), it.name.clone());
+    if let Some(os) = it.os.first() {
+        node_labels.insert(labels::OS.to_string(), os.clone());
+    }
     for (k, v) in &node.labels {
         node_labels.insert(k.clone(), v.clone());
     }
