@@ -12,7 +12,7 @@
 //! valid candidate; one command per pass, passes repeated until none is found.
 //!
 //! Run: `cargo bench -p planner --bench disruption` (`-- --quick` skips 5,000 nodes;
-//! `-- --nodes=N` runs one size).
+//! `-- --nodes=N` runs one size; `-- --verbose` lists the decisions).
 
 // A bench measures wall time; the clock ban is for the planner code, not for this.
 #![allow(clippy::disallowed_methods)]
@@ -149,6 +149,7 @@ fn cost(s: &ClusterSnapshot, catalog: &Catalog) -> f64 {
 }
 
 struct Figures {
+    shape: Vec<(String, usize, usize, f64)>,
     time: Duration,
     first_pass: Duration,
     simulations: usize,
@@ -161,6 +162,18 @@ struct Figures {
 
 fn figures(out: &consolidation::Outcome, time: Duration, first_pass: Duration) -> Figures {
     Figures {
+        shape: out
+            .decisions
+            .iter()
+            .map(|d| {
+                (
+                    d.reason.clone(),
+                    d.nodes.len(),
+                    d.replacements.len(),
+                    d.savings_per_hour,
+                )
+            })
+            .collect(),
         time,
         first_pass,
         simulations: out.stats.simulations,
@@ -205,6 +218,8 @@ fn dovetail(s: &ClusterSnapshot, catalog: &Catalog, o: &PlanOptions) -> Figures 
 fn karpenter(s: &ClusterSnapshot, catalog: &Catalog, o: &PlanOptions) -> (Figures, usize) {
     let start = Instant::now();
     let mut session = Session::new(s, catalog, o).expect("valid input");
+    // Karpenter takes any strictly cheaper command.
+    session.set_min_repack_saving(0.0);
     let mut passes = 0;
     let mut first_pass = None;
     loop {
@@ -235,6 +250,11 @@ fn karpenter(s: &ClusterSnapshot, catalog: &Catalog, o: &PlanOptions) -> (Figure
 }
 
 fn report(name: &str, f: &Figures, base_cost: f64) {
+    if std::env::args().any(|a| a == "--verbose") {
+        for (reason, nodes, new, saves) in &f.shape {
+            println!("    {name}: {reason} {nodes} node(s) -> {new} new, saves {saves:.3}/h");
+        }
+    }
     println!(
         "  {name:<10} time {:>8.2?} (first pass {:>8.2?})  simulations {:>6}  scheduler builds {:>4}  decisions {:>4}  nodes removed {:>4}  new nodes {:>3}  saves {:>8.3}/h ({:.1}% of {:.2}/h)",
         f.time,

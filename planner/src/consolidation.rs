@@ -33,7 +33,7 @@ pub use candidate::{
     Candidate, HASH_VERSION, NODECLASS_HASH_VERSION, NODEPOOL_HASH_VERSION, POD_DELETION_COST,
     eviction_cost, is_reschedulable, lifetime_remaining, offering_price, pod_do_not_disrupt,
 };
-pub use session::{Command, MIN_SPOT_TO_SPOT_TYPES, Rejection, Session};
+pub use session::{Command, MIN_REPACK_SAVING, MIN_SPOT_TO_SPOT_TYPES, Rejection, Session};
 
 use crate::catalog::Catalog;
 use crate::model::{ClusterSnapshot, PlanOptions, Pod, PodKey};
@@ -342,24 +342,17 @@ fn underutilized(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
                 v.sort_by(|a, b| util[a].total_cmp(&util[b]).then(rank[a].cmp(&rank[b])));
                 v
             };
-            let head = |v: &[usize]| v[..v.len().min(MAX_GROUP)].to_vec();
+            // Windows of at most MAX_GROUP nodes, the next one tried when one finds nothing.
+            let windowed = |v: &[usize], max_claims: Option<usize>, min_len: usize| {
+                v.chunks(MAX_GROUP).find_map(|w| {
+                    s.prefix_search(&*sim, w, Reason::Underutilized, max_claims, min_len)
+                })
+            };
             let found = [
-                s.prefix_search(&*sim, &head(&deletable), Reason::Underutilized, Some(0), 1),
-                s.prefix_search(
-                    &*sim,
-                    &head(&by_util(&deletable)),
-                    Reason::Underutilized,
-                    Some(0),
-                    1,
-                ),
-                s.prefix_search(&*sim, &head(&repackable), Reason::Underutilized, None, 2),
-                s.prefix_search(
-                    &*sim,
-                    &head(&by_util(&repackable)),
-                    Reason::Underutilized,
-                    None,
-                    2,
-                ),
+                windowed(&deletable, Some(0), 1),
+                windowed(&by_util(&deletable), Some(0), 1),
+                windowed(&repackable, None, 2),
+                windowed(&by_util(&repackable), None, 2),
                 first_replace,
             ];
             found

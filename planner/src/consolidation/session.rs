@@ -16,6 +16,11 @@ use crate::model::{
 };
 use crate::plan::{DisruptionDecision, PlannedNodeClaim};
 
+/// The least share of the removed nodes' price that a repack (two or more nodes onto new ones)
+/// must save: moving 50 nodes' pods to save 1% is churn, not consolidation. Deletions and 1→1
+/// replacements are not held to it (Karpenter's rule: strictly cheaper).
+pub const MIN_REPACK_SAVING: f64 = 0.10;
+
 /// Karpenter's floor of cheaper spot types a single-node spot→spot replacement must keep.
 pub const MIN_SPOT_TO_SPOT_TYPES: usize = 15;
 
@@ -73,6 +78,7 @@ pub struct Session<'a> {
     rejected: RefCell<BTreeMap<usize, Rejection>>,
     /// Nodes the launch plan places pending pods on: not disrupted.
     receiving: BTreeSet<String>,
+    min_repack_saving: f64,
     simulations: Cell<usize>,
     rebuilds: Cell<usize>,
 }
@@ -135,9 +141,16 @@ impl<'a> Session<'a> {
             notes,
             rejected: RefCell::new(BTreeMap::new()),
             receiving: BTreeSet::new(),
+            min_repack_saving: MIN_REPACK_SAVING,
             simulations: Cell::new(0),
             rebuilds: Cell::new(0),
         })
+    }
+
+    /// Sets the least share of the removed nodes' price a repack must save (default
+    /// [`MIN_REPACK_SAVING`]; 0 is Karpenter's rule).
+    pub fn set_min_repack_saving(&mut self, share: f64) {
+        self.min_repack_saving = share;
     }
 
     /// Binds the pending pods the launch plan places on existing nodes (node name → pods) to
@@ -387,6 +400,17 @@ impl<'a> Session<'a> {
             }
         }
         let cost: f64 = replacements.iter().map(|r| r.price).sum();
+        if reason == Reason::Underutilized
+            && group.len() >= 2
+            && !replacements.is_empty()
+            && price - cost < self.min_repack_saving * price
+        {
+            return Err(Rejection::NotCheaper(format!(
+                "repack saves {:.4}/h, less than {:.0}% of {price:.4}/h",
+                price - cost,
+                100.0 * self.min_repack_saving
+            )));
+        }
         Ok(Command {
             reason,
             nodes: group.to_vec(),

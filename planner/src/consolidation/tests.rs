@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use super::run as run_all;
 use super::*;
 use crate::catalog::{InstanceType, Offering, Overhead};
 use crate::labels;
@@ -891,4 +892,26 @@ mod properties {
             }
         }
     }
+}
+
+#[test]
+fn repacks_that_save_too_little_are_churn() {
+    // Two large nodes (0.8/h) with one 5-CPU pod each fit one 2xlarge. At 0.75/h that saves 6%:
+    // below MIN_REPACK_SAVING, no decision; at 0.70/h it saves 12.5%: repacked.
+    let s = cluster(&[&[5000], &[5000]]);
+    let mut cat = catalog();
+    cat.instance_types[3] = itype("m.2xlarge", 16, 0.75);
+    assert!(run(&s, &cat, &opts()).decisions.is_empty());
+    cat.instance_types[3] = itype("m.2xlarge", 16, 0.70);
+    let o = run(&s, &cat, &opts());
+    assert_eq!(reasons(&o), vec![d("Underutilized", &["n0", "n1"])]);
+    assert_eq!(o.decisions[0].replacements.len(), 1);
+    // Karpenter's rule (any strictly cheaper command) takes the 6% one.
+    cat.instance_types[3] = itype("m.2xlarge", 16, 0.75);
+    let o = opts();
+    let build = builder(|snap, cat, _| Box::new(FakeSim::new(snap, cat, &["on-demand"])));
+    let mut session = Session::new(&s, &cat, &o).expect("valid");
+    session.set_min_repack_saving(0.0);
+    run_all(&mut session, &build);
+    assert_eq!(session.finish().decisions.len(), 1);
 }
