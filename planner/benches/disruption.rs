@@ -134,6 +134,57 @@ fn lower_bound(s: &ClusterSnapshot, catalog: &Catalog) -> f64 {
     (cpu as f64 * per_cpu).max(mem as f64 * per_mem)
 }
 
+/// Fragmented slack: `nodes` m5.4xlarge, each with two 5-vCPU pods and one 1-vCPU pod (11 of
+/// ~15.9 vCPU, memory light), in a pool capped at 16 vCPU per node. No big pod fits in another
+/// node's slack, and no two nodes' pods fit one allowed node: deletions and many→1 find nothing
+/// beyond 1→1 swaps; three nodes' pods fit two (many→k).
+fn fragmented(catalog: &Catalog, nodes: usize) -> ClusterSnapshot {
+    let it = catalog
+        .get("m5.4xlarge")
+        .expect("m5.4xlarge in the built-in catalog");
+    let mut s = ClusterSnapshot {
+        node_pools: vec![pool()],
+        ..ClusterSnapshot::default()
+    };
+    s.node_pools[0].requirements.push(test_util::requirement(
+        labels::INSTANCE_CPU,
+        Operator::Lt,
+        &["17"],
+    ));
+    for i in 0..nodes {
+        let name = format!("frag-{i}");
+        let mut l = it.labels.clone();
+        l.insert(labels::INSTANCE_TYPE.into(), it.name.clone());
+        l.insert(labels::NODEPOOL.into(), "default".into());
+        l.insert(labels::ZONE.into(), ZONES[i % 3].into());
+        l.insert(labels::CAPACITY_TYPE.into(), "on-demand".into());
+        l.insert(labels::HOSTNAME.into(), name.clone());
+        l.insert(labels::OS.into(), "linux".into());
+        l.insert(labels::INITIALIZED.into(), "true".into());
+        s.nodes.push(Node {
+            name: name.clone(),
+            labels: l,
+            allocatable: it.allocatable(),
+            capacity: it.capacity.clone(),
+            ready: true,
+            creation_time: Some(NOW - 100 * 3600),
+            ..Node::default()
+        });
+        for (j, (cpu, gib)) in [(5000, 8), (5000, 8), (1000, 2)].into_iter().enumerate() {
+            let mut p = test_util::bound_pod(&format!("f{i}-{j}"), cpu, gib * 1024, &name);
+            p.owner = Some(OwnerRef {
+                kind: "ReplicaSet".into(),
+                name: format!("f{j}"),
+                controller: true,
+            });
+            p.phase = PodPhase::Running;
+            p.start_time = Some(NOW - 3600);
+            s.pods.push(p);
+        }
+    }
+    s
+}
+
 fn cost(s: &ClusterSnapshot, catalog: &Catalog) -> f64 {
     s.nodes
         .iter()
@@ -284,6 +335,21 @@ fn main() {
         None if quick => vec![1000],
         None => vec![1000, 5000],
     };
+    {
+        let s = fragmented(&catalog, 300);
+        let base = cost(&s, &catalog);
+        println!(
+            "disruption bench: fragmented slack, 300 m5.4xlarge with 2x5 + 1 vCPU pods, pool capped at 16 vCPU"
+        );
+        let d = dovetail(&s, &catalog, &o);
+        report("dovetail", &d, base);
+        let (k, passes) = karpenter(&s, &catalog, &o);
+        report("karpenter", &k, base);
+        println!(
+            "  baseline passes {passes}; dovetail finds {:+.3}/h more",
+            d.savings - k.savings
+        );
+    }
     for n in sizes {
         let s = cluster(&catalog, n, 15, 42);
         let base = cost(&s, &catalog);

@@ -207,12 +207,54 @@ pub fn disrupt_after_launch(
     Ok(s.finish())
 }
 
-/// Runs every disruption method on a session, in Karpenter's order.
+/// Runs every disruption method on a session, in Karpenter's order. For underutilized nodes
+/// two searches run from the same state — dovetail's bulk search and Karpenter's sequence of
+/// single commands (which can chain on slack earlier commands leave) — and the one that saves
+/// more is kept.
 pub fn run(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
     expire(s, build);
     empty(s);
     drift(s, build);
+    let before = s.decision_count();
+    let mut sequence = s.clone();
     underutilized(s, build);
+    karpenter_sequence(&mut sequence, build, MAX_SEQUENCE_PASSES);
+    if sequence.savings() > s.savings() + 1e-9 {
+        sequence.absorb_counters(s);
+        let n = sequence.decision_count() - before;
+        sequence.note(format!(
+            "Underutilized: Karpenter's one-command-per-pass sequence ({n} decisions) saved more than the bulk search here, and was kept"
+        ));
+        *s = sequence;
+    } else {
+        s.absorb_counters(&sequence);
+    }
+}
+
+/// Most passes of the sequential search in [`run`] (each rebuilds the scheduler).
+pub const MAX_SEQUENCE_PASSES: usize = 500;
+
+/// Karpenter's consolidation as its controller runs it, one command per pass: multi-node
+/// (binary search over the first [`MAX_GROUP`] candidates, at most one new node), else the first
+/// single node that can go or be replaced more cheaply; at most `max_passes` passes.
+pub fn karpenter_sequence(s: &mut Session<'_>, build: &BuildSimulator<'_>, max_passes: usize) {
+    for _ in 0..max_passes {
+        let cmd = {
+            let sim = s.build(build);
+            let order = s.underutilized_order();
+            let multi = &order[..order.len().min(MAX_GROUP)];
+            s.prefix_search(&*sim, multi, Reason::Underutilized, Some(1), 1)
+                .or_else(|| {
+                    order
+                        .iter()
+                        .find_map(|&c| s.evaluate(&*sim, &[c], Reason::Underutilized, Some(1)).ok())
+                })
+        };
+        match cmd {
+            Some(cmd) => s.commit(cmd),
+            None => return,
+        }
+    }
 }
 
 /// Expired nodes, one decision per NodePool; forceful: no budget, no blocker, and pods that fit
@@ -285,6 +327,9 @@ fn drift(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
 /// joint simulation small and each decision's blast radius bounded.
 pub const MAX_GROUP: usize = 100;
 
+/// How many successive windows of [`MAX_GROUP`] candidates a search tries.
+pub const MAX_WINDOWS: usize = 2;
+
 /// Underutilized nodes (dovetail's search; see the module header).
 ///
 /// Simulating every candidate alone is the expensive part, so it is done once, and again only
@@ -342,9 +387,10 @@ fn underutilized(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
                 v.sort_by(|a, b| util[a].total_cmp(&util[b]).then(rank[a].cmp(&rank[b])));
                 v
             };
-            // Windows of at most MAX_GROUP nodes, the next one tried when one finds nothing.
+            // Windows of at most MAX_GROUP nodes, the next one tried when one finds nothing
+            // (at most MAX_WINDOWS: each failed window costs a handful of large simulations).
             let windowed = |v: &[usize], max_claims: Option<usize>, min_len: usize| {
-                v.chunks(MAX_GROUP).find_map(|w| {
+                v.chunks(MAX_GROUP).take(MAX_WINDOWS).find_map(|w| {
                     s.prefix_search(&*sim, w, Reason::Underutilized, max_claims, min_len)
                 })
             };

@@ -57,7 +57,9 @@ pub enum Rejection {
 /// prices, cheapest first.
 type ClaimOptions<'t> = (Vec<String>, Vec<(f64, &'t InstanceType)>);
 
-/// The state of one disruption run.
+/// The state of one disruption run. Cloning it forks the run (to compare two searches from the
+/// same state).
+#[derive(Clone)]
 pub struct Session<'a> {
     original: &'a ClusterSnapshot,
     catalog: &'a Catalog,
@@ -784,6 +786,30 @@ impl<'a> Session<'a> {
             creation_time: Some(self.options.now),
             deletion_time: None,
         })
+    }
+
+    /// Hourly savings of the decisions committed so far.
+    pub fn savings(&self) -> f64 {
+        self.decisions.iter().map(|d| d.savings_per_hour).sum()
+    }
+
+    /// Number of decisions committed so far.
+    pub fn decision_count(&self) -> usize {
+        self.decisions.len()
+    }
+
+    /// Adds another fork's simulation and rebuild counters to this one's (work done on a
+    /// search that was not kept still counts).
+    pub fn absorb_counters(&self, other: &Session<'_>) {
+        self.simulations
+            .set(self.simulations.get() + other.simulations.get());
+        self.rebuilds
+            .set(self.rebuilds.get() + other.rebuilds.get());
+    }
+
+    /// Adds a note to the outcome.
+    pub fn note(&mut self, note: String) {
+        self.notes.push(note);
     }
 
     /// Ends the run: decisions in commit order, notes (blockers found while evaluating
