@@ -61,7 +61,6 @@ type ClaimOptions<'t> = (Vec<String>, Vec<(f64, &'t InstanceType)>);
 /// same state).
 #[derive(Clone)]
 pub struct Session<'a> {
-    original: &'a ClusterSnapshot,
     catalog: &'a Catalog,
     options: &'a PlanOptions,
     types: BTreeMap<&'a str, &'a InstanceType>,
@@ -118,7 +117,6 @@ impl<'a> Session<'a> {
             }
         }
         Ok(Self {
-            original: snapshot,
             catalog,
             options,
             types: catalog
@@ -824,8 +822,6 @@ impl<'a> Session<'a> {
                 ));
             }
         }
-        let _ = self.original;
-        let _ = self.catalog;
         Outcome {
             decisions: self.decisions,
             notes,
