@@ -1,5 +1,21 @@
-//! The `dovetail` command line.
+//! The `dovetail` command line: wiring only. The commands live in [`cli`].
 
-fn main() {
-    println!("dovetail");
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = cli::Cli::parse();
+    cli::run(args, now())
+}
+
+/// The one place the command line reads the clock: the default of `--now`.
+#[allow(clippy::disallowed_methods)] // The CLI's clock module: `now` is passed on as data.
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
 }

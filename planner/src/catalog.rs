@@ -134,10 +134,39 @@ impl Catalog {
                 .instance_types
                 .iter()
                 .filter_map(|it| overhead::for_family(it, &class.kubelet, family))
+                .map(|it| with_disk_and_eviction_percent(it, class))
                 .collect(),
             notes: self.notes.clone(),
         }
     }
+}
+
+/// The class's root volume as the node's ephemeral storage (Karpenter takes the node's
+/// ephemeral-storage capacity from the EC2NodeClass block device mapping), keeping the default
+/// `nodefs` eviction threshold proportional to it, then the class's `evictionHard` percentages
+/// (`memory.available: 5%` is 5% of the memory capacity, `nodefs.available` of the disk).
+fn with_disk_and_eviction_percent(mut it: InstanceType, class: &NodeClass) -> InstanceType {
+    if let Some(size) = class.root_volume_size.filter(|s| *s > 0) {
+        let old = it.capacity.ephemeral_storage;
+        let eviction = &mut it.overhead.eviction_threshold.ephemeral_storage;
+        if *eviction == overhead::eviction_nodefs(old) {
+            *eviction = overhead::eviction_nodefs(size);
+        }
+        it.capacity.ephemeral_storage = size;
+    }
+    for (resource, milli_percent) in &class.kubelet.eviction_hard_percent {
+        let capacity = match resource.as_str() {
+            crate::model::names::MEMORY => it.capacity.memory,
+            crate::model::names::EPHEMERAL_STORAGE => it.capacity.ephemeral_storage,
+            _ => continue,
+        };
+        let threshold = (capacity as f64 * *milli_percent as f64 / 100_000.0).ceil() as i64;
+        match resource.as_str() {
+            crate::model::names::MEMORY => it.overhead.eviction_threshold.memory = threshold,
+            _ => it.overhead.eviction_threshold.ephemeral_storage = threshold,
+        }
+    }
+    it
 }
 
 #[cfg(test)]
@@ -165,6 +194,38 @@ mod tests {
         assert_eq!(it.cheapest_offering().map(|o| o.zone.as_str()), Some("c"));
         it.offerings.iter_mut().for_each(|o| o.available = false);
         assert!(it.cheapest_offering().is_none());
+    }
+
+    #[test]
+    fn node_class_root_volume_and_eviction_percentages() {
+        let mut base = synthetic::karpenter_benchmark(1);
+        base.instance_types[0].capacity.ephemeral_storage = overhead::DEFAULT_EPHEMERAL_STORAGE;
+        base.instance_types[0].overhead =
+            overhead::default_overhead(2000, 20, overhead::DEFAULT_EPHEMERAL_STORAGE);
+        let it = &base.instance_types[0];
+        let mut class = NodeClass {
+            root_volume_size: Some(100 * 1024 * 1024 * 1024),
+            ..NodeClass::default()
+        };
+        class
+            .kubelet
+            .eviction_hard_percent
+            .insert("memory".to_string(), 5_000);
+        let got = base.for_node_class(Some(&class));
+        let got = &got.instance_types[0];
+        assert_eq!(got.capacity.ephemeral_storage, 100 * 1024 * 1024 * 1024);
+        assert_eq!(
+            got.overhead.eviction_threshold.ephemeral_storage,
+            overhead::eviction_nodefs(100 * 1024 * 1024 * 1024)
+        );
+        let five_percent = (got.capacity.memory as f64 * 0.05).ceil() as i64;
+        assert_eq!(got.overhead.eviction_threshold.memory, five_percent);
+        // Without a root volume the type's disk is kept.
+        let plain = base.for_node_class(Some(&NodeClass::default()));
+        assert_eq!(
+            plain.instance_types[0].capacity.ephemeral_storage,
+            it.capacity.ephemeral_storage
+        );
     }
 
     #[test]

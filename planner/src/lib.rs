@@ -11,6 +11,7 @@
 pub mod catalog;
 pub mod consolidation;
 pub mod labels;
+pub mod manifests;
 pub mod model;
 pub mod plan;
 pub mod requirements;

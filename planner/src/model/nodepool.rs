@@ -92,6 +92,10 @@ pub struct NodePool {
     pub disruption: Disruption,
     /// Hash of the template as dovetail computes it for drift (`karpenter.sh/nodepool-hash`).
     pub template_hash: String,
+    /// `metadata.annotations` of the NodePool object itself (for example the
+    /// `karpenter.sh/nodepool-hash` and `-hash-version` that Karpenter keeps there).
+    #[serde(default)]
+    pub metadata_annotations: Labels,
 }
 
 /// Kubelet settings of an EC2NodeClass that change what a node can hold.
@@ -107,6 +111,12 @@ pub struct KubeletConfig {
     pub system_reserved: Option<Resources>,
     /// `evictionHard` memory.available and nodefs.available, as absolute amounts where given.
     pub eviction_hard: Option<Resources>,
+    /// `evictionHard` thresholds given as percentages, by resource name (`memory` for
+    /// memory.available, `ephemeral-storage` for nodefs.available), in milli-percent
+    /// (`10%` is 10000) of the node's capacity of that resource (memory net of the VM overhead,
+    /// the root volume's ephemeral storage), as karpenter-provider-aws computes them.
+    #[serde(default)]
+    pub eviction_hard_percent: std::collections::BTreeMap<String, i64>,
 }
 
 /// An EC2NodeClass.
@@ -120,4 +130,12 @@ pub struct NodeClass {
     pub kubelet: KubeletConfig,
     /// Hash of the spec (`karpenter.k8s.aws/ec2nodeclass-hash`).
     pub spec_hash: String,
+    /// Size in bytes of the root volume from `spec.blockDeviceMappings` (the mapping marked
+    /// `rootVolume`, else the AMI family's root device), which Karpenter uses as the node's
+    /// ephemeral-storage capacity; `None` when not given (Karpenter's default is 20Gi).
+    #[serde(default)]
+    pub root_volume_size: Option<i64>,
+    /// `metadata.annotations` of the EC2NodeClass object itself.
+    #[serde(default)]
+    pub metadata_annotations: Labels,
 }

@@ -26,7 +26,8 @@ pub struct Requirement {
 // === impl Requirement ===
 
 impl Requirement {
-    /// `key In values`.
+    /// `key In values`. A deprecated key (`failure-domain.beta.kubernetes.io/zone`, ...) is read
+    /// as its stable key, as Karpenter does.
     pub fn is_in<I, S>(key: impl Into<String>, values: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -36,7 +37,7 @@ impl Requirement {
         values.sort_unstable();
         values.dedup();
         Self {
-            key: key.into(),
+            key: super::well_known::normalize_key(key.into()),
             complement: false,
             values,
             greater_than: None,

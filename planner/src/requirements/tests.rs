@@ -241,3 +241,23 @@ mod props {
         }
     }
 }
+
+#[test]
+fn deprecated_keys_are_read_as_stable_keys() {
+    let r = req(
+        "failure-domain.beta.kubernetes.io/zone",
+        Operator::In,
+        &["b"],
+    );
+    assert_eq!(r.key(), ZONE);
+    let labels: Labels = [("beta.kubernetes.io/arch".to_string(), "arm64".to_string())]
+        .into_iter()
+        .collect();
+    let from_selector = Requirements::from_labels(&labels);
+    assert!(from_selector.get("kubernetes.io/arch").is_some());
+    assert!(from_selector.get("beta.kubernetes.io/arch").is_none());
+    assert_eq!(
+        req("example.com/team", Operator::In, &["a"]).key(),
+        "example.com/team"
+    );
+}

@@ -40,6 +40,24 @@ pub const WELL_KNOWN: &[&str] = &[
     "karpenter.k8s.aws/capacity-reservation-type",
 ];
 
+/// Deprecated label keys and the keys Karpenter reads them as (its `NormalizedLabels`): a
+/// requirement or selector on the old key is a requirement on the new one.
+pub const NORMALIZED: &[(&str, &str)] = &[
+    ("failure-domain.beta.kubernetes.io/zone", labels::ZONE),
+    ("failure-domain.beta.kubernetes.io/region", labels::REGION),
+    ("beta.kubernetes.io/arch", labels::ARCH),
+    ("beta.kubernetes.io/os", labels::OS),
+    ("beta.kubernetes.io/instance-type", labels::INSTANCE_TYPE),
+];
+
+/// The key Karpenter reads `key` as: the stable key for a deprecated one, else `key` itself.
+pub fn normalize_key(key: String) -> String {
+    match NORMALIZED.iter().find(|(old, _)| *old == key) {
+        Some((_, new)) => (*new).to_string(),
+        None => key,
+    }
+}
+
 /// True for a well-known label.
 pub fn is_well_known(key: &str) -> bool {
     WELL_KNOWN.contains(&key)

@@ -1,0 +1,284 @@
+//! Reading inputs: files, folders, standard input, and splitting texts into documents.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::{Error, Location};
+
+/// One input text and the name errors use for it.
+pub(super) struct Input {
+    pub(super) name: String,
+    pub(super) text: String,
+}
+
+fn read_error(path: &Path, source: std::io::Error) -> Error {
+    Error::Read {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+fn is_manifest(path: &Path) -> bool {
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml" | "json")
+    )
+}
+
+/// Files under `dir` with a manifest extension, recursively, hidden entries skipped.
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
+    let entries = std::fs::read_dir(dir).map_err(|e| read_error(dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| read_error(dir, e))?;
+        let path = entry.path();
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        let file_type = entry.file_type().map_err(|e| read_error(&path, e))?;
+        if file_type.is_dir() || (file_type.is_symlink() && path.is_dir()) {
+            walk(&path, out)?;
+        } else if is_manifest(&path) {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Reads every path: `-` is standard input, a folder contributes its manifest files in sorted
+/// path order, anything else is read as a file whatever its extension.
+pub(super) fn read_paths(paths: &[String]) -> Result<Vec<Input>, Error> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p == "-" {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|e| read_error(Path::new("<stdin>"), e))?;
+            out.push(Input {
+                name: "<stdin>".to_string(),
+                text,
+            });
+            continue;
+        }
+        let path = Path::new(p);
+        let meta = std::fs::metadata(path).map_err(|e| read_error(path, e))?;
+        let files = if meta.is_dir() {
+            let mut files = Vec::new();
+            walk(path, &mut files)?;
+            files.sort();
+            files
+        } else {
+            vec![path.to_path_buf()]
+        };
+        for f in files {
+            let text = std::fs::read_to_string(&f).map_err(|e| read_error(&f, e))?;
+            out.push(Input {
+                name: f.display().to_string(),
+                text,
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn syntax(source: &str, document: usize, message: String) -> Error {
+    Error::Syntax {
+        location: Location {
+            source: source.to_string(),
+            document: Some(document),
+            object: None,
+        },
+        message,
+    }
+}
+
+/// One document of a text (or one item of a JSON `List`), not parsed yet.
+pub(super) struct Unit<'a> {
+    /// Document number in the text, from 1.
+    pub(super) number: usize,
+    /// Path prefix of the object in its document (`items[3].` for a List item).
+    pub(super) prefix: String,
+    body: Body<'a>,
+}
+
+impl<'a> Unit<'a> {
+    /// The text of a YAML document (for the direct path), `None` for JSON.
+    pub(super) fn yaml_text(&self) -> Option<&'a str> {
+        match self.body {
+            Body::Yaml { text, .. } => Some(text),
+            Body::Json(_) => None,
+        }
+    }
+}
+
+enum Body<'a> {
+    /// A YAML document: its text (with its `---` line) and the lines before it.
+    Yaml { line_offset: usize, text: &'a str },
+    /// A syntactically valid JSON value.
+    Json(&'a str),
+}
+
+/// Shape of a JSON `List`, to split its items without building the whole value.
+#[derive(Deserialize)]
+struct ListShape<'a> {
+    kind: Option<String>,
+    #[serde(borrow)]
+    items: Option<Vec<&'a RawValue>>,
+}
+
+/// Splits a text into units that can be parsed independently, in order. JSON when the source
+/// ends in `.json` or the text starts with `{` or `[` and parses as JSON (a stream of values;
+/// the items of a `List` or of a bare array are units of their own); YAML otherwise.
+pub(super) fn units<'a>(text: &'a str, source: &str) -> Result<Vec<Unit<'a>>, Error> {
+    let first = text.trim_start().chars().next();
+    let is_json_file = source.ends_with(".json");
+    if is_json_file || matches!(first, Some('{' | '[')) {
+        let raws: Result<Vec<&RawValue>, Error> = serde_json::Deserializer::from_str(text)
+            .into_iter::<&RawValue>()
+            .enumerate()
+            .map(|(i, v)| v.map_err(|e| syntax(source, i + 1, format!("invalid JSON: {e}"))))
+            .collect();
+        match raws {
+            Ok(raws) => return Ok(json_units(&raws)),
+            Err(e) if is_json_file => return Err(e),
+            // A YAML flow mapping also starts with `{`: read it as YAML.
+            Err(_) => {}
+        }
+    }
+    Ok(split_yaml(text))
+}
+
+fn json_units<'a>(raws: &[&'a RawValue]) -> Vec<Unit<'a>> {
+    let mut out = Vec::new();
+    for (i, raw) in raws.iter().enumerate() {
+        let number = i + 1;
+        let text = raw.get();
+        let items = match text.trim_start().as_bytes().first() {
+            Some(b'[') => serde_json::from_str::<Vec<&RawValue>>(text).ok(),
+            Some(b'{') => serde_json::from_str::<ListShape<'_>>(text)
+                .ok()
+                .filter(|l| l.kind.as_deref().is_some_and(|k| k.ends_with("List")))
+                .and_then(|l| l.items),
+            _ => None,
+        };
+        match items {
+            Some(items) => out.extend(items.into_iter().enumerate().map(|(j, item)| Unit {
+                number,
+                prefix: format!("items[{j}]."),
+                body: Body::Json(item.get()),
+            })),
+            None => out.push(Unit {
+                number,
+                prefix: String::new(),
+                body: Body::Json(text),
+            }),
+        }
+    }
+    out
+}
+
+/// True for a `---` or `...` marker line (the marker followed by nothing or whitespace).
+fn is_marker(line: &str, marker: &str) -> bool {
+    line.strip_prefix(marker)
+        .is_some_and(|rest| rest.chars().next().is_none_or(char::is_whitespace))
+}
+
+/// True when a text has something besides blank lines, comments and directives.
+fn has_content(text: &str) -> bool {
+    text.lines().any(|l| {
+        let t = l.trim();
+        !t.is_empty() && !t.starts_with('#') && !l.starts_with('%')
+    })
+}
+
+/// Splits multi-document YAML at its document markers. A marker is only recognised at the
+/// start of a line, where YAML allows nothing else (block scalar content is indented and flow
+/// scalars may not contain `---` at column 0), so documents are found without parsing them.
+/// A document starts at each `---`; text before the first `---` or after a `...` is a document
+/// only when it has content.
+fn split_yaml(text: &str) -> Vec<Unit<'_>> {
+    let mut out = Vec::new();
+    let mut start = 0usize;
+    let mut start_line = 0usize;
+    let mut explicit = false;
+    let mut pos = 0usize;
+    let mut push = |from: usize, to: usize, line: usize, explicit: bool| {
+        let t = &text[from..to];
+        if explicit || has_content(t) {
+            out.push(Unit {
+                number: out.len() + 1,
+                prefix: String::new(),
+                body: Body::Yaml {
+                    line_offset: line,
+                    text: t,
+                },
+            });
+        }
+    };
+    for (line_no, line) in text.split_inclusive('\n').enumerate() {
+        if is_marker(line, "---") {
+            push(start, pos, start_line, explicit);
+            (start, start_line, explicit) = (pos, line_no, true);
+        } else if is_marker(line, "...") {
+            push(start, pos, start_line, explicit);
+            (start, start_line, explicit) = (pos + line.len(), line_no + 1, false);
+        }
+        pos += line.len();
+    }
+    push(start, text.len(), start_line, explicit);
+    out
+}
+
+/// Parses one unit; `None` for an empty document.
+pub(super) fn parse_unit(unit: &Unit<'_>, source: &str) -> Result<Option<Value>, Error> {
+    let (line_offset, text) = match unit.body {
+        Body::Json(text) => {
+            let value: Value = serde_json::from_str(text)
+                .map_err(|e| syntax(source, unit.number, format!("invalid JSON: {e}")))?;
+            return Ok(document(value));
+        }
+        Body::Yaml { line_offset, text } => (line_offset, text),
+    };
+    let mut docs = serde_yaml::Deserializer::from_str(text);
+    let Some(doc) = docs.next() else {
+        return Ok(None);
+    };
+    let value = Value::deserialize(doc).map_err(|e| {
+        // serde_yaml counts lines from the start of the document: count from the file's.
+        let mut message = e.to_string();
+        if let (Some(loc), Some(at)) = (e.location(), message.rfind(" at line ")) {
+            message.truncate(at);
+            message = format!(
+                "{message} at line {} column {}",
+                loc.line() + line_offset,
+                loc.column()
+            );
+        }
+        syntax(source, unit.number, message)
+    })?;
+    if docs.next().is_some() {
+        return Err(syntax(
+            source,
+            unit.number,
+            "more than one YAML document without a `---` line between them".to_string(),
+        ));
+    }
+    Ok(document(value))
+}
+
+fn document(value: Value) -> Option<Value> {
+    match value {
+        Value::Null => None,
+        Value::Array(items) => Some(as_list(items)),
+        other => Some(other),
+    }
+}
+
+/// A bare array of objects reads like a `v1 List`.
+fn as_list(items: Vec<Value>) -> Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items})
+}

@@ -1,0 +1,953 @@
+//! Karpenter conformance suite: scenarios derived from Karpenter v1's own tests, each a folder
+//! under `tests/karpenter/<area>/<name>/` with `input.yaml` (manifests), optional `catalog.yaml`
+//! (else the nearest one in a parent folder), optional `options.yaml` and `expect.yaml`
+//! (semantic assertions; schema in `tests/karpenter/README.md`).
+//!
+//! One test walks every scenario, plans it through `planner::manifests` and `planner::plan`, and
+//! reports every failing scenario with what differed before failing. `KARPENTER_SCENARIO=text`
+//! runs only the scenarios whose path contains `text`; `KARPENTER_VERBOSE=1` prints every plan.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use planner::catalog::Catalog;
+use planner::model::{ClusterSnapshot, MinValuesPolicy, PlanOptions, PodPhase, PreferencePolicy};
+use planner::plan::{Plan, PlannedNodeClaim};
+use serde::Deserialize;
+
+/// Default clock of every scenario unless `options.yaml` sets `now`.
+const DEFAULT_NOW: &str = "2025-06-01T12:00:00Z";
+
+// === scenario files ===
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Options {
+    now: Option<String>,
+    preference_policy: Option<String>,
+    min_values_policy: Option<String>,
+    #[serde(default)]
+    spot_to_spot_consolidation: bool,
+    #[serde(default)]
+    no_disruption: bool,
+    /// `builtin` (with optional `region`) uses the built-in AWS catalog instead of a file.
+    catalog: Option<String>,
+    region: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ClaimExpect {
+    node_pool: Option<String>,
+    zones: Option<Vec<String>>,
+    /// Zones must be a non-empty subset of these.
+    zones_within: Option<Vec<String>>,
+    capacity_types: Option<Vec<String>>,
+    /// The cheapest (first) instance type.
+    instance_type: Option<String>,
+    /// Exactly these instance types (any order).
+    instance_types: Option<Vec<String>>,
+    instance_types_include: Option<Vec<String>>,
+    instance_types_exclude: Option<Vec<String>>,
+    /// Label subset.
+    labels: Option<BTreeMap<String, String>>,
+    /// Label keys that must be absent.
+    labels_absent: Option<Vec<String>>,
+    /// Taint keys, exactly (any order).
+    taint_keys: Option<Vec<String>>,
+    price: Option<f64>,
+    price_max: Option<f64>,
+    pod_count: Option<usize>,
+    /// The claim is an existing node / in-flight NodeClaim of this name rather than a new claim.
+    existing: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct DomainCounts {
+    /// Pod pattern (`ns/name`, `ns/prefix-*`).
+    pods: String,
+    /// Topology key (`kubernetes.io/hostname` = the node or claim).
+    key: String,
+    /// Exact counts per domain.
+    counts: Option<BTreeMap<String, usize>>,
+    /// Counts per domain sorted descending (domain names not checked).
+    sorted: Option<Vec<usize>>,
+    /// Largest count minus smallest count over the domains used.
+    max_skew: Option<usize>,
+    /// Also count bound pods of the input that match `pods` (domain from their node's labels).
+    #[serde(default)]
+    include_bound: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct DisruptionExpect {
+    reason: Option<String>,
+    /// Any of these reasons.
+    reason_any_of: Option<Vec<String>>,
+    /// Exactly these nodes (any order).
+    nodes: Option<Vec<String>>,
+    /// These nodes among others.
+    nodes_include: Option<Vec<String>>,
+    /// Number of nodes.
+    node_count: Option<usize>,
+    /// Number of replacement claims.
+    replacements: Option<usize>,
+    /// Properties each replacement must have.
+    replacement: Option<ClaimExpect>,
+    savings_min: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Expect {
+    source: String,
+    #[serde(default)]
+    scheduled: Vec<String>,
+    #[serde(default)]
+    unschedulable: Vec<String>,
+    #[serde(default)]
+    reason_contains: BTreeMap<String, String>,
+    /// No pending pod is unschedulable.
+    #[serde(default)]
+    all_scheduled: bool,
+    scheduled_count: Option<usize>,
+    unschedulable_count: Option<usize>,
+    new_node_claims: Option<usize>,
+    new_node_claims_max: Option<usize>,
+    /// New claims per NodePool (pools not named must have none).
+    node_claims_by_pool: Option<BTreeMap<String, usize>>,
+    #[serde(default)]
+    claims: BTreeMap<String, ClaimExpect>,
+    /// Properties every new claim must have.
+    every_claim: Option<ClaimExpect>,
+    #[serde(default)]
+    samenode: Vec<Vec<String>>,
+    #[serde(default)]
+    differentnodes: Vec<Vec<String>>,
+    /// Pod → existing node (or in-flight NodeClaim) it must land on.
+    #[serde(default)]
+    existing: BTreeMap<String, String>,
+    /// Pods that must land on new claims.
+    #[serde(default)]
+    on_new_claims: Vec<String>,
+    #[serde(default)]
+    domain_counts: Vec<DomainCounts>,
+    #[serde(default)]
+    disruptions: Vec<DisruptionExpect>,
+    disruptions_count: Option<usize>,
+    /// Total number of nodes named by all disruptions.
+    disrupted_nodes: Option<usize>,
+    /// Sum of `savingsPerHour` over all disruptions, at most.
+    total_savings_max: Option<f64>,
+    /// Nodes that no disruption may name.
+    #[serde(default)]
+    not_disrupted: Vec<String>,
+    cost_per_hour: Option<f64>,
+    cost_per_hour_max: Option<f64>,
+}
+
+// === placement index ===
+
+/// Where a pod landed.
+#[derive(Clone, Debug)]
+enum Placement<'p> {
+    New(&'p PlannedNodeClaim),
+    Existing(String),
+}
+
+struct Placements<'p> {
+    by_pod: BTreeMap<String, Placement<'p>>,
+    unschedulable: BTreeMap<String, String>,
+    all_pods: BTreeSet<String>,
+}
+
+impl<'p> Placements<'p> {
+    fn new(plan: &'p Plan, pending: &BTreeSet<String>) -> Self {
+        let mut by_pod = BTreeMap::new();
+        for c in &plan.node_claims {
+            for p in &c.pods {
+                by_pod.insert(p.clone(), Placement::New(c));
+            }
+        }
+        for e in &plan.existing_nodes {
+            for p in &e.pods {
+                by_pod.insert(p.clone(), Placement::Existing(e.name.clone()));
+            }
+        }
+        let unschedulable = plan
+            .unschedulable
+            .iter()
+            .map(|u| (u.pod.clone(), u.reason.clone()))
+            .collect();
+        Self {
+            by_pod,
+            unschedulable,
+            all_pods: pending.clone(),
+        }
+    }
+
+    /// Pods matching a pattern (`*` suffix = prefix match), sorted; errors if none match.
+    fn matching(&self, pattern: &str, errs: &mut Vec<String>) -> Vec<String> {
+        let found: Vec<String> = match pattern.strip_suffix('*') {
+            Some(prefix) => self
+                .all_pods
+                .iter()
+                .filter(|p| p.starts_with(prefix))
+                .cloned()
+                .collect(),
+            None => self
+                .all_pods
+                .iter()
+                .filter(|p| *p == pattern)
+                .cloned()
+                .collect(),
+        };
+        if found.is_empty() {
+            errs.push(format!(
+                "expect names pod {pattern:?} but no pending pod of the input matches"
+            ));
+        }
+        found
+    }
+
+    fn node_id(&self, pod: &str) -> Option<String> {
+        match self.by_pod.get(pod)? {
+            Placement::New(c) => Some(format!("new:{}", c.name)),
+            Placement::Existing(n) => Some(format!("existing:{n}")),
+        }
+    }
+}
+
+/// The domain of a pod for a topology key, from where it landed.
+fn domain(p: &Placement<'_>, key: &str, snapshot: &ClusterSnapshot) -> Option<String> {
+    match p {
+        Placement::Existing(name) => {
+            if key == "kubernetes.io/hostname" {
+                return Some(name.clone());
+            }
+            if let Some(n) = snapshot.nodes.iter().find(|n| &n.name == name) {
+                return n.labels.get(key).cloned();
+            }
+            let c = snapshot.node_claims.iter().find(|c| &c.name == name)?;
+            c.labels.get(key).cloned().or_else(|| {
+                c.requirements
+                    .iter()
+                    .find(|r| r.key == key && r.values.len() == 1)
+                    .map(|r| r.values[0].clone())
+            })
+        }
+        Placement::New(c) => {
+            if key == "kubernetes.io/hostname" {
+                return Some(c.name.clone());
+            }
+            if let Some(v) = c.labels.get(key) {
+                return Some(v.clone());
+            }
+            let single = |v: &Vec<String>| (v.len() == 1).then(|| v[0].clone());
+            match key {
+                "topology.kubernetes.io/zone" => single(&c.zones),
+                "karpenter.sh/capacity-type" => single(&c.capacity_types),
+                "node.kubernetes.io/instance-type" => single(&c.instance_types),
+                _ => None,
+            }
+        }
+    }
+}
+
+fn sorted(v: &[String]) -> Vec<String> {
+    let mut v = v.to_vec();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-6 + 1e-6 * b.abs()
+}
+
+fn check_claim(what: &str, c: &PlannedNodeClaim, e: &ClaimExpect, errs: &mut Vec<String>) {
+    if let Some(p) = &e.node_pool
+        && &c.node_pool != p
+    {
+        errs.push(format!(
+            "{what}: nodePool is {:?}, expected {p:?}",
+            c.node_pool
+        ));
+    }
+    if let Some(z) = &e.zones
+        && sorted(&c.zones) != sorted(z)
+    {
+        errs.push(format!(
+            "{what}: zones are {:?}, expected {:?}",
+            c.zones,
+            sorted(z)
+        ));
+    }
+    if let Some(z) = &e.zones_within
+        && (c.zones.is_empty() || c.zones.iter().any(|x| !z.contains(x)))
+    {
+        errs.push(format!(
+            "{what}: zones are {:?}, expected a subset of {z:?}",
+            c.zones
+        ));
+    }
+    if let Some(ct) = &e.capacity_types
+        && sorted(&c.capacity_types) != sorted(ct)
+    {
+        errs.push(format!(
+            "{what}: capacityTypes are {:?}, expected {:?}",
+            c.capacity_types,
+            sorted(ct)
+        ));
+    }
+    if let Some(t) = &e.instance_type
+        && c.instance_types.first() != Some(t)
+    {
+        errs.push(format!(
+            "{what}: cheapest instance type is {:?}, expected {t:?} (all: {:?})",
+            c.instance_types.first(),
+            c.instance_types
+        ));
+    }
+    if let Some(ts) = &e.instance_types
+        && sorted(&c.instance_types) != sorted(ts)
+    {
+        errs.push(format!(
+            "{what}: instanceTypes are {:?}, expected exactly {:?}",
+            c.instance_types,
+            sorted(ts)
+        ));
+    }
+    if let Some(ts) = &e.instance_types_include {
+        let missing: Vec<_> = ts
+            .iter()
+            .filter(|t| !c.instance_types.contains(t))
+            .collect();
+        if !missing.is_empty() {
+            errs.push(format!(
+                "{what}: instanceTypes {:?} lack {missing:?}",
+                c.instance_types
+            ));
+        }
+    }
+    if let Some(ts) = &e.instance_types_exclude {
+        let present: Vec<_> = ts.iter().filter(|t| c.instance_types.contains(t)).collect();
+        if !present.is_empty() {
+            errs.push(format!(
+                "{what}: instanceTypes {:?} must not include {present:?}",
+                c.instance_types
+            ));
+        }
+    }
+    if let Some(ls) = &e.labels {
+        for (k, v) in ls {
+            if c.labels.get(k) != Some(v) {
+                errs.push(format!(
+                    "{what}: label {k} is {:?}, expected {v:?}",
+                    c.labels.get(k)
+                ));
+            }
+        }
+    }
+    if let Some(ks) = &e.labels_absent {
+        for k in ks {
+            if let Some(v) = c.labels.get(k) {
+                errs.push(format!("{what}: label {k}={v:?} must be absent"));
+            }
+        }
+    }
+    if let Some(ks) = &e.taint_keys {
+        let got: Vec<String> = c.taints.iter().map(|t| t.key.clone()).collect();
+        if sorted(&got) != sorted(ks) {
+            errs.push(format!(
+                "{what}: taint keys are {got:?}, expected {:?}",
+                sorted(ks)
+            ));
+        }
+    }
+    if let Some(p) = e.price
+        && !close(c.price, p)
+    {
+        errs.push(format!("{what}: price is {}, expected {p}", c.price));
+    }
+    if let Some(p) = e.price_max
+        && c.price > p + 1e-9
+    {
+        errs.push(format!(
+            "{what}: price is {}, expected at most {p}",
+            c.price
+        ));
+    }
+    if let Some(n) = e.pod_count
+        && c.pods.len() != n
+    {
+        errs.push(format!("{what}: holds {} pods, expected {n}", c.pods.len()));
+    }
+}
+
+// === checks ===
+
+fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String> {
+    let mut errs = Vec::new();
+    let pending: BTreeSet<String> = snapshot
+        .pods
+        .iter()
+        .filter(|p| {
+            p.node_name.is_none() && !matches!(p.phase, PodPhase::Succeeded | PodPhase::Failed)
+        })
+        .map(|p| p.key())
+        .collect();
+    let pl = Placements::new(plan, &pending);
+
+    for pat in &expect.scheduled {
+        for pod in pl.matching(pat, &mut errs) {
+            if !pl.by_pod.contains_key(&pod) {
+                let why = pl
+                    .unschedulable
+                    .get(&pod)
+                    .map_or("missing from the plan", |r| r);
+                errs.push(format!("{pod} should be scheduled, but: {why}"));
+            }
+        }
+    }
+    for pat in &expect.unschedulable {
+        for pod in pl.matching(pat, &mut errs) {
+            if let Some(p) = pl.node_id(&pod) {
+                errs.push(format!(
+                    "{pod} should be unschedulable, but was placed on {p}"
+                ));
+            } else if !pl.unschedulable.contains_key(&pod) {
+                errs.push(format!(
+                    "{pod} should be unschedulable, but is missing from the plan"
+                ));
+            }
+        }
+    }
+    for (pat, text) in &expect.reason_contains {
+        for pod in pl.matching(pat, &mut errs) {
+            match pl.unschedulable.get(&pod) {
+                Some(r) if r.to_lowercase().contains(&text.to_lowercase()) => {}
+                Some(r) => errs.push(format!("{pod}: reason {r:?} does not mention {text:?}")),
+                None => errs.push(format!("{pod}: expected unschedulable mentioning {text:?}")),
+            }
+        }
+    }
+    if expect.all_scheduled && !plan.unschedulable.is_empty() {
+        let list: Vec<String> = plan
+            .unschedulable
+            .iter()
+            .map(|u| format!("{} ({})", u.pod, u.reason))
+            .collect();
+        errs.push(format!(
+            "every pod should be scheduled, unschedulable: {list:?}"
+        ));
+    }
+    if let Some(n) = expect.scheduled_count
+        && pl.by_pod.len() != n
+    {
+        errs.push(format!("{} pods scheduled, expected {n}", pl.by_pod.len()));
+    }
+    if let Some(n) = expect.unschedulable_count
+        && plan.unschedulable.len() != n
+    {
+        errs.push(format!(
+            "{} pods unschedulable, expected {n}",
+            plan.unschedulable.len()
+        ));
+    }
+    if let Some(n) = expect.new_node_claims
+        && plan.node_claims.len() != n
+    {
+        errs.push(format!(
+            "{} new NodeClaims, expected {n}",
+            plan.node_claims.len()
+        ));
+    }
+    if let Some(n) = expect.new_node_claims_max
+        && plan.node_claims.len() > n
+    {
+        errs.push(format!(
+            "{} new NodeClaims, expected at most {n}",
+            plan.node_claims.len()
+        ));
+    }
+    if let Some(by_pool) = &expect.node_claims_by_pool {
+        let mut got: BTreeMap<String, usize> = BTreeMap::new();
+        for c in &plan.node_claims {
+            *got.entry(c.node_pool.clone()).or_default() += 1;
+        }
+        let want: BTreeMap<String, usize> = by_pool
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        if got != want {
+            errs.push(format!(
+                "new NodeClaims per pool are {got:?}, expected {want:?}"
+            ));
+        }
+    }
+    for (pat, ce) in &expect.claims {
+        for pod in pl.matching(pat, &mut errs) {
+            match pl.by_pod.get(&pod) {
+                Some(Placement::New(c)) => {
+                    if let Some(n) = &ce.existing {
+                        errs.push(format!(
+                            "{pod}: landed on new claim {}, expected existing {n}",
+                            c.name
+                        ));
+                    }
+                    check_claim(&format!("claim of {pod}"), c, ce, &mut errs);
+                }
+                Some(Placement::Existing(n)) => match &ce.existing {
+                    Some(want) if want == n => {}
+                    _ => errs.push(format!(
+                        "{pod}: landed on existing node {n}, expected a new claim"
+                    )),
+                },
+                None => errs.push(format!("{pod}: not scheduled, cannot check its claim")),
+            }
+        }
+    }
+    if let Some(ce) = &expect.every_claim {
+        for c in &plan.node_claims {
+            check_claim(&format!("claim {}", c.name), c, ce, &mut errs);
+        }
+    }
+    for group in &expect.samenode {
+        let pods: Vec<String> = group
+            .iter()
+            .flat_map(|p| pl.matching(p, &mut errs))
+            .collect();
+        let nodes: BTreeSet<Option<String>> = pods.iter().map(|p| pl.node_id(p)).collect();
+        if nodes.len() != 1 || nodes.contains(&None) {
+            errs.push(format!(
+                "{pods:?} should share one node, got {:?}",
+                pods.iter().map(|p| pl.node_id(p)).collect::<Vec<_>>()
+            ));
+        }
+    }
+    for group in &expect.differentnodes {
+        let pods: Vec<String> = group
+            .iter()
+            .flat_map(|p| pl.matching(p, &mut errs))
+            .collect();
+        let nodes: Vec<Option<String>> = pods.iter().map(|p| pl.node_id(p)).collect();
+        let distinct: BTreeSet<&Option<String>> = nodes.iter().collect();
+        if distinct.len() != pods.len() || distinct.contains(&None) {
+            errs.push(format!(
+                "{pods:?} should each be on a different node, got {nodes:?}"
+            ));
+        }
+    }
+    for (pat, node) in &expect.existing {
+        for pod in pl.matching(pat, &mut errs) {
+            match pl.by_pod.get(&pod) {
+                Some(Placement::Existing(n)) if n == node => {}
+                other => errs.push(format!(
+                    "{pod} should be on existing {node}, got {:?}",
+                    other.map(|p| match p {
+                        Placement::New(c) => format!("new claim {}", c.name),
+                        Placement::Existing(n) => format!("existing {n}"),
+                    })
+                )),
+            }
+        }
+    }
+    for pat in &expect.on_new_claims {
+        for pod in pl.matching(pat, &mut errs) {
+            if !matches!(pl.by_pod.get(&pod), Some(Placement::New(_))) {
+                errs.push(format!(
+                    "{pod} should be on a new claim, got {:?}",
+                    pl.node_id(&pod)
+                ));
+            }
+        }
+    }
+    for dc in &expect.domain_counts {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for pod in pl.matching(&dc.pods, &mut errs) {
+            let Some(p) = pl.by_pod.get(&pod) else {
+                continue;
+            };
+            match domain(p, &dc.key, snapshot) {
+                Some(d) => *counts.entry(d).or_default() += 1,
+                None => errs.push(format!(
+                    "{pod}: its node has no single value for {} (claim not pinned)",
+                    dc.key
+                )),
+            }
+        }
+        if dc.include_bound {
+            let prefix = dc.pods.strip_suffix('*');
+            for p in &snapshot.pods {
+                let Some(node) = &p.node_name else {
+                    continue;
+                };
+                let key = p.key();
+                let hit = match prefix {
+                    Some(prefix) => key.starts_with(prefix),
+                    None => key == dc.pods,
+                };
+                if hit && !matches!(p.phase, PodPhase::Succeeded | PodPhase::Failed) {
+                    match domain(&Placement::Existing(node.clone()), &dc.key, snapshot) {
+                        Some(d) => *counts.entry(d).or_default() += 1,
+                        None => {
+                            errs.push(format!("bound pod {key}: node {node} has no {}", dc.key))
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(want) = &dc.counts {
+            let want: BTreeMap<String, usize> = want
+                .iter()
+                .filter(|(_, n)| **n > 0)
+                .map(|(k, v)| (k.clone(), *v))
+                .collect();
+            if counts != want {
+                errs.push(format!(
+                    "{} by {}: counts are {counts:?}, expected {want:?}",
+                    dc.pods, dc.key
+                ));
+            }
+        }
+        if let Some(want) = &dc.sorted {
+            let mut got: Vec<usize> = counts.values().copied().collect();
+            got.sort_unstable_by(|a, b| b.cmp(a));
+            if &got != want {
+                errs.push(format!(
+                    "{} by {}: sorted counts are {got:?} ({counts:?}), expected {want:?}",
+                    dc.pods, dc.key
+                ));
+            }
+        }
+        if let Some(skew) = dc.max_skew {
+            let max = counts.values().max().copied().unwrap_or(0);
+            let min = counts.values().min().copied().unwrap_or(0);
+            if max - min > skew {
+                errs.push(format!(
+                    "{} by {}: skew {} ({counts:?}), expected at most {skew}",
+                    dc.pods,
+                    dc.key,
+                    max - min
+                ));
+            }
+        }
+    }
+    let described: Vec<String> = plan
+        .disruptions
+        .iter()
+        .map(|d| {
+            format!(
+                "{} {:?} (+{} replacements)",
+                d.reason,
+                d.nodes,
+                d.replacements.len()
+            )
+        })
+        .collect();
+    for de in &expect.disruptions {
+        let found = plan.disruptions.iter().find(|d| {
+            if de.reason.as_ref().is_some_and(|r| *r != d.reason) {
+                return false;
+            }
+            if de
+                .reason_any_of
+                .as_ref()
+                .is_some_and(|rs| !rs.contains(&d.reason))
+            {
+                return false;
+            }
+            if let Some(ns) = &de.nodes
+                && sorted(&d.nodes) != sorted(ns)
+            {
+                return false;
+            }
+            if let Some(ns) = &de.nodes_include
+                && !ns.iter().all(|n| d.nodes.contains(n))
+            {
+                return false;
+            }
+            de.node_count.is_none_or(|n| d.nodes.len() == n)
+        });
+        let Some(d) = found else {
+            errs.push(format!(
+                "no disruption {:?} nodes={:?} include={:?} count={:?}; got {described:?}",
+                de.reason
+                    .as_ref()
+                    .or(de.reason_any_of.as_ref().and_then(|r| r.first())),
+                de.nodes,
+                de.nodes_include,
+                de.node_count
+            ));
+            continue;
+        };
+        if let Some(n) = de.replacements
+            && d.replacements.len() != n
+        {
+            errs.push(format!(
+                "disruption {} {:?}: {} replacements, expected {n}",
+                d.reason,
+                d.nodes,
+                d.replacements.len()
+            ));
+        }
+        if let Some(ce) = &de.replacement {
+            for r in &d.replacements {
+                check_claim(&format!("replacement {}", r.name), r, ce, &mut errs);
+            }
+        }
+        if let Some(s) = de.savings_min
+            && d.savings_per_hour + 1e-9 < s
+        {
+            errs.push(format!(
+                "disruption {} {:?}: saves {}, expected at least {s}",
+                d.reason, d.nodes, d.savings_per_hour
+            ));
+        }
+    }
+    if let Some(n) = expect.disruptions_count
+        && plan.disruptions.len() != n
+    {
+        errs.push(format!(
+            "{} disruptions, expected {n}: {described:?}",
+            plan.disruptions.len()
+        ));
+    }
+    if let Some(n) = expect.disrupted_nodes {
+        let got: usize = plan.disruptions.iter().map(|d| d.nodes.len()).sum();
+        if got != n {
+            errs.push(format!(
+                "{got} nodes disrupted, expected {n}: {described:?}"
+            ));
+        }
+    }
+    if let Some(max) = expect.total_savings_max {
+        let got: f64 = plan.disruptions.iter().map(|d| d.savings_per_hour).sum();
+        if got > max + 1e-9 {
+            errs.push(format!(
+                "disruptions save {got} in total, expected at most {max}: {described:?}"
+            ));
+        }
+    }
+    for node in &expect.not_disrupted {
+        if let Some(d) = plan.disruptions.iter().find(|d| d.nodes.contains(node)) {
+            errs.push(format!(
+                "{node} must not be disrupted, got {} {:?}",
+                d.reason, d.nodes
+            ));
+        }
+    }
+    if let Some(c) = expect.cost_per_hour
+        && !close(plan.summary.cost_per_hour, c)
+    {
+        errs.push(format!(
+            "costPerHour is {}, expected {c}",
+            plan.summary.cost_per_hour
+        ));
+    }
+    if let Some(c) = expect.cost_per_hour_max
+        && plan.summary.cost_per_hour > c + 1e-9
+    {
+        errs.push(format!(
+            "costPerHour is {}, expected at most {c}",
+            plan.summary.cost_per_hour
+        ));
+    }
+    // Contract invariant: every pending pod in exactly one place.
+    for pod in &pending {
+        let n = usize::from(pl.by_pod.contains_key(pod))
+            + usize::from(pl.unschedulable.contains_key(pod));
+        if n != 1 {
+            errs.push(format!(
+                "{pod} appears {n} times among placed/unschedulable"
+            ));
+        }
+    }
+    errs
+}
+
+// === running ===
+
+fn scenario_dirs(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                if p.join("expect.yaml").is_file() {
+                    out.push(p.clone());
+                }
+                stack.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn read_yaml<T: for<'de> Deserialize<'de> + Default>(path: &Path) -> Result<T, String> {
+    if !path.is_file() {
+        return Ok(T::default());
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn load_catalog(dir: &Path, root: &Path, options: &Options) -> Result<Catalog, String> {
+    if options.catalog.as_deref() == Some("builtin") {
+        let region = options.region.as_deref().unwrap_or("us-east-1");
+        return planner::catalog::aws::builtin(region).map_err(|e| format!("builtin catalog: {e}"));
+    }
+    let mut d = dir.to_path_buf();
+    loop {
+        let f = d.join("catalog.yaml");
+        if f.is_file() {
+            let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+            return planner::catalog::file::parse(&text, &f.display().to_string())
+                .map_err(|e| e.to_string());
+        }
+        if d == root || !d.pop() {
+            return Err(format!("no catalog.yaml for {}", dir.display()));
+        }
+    }
+}
+
+fn plan_options(options: &Options) -> Result<PlanOptions, String> {
+    let now = options.now.as_deref().unwrap_or(DEFAULT_NOW);
+    Ok(PlanOptions {
+        now: planner::manifests::time::parse_rfc3339(now).map_err(|e| format!("now: {e}"))?,
+        preference_policy: match options.preference_policy.as_deref() {
+            None | Some("Respect") => PreferencePolicy::Respect,
+            Some("Ignore") => PreferencePolicy::Ignore,
+            Some(o) => return Err(format!("preferencePolicy: unknown {o:?}")),
+        },
+        min_values_policy: match options.min_values_policy.as_deref() {
+            None | Some("Strict") => MinValuesPolicy::Strict,
+            Some("BestEffort") => MinValuesPolicy::BestEffort,
+            Some(o) => return Err(format!("minValuesPolicy: unknown {o:?}")),
+        },
+        spot_to_spot_consolidation: options.spot_to_spot_consolidation,
+        no_disruption: options.no_disruption,
+    })
+}
+
+fn verbose_labels() -> bool {
+    std::env::var_os("KARPENTER_LABELS").is_some()
+}
+
+fn describe(plan: &Plan) -> String {
+    let mut s = String::new();
+    for c in &plan.node_claims {
+        let _ = writeln!(
+            s,
+            "    claim {} pool={} types={:?} zones={:?} ct={:?} price={} pods={:?}",
+            c.name,
+            c.node_pool,
+            c.instance_types.iter().take(6).collect::<Vec<_>>(),
+            c.zones,
+            c.capacity_types,
+            c.price,
+            c.pods
+        );
+        if verbose_labels() {
+            let _ = writeln!(s, "      labels={:?} taints={:?}", c.labels, c.taints);
+        }
+    }
+    for e in &plan.existing_nodes {
+        let _ = writeln!(s, "    existing {} pods={:?}", e.name, e.pods);
+    }
+    for u in &plan.unschedulable {
+        let _ = writeln!(s, "    unschedulable {}: {}", u.pod, u.reason);
+    }
+    for d in &plan.disruptions {
+        let _ = writeln!(
+            s,
+            "    disruption {} nodes={:?} replacements={:?} savings={}",
+            d.reason,
+            d.nodes,
+            d.replacements
+                .iter()
+                .map(|r| (r.instance_types.first().cloned(), r.pods.len()))
+                .collect::<Vec<_>>(),
+            d.savings_per_hour
+        );
+    }
+    s
+}
+
+fn run_one(dir: &Path, root: &Path) -> Result<(Vec<String>, String), String> {
+    let options: Options = read_yaml(&dir.join("options.yaml"))?;
+    let expect_text = std::fs::read_to_string(dir.join("expect.yaml"))
+        .map_err(|e| format!("expect.yaml: {e}"))?;
+    let expect: Expect =
+        serde_yaml::from_str(&expect_text).map_err(|e| format!("expect.yaml: {e}"))?;
+    if expect.source.trim().is_empty() {
+        return Err("expect.yaml: source is empty".into());
+    }
+    let input = dir.join("input.yaml");
+    let loaded = planner::manifests::load_paths(&[input.display().to_string()])
+        .map_err(|e| format!("input: {e}"))?;
+    let catalog = load_catalog(dir, root, &options)?;
+    let opts = plan_options(&options)?;
+    let plan = planner::plan(&loaded.snapshot, &catalog, &opts);
+    let mut errs = check(&expect, &plan, &loaded.snapshot);
+    // Contract: the same input gives the same output, byte for byte.
+    let again = planner::plan(&loaded.snapshot, &catalog, &opts);
+    if serde_json::to_string(&plan).ok() != serde_json::to_string(&again).ok() {
+        errs.push("planning the same input twice gave different plans".to_string());
+    }
+    Ok((errs, describe(&plan)))
+}
+
+#[test]
+fn karpenter_conformance() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/karpenter");
+    let filter = std::env::var("KARPENTER_SCENARIO").unwrap_or_default();
+    let verbose = std::env::var_os("KARPENTER_VERBOSE").is_some();
+    let dirs: Vec<PathBuf> = scenario_dirs(&root)
+        .into_iter()
+        .filter(|d| d.display().to_string().contains(&filter))
+        .collect();
+    assert!(!dirs.is_empty(), "no scenarios under {}", root.display());
+    let mut failed = Vec::new();
+    for dir in &dirs {
+        let name = dir.strip_prefix(&root).unwrap_or(dir).display().to_string();
+        match run_one(dir, &root) {
+            Ok((errs, plan)) if errs.is_empty() => {
+                if verbose {
+                    println!("ok   {name}\n{plan}");
+                }
+            }
+            Ok((errs, plan)) => failed.push(format!(
+                "FAIL {name}\n{}\n  plan:\n{plan}",
+                errs.iter()
+                    .map(|e| format!("  - {e}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            )),
+            Err(e) => failed.push(format!("ERROR {name}: {e}")),
+        }
+    }
+    println!(
+        "karpenter conformance: {} passed, {} failed of {}",
+        dirs.len() - failed.len(),
+        failed.len(),
+        dirs.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "{} of {} Karpenter scenarios failed:\n{}",
+        failed.len(),
+        dirs.len(),
+        failed.join("\n")
+    );
+}

@@ -1,0 +1,70 @@
+//! Commands of the `dovetail` binary and how their failures map to exit codes.
+//!
+//! Exit codes: 0 success; 2 bad input (a manifest, catalog file, flag value or path that cannot
+//! be used; clap's usage errors use 2 as well); 1 any other failure (e.g. writing the output).
+
+mod backend;
+mod plan;
+mod table;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use thiserror::Error;
+
+pub(crate) use plan::PlanArgs;
+
+/// dovetail: a Karpenter-compatible node autoscaler.
+#[derive(Debug, Parser)]
+#[command(name = "dovetail", version, about)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show which nodes dovetail would launch for the pending pods of some manifests, and which
+    /// nodes it would disrupt.
+    Plan(PlanArgs),
+}
+
+/// Why a command failed.
+#[derive(Debug, Error)]
+pub(crate) enum CliError {
+    /// The manifests could not be read.
+    #[error(transparent)]
+    Manifests(#[from] planner::manifests::Error),
+    /// A flag value or an input other than the manifests is unusable (catalog file, `--now`).
+    #[error("{0}")]
+    Input(String),
+    /// The output could not be written.
+    #[error("writing the output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+impl CliError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Manifests(_) | CliError::Input(_) => 2,
+            CliError::Output(_) => 1,
+        }
+    }
+}
+
+/// Runs the parsed command line; `now` is the current time in Unix seconds (the default of
+/// `--now`).
+pub(crate) fn run(cli: Cli, now: i64) -> ExitCode {
+    let result = match cli.command {
+        Command::Plan(args) => plan::run(&args, now),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        // A closed pipe (`dovetail plan ... | head`) is not a failure.
+        Err(CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

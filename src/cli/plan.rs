@@ -1,0 +1,140 @@
+//! `dovetail plan`: read manifests, plan, print the plan as JSON or as a table.
+
+use std::io::{IsTerminal, Write};
+
+use clap::{Args, ValueEnum};
+use planner::manifests;
+use planner::model::{MinValuesPolicy, PlanOptions, PreferencePolicy};
+
+use super::CliError;
+use super::backend::{CatalogChoice, Local, PlanBackend, PlanRequest, Planned};
+use super::table;
+
+/// Arguments of `dovetail plan`.
+#[derive(Debug, Args)]
+pub(crate) struct PlanArgs {
+    /// Manifests: YAML (multi-document) or JSON files, folders (searched recursively for
+    /// *.yaml, *.yml, *.json), or `-` for standard input. Repeatable.
+    #[arg(short = 'f', long = "filename", value_name = "PATH", required = true, num_args = 1..)]
+    files: Vec<String>,
+    /// Instance-type catalog file (YAML or JSON) that replaces the built-in AWS catalog.
+    #[arg(long, value_name = "FILE")]
+    instance_types: Option<String>,
+    /// Region of the built-in AWS catalog.
+    #[arg(long, default_value = "us-east-1")]
+    region: String,
+    /// The clock for time-based rules (consolidateAfter, expireAfter, budget schedules), as
+    /// RFC 3339, e.g. 2024-05-01T12:00:00Z. Default: the current time.
+    #[arg(long, value_name = "RFC3339")]
+    now: Option<String>,
+    /// Whether preferred affinities and ScheduleAnyway spreads are honoured.
+    #[arg(long, value_enum, ignore_case = true, default_value_t = PreferenceArg::Respect)]
+    preference_policy: PreferenceArg,
+    /// What happens when a NodePool's minValues cannot be met.
+    #[arg(long, value_enum, ignore_case = true, default_value_t = MinValuesArg::Strict)]
+    min_values_policy: MinValuesArg,
+    /// Allow replacing a spot node with a cheaper spot node.
+    #[arg(long)]
+    spot_to_spot_consolidation: bool,
+    /// Compute only the launch plan (no consolidation, drift or expiry).
+    #[arg(long)]
+    no_disruption: bool,
+    /// Output format. Default: `table` when standard output is a terminal, `json` otherwise.
+    #[arg(short = 'o', long, value_enum, ignore_case = true)]
+    output: Option<OutputFormat>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum PreferenceArg {
+    #[value(name = "Respect")]
+    Respect,
+    #[value(name = "Ignore")]
+    Ignore,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum MinValuesArg {
+    #[value(name = "Strict")]
+    Strict,
+    #[value(name = "BestEffort")]
+    BestEffort,
+}
+
+/// `--output`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum OutputFormat {
+    /// The contract's JSON (`../shared/docs/planner-io.md`), pretty-printed.
+    Json,
+    /// A table for people.
+    Table,
+}
+
+/// Runs `dovetail plan`.
+pub(super) fn run(args: &PlanArgs, clock_now: i64) -> Result<(), CliError> {
+    let now = match &args.now {
+        Some(text) => manifests::time::parse_rfc3339(text)
+            .map_err(|e| CliError::Input(format!("--now: {e}")))?,
+        None => clock_now,
+    };
+    let catalog = match &args.instance_types {
+        Some(path) => CatalogChoice::File {
+            path: path.clone(),
+            text: std::fs::read_to_string(path)
+                .map_err(|e| CliError::Input(format!("--instance-types {path}: {e}")))?,
+        },
+        None => CatalogChoice::Builtin {
+            region: args.region.clone(),
+        },
+    };
+    let loaded = manifests::load_paths(&args.files)?;
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+    let request = PlanRequest {
+        snapshot: loaded.snapshot,
+        catalog,
+        options: PlanOptions {
+            now,
+            preference_policy: match args.preference_policy {
+                PreferenceArg::Respect => PreferencePolicy::Respect,
+                PreferenceArg::Ignore => PreferencePolicy::Ignore,
+            },
+            min_values_policy: match args.min_values_policy {
+                MinValuesArg::Strict => MinValuesPolicy::Strict,
+                MinValuesArg::BestEffort => MinValuesPolicy::BestEffort,
+            },
+            spot_to_spot_consolidation: args.spot_to_spot_consolidation,
+            no_disruption: args.no_disruption,
+        },
+    };
+    let planned = Local.plan(&request)?;
+    let format = args.output.unwrap_or(if std::io::stdout().is_terminal() {
+        OutputFormat::Table
+    } else {
+        OutputFormat::Json
+    });
+    write_output(&planned, format)
+}
+
+fn write_output(planned: &Planned, format: OutputFormat) -> Result<(), CliError> {
+    let text = match format {
+        OutputFormat::Json => {
+            // Catalog notes that the plan does not already carry go to stderr, so that
+            // standard output stays exactly the plan.
+            for n in &planned.catalog_notes {
+                if !planned.plan.notes.contains(n) {
+                    eprintln!("note: {n}");
+                }
+            }
+            let mut json = serde_json::to_string_pretty(&planned.plan)
+                .map_err(|e| CliError::Output(std::io::Error::other(e)))?;
+            json.push('\n');
+            json
+        }
+        OutputFormat::Table => table::render(&planned.plan, &planned.catalog_notes),
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
