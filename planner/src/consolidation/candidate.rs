@@ -19,13 +19,12 @@ use crate::requirements::Requirements;
 /// Annotation carrying Kubernetes' pod deletion cost (ReplicaSet scale-down order).
 pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 
-/// Annotation with dovetail's NodePool hash version; hashes are compared only when it matches
-/// [`HASH_VERSION`] (see `designs/drift-hash.md`).
-pub const NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
-/// Annotation with dovetail's EC2NodeClass hash version.
-pub const NODECLASS_HASH_VERSION: &str = "karpenter.k8s.aws/ec2nodeclass-hash-version";
+/// Annotation with the NodePool hash version (`designs/drift-hash.md`).
+pub const NODEPOOL_HASH_VERSION: &str = crate::manifests::hash::NODEPOOL_HASH_VERSION_ANNOTATION;
+/// Annotation with the EC2NodeClass hash version.
+pub const NODECLASS_HASH_VERSION: &str = crate::manifests::hash::NODECLASS_HASH_VERSION_ANNOTATION;
 /// The hash version dovetail writes next to its hashes.
-pub const HASH_VERSION: &str = "dovetail-v1";
+pub const HASH_VERSION: &str = crate::manifests::hash::HASH_VERSION;
 
 /// One existing node that disruption may act on.
 #[derive(Debug, Clone, PartialEq)]
@@ -229,13 +228,65 @@ pub(crate) fn claim_of<'a>(node: &Node, claims: &'a [NodeClaim]) -> Option<&'a N
     })
 }
 
-/// Whether a node is managed by a NodePool and initialized: label `karpenter.sh/initialized`
-/// is `true`, or absent on a Ready node (inputs written by hand rarely carry it).
+/// Whether a NodePool's node is initialized: label `karpenter.sh/initialized=true` (Karpenter
+/// sets it once the node is ready and its startup taints are gone).
 pub(crate) fn is_initialized(node: &Node) -> bool {
-    match node.labels.get(labels::INITIALIZED) {
-        Some(v) => v == "true",
-        None => node.ready,
+    node.labels.get(labels::INITIALIZED).map(String::as_str) == Some("true")
+}
+
+/// Existing capacity that pods of a disrupted node must not be counted on, with the reason
+/// (Karpenter's `SimulateScheduling` refuses results that rely on them): NodePool nodes not yet
+/// initialized, nodes not Ready, in-flight NodeClaims, and NodePool nodes whose
+/// `consolidateAfter` window is still running (they just had pod events).
+pub(crate) fn unusable_destinations(
+    snapshot: &ClusterSnapshot,
+    candidates: &[Candidate],
+    now: Timestamp,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for node in &snapshot.nodes {
+        let claim = claim_of(node, &snapshot.node_claims);
+        let managed = pool_name(node, claim).is_some();
+        if !node.ready {
+            out.insert(
+                node.name.clone(),
+                format!("node {} is not Ready", node.name),
+            );
+        } else if managed && !is_initialized(node) {
+            out.insert(
+                node.name.clone(),
+                format!("node {} is not initialized", node.name),
+            );
+        }
     }
+    for c in &snapshot.node_claims {
+        let has_node = snapshot.nodes.iter().any(|n| {
+            c.node_name.as_deref() == Some(n.name.as_str())
+                || (c.provider_id.is_some() && c.provider_id == n.provider_id)
+        });
+        if !has_node {
+            out.insert(
+                c.name.clone(),
+                format!("NodeClaim {} is still launching", c.name),
+            );
+        }
+    }
+    let pools: BTreeMap<&str, &NodePool> = snapshot
+        .node_pools
+        .iter()
+        .map(|p| (p.name.as_str(), p))
+        .collect();
+    for c in candidates {
+        if let (Some(pool), Some(last)) = (pools.get(c.node_pool.as_str()), c.last_pod_event)
+            && let Some(after) = pool.disruption.consolidate_after
+            && now < last + after
+        {
+            out.entry(c.name.clone()).or_insert_with(|| {
+                format!("node {} is within its consolidateAfter window", c.name)
+            });
+        }
+    }
+    out
 }
 
 /// Whether a node already counts as disrupting: deleting, tainted `karpenter.sh/disrupted`,
@@ -433,30 +484,45 @@ fn drift(
             .get(key)
             .or_else(|| claim.and_then(|c| c.annotations.get(key)))
     };
-    if annotation(NODEPOOL_HASH_VERSION).map(String::as_str) == Some(HASH_VERSION)
-        && let Some(h) = annotation(labels::NODEPOOL_HASH)
-        && !pool.template_hash.is_empty()
-        && *h != pool.template_hash
-    {
-        return Some(format!(
-            "{} {h} differs from NodePool {} template hash {}",
+    let class = pool.node_class.as_deref().and_then(|n| classes.get(n));
+    let checks = [
+        (
             labels::NODEPOOL_HASH,
-            pool.name,
-            pool.template_hash
-        ));
-    }
-    if annotation(NODECLASS_HASH_VERSION).map(String::as_str) == Some(HASH_VERSION)
-        && let Some(h) = annotation(labels::NODECLASS_HASH)
-        && let Some(class) = pool.node_class.as_deref().and_then(|n| classes.get(n))
-        && !class.spec_hash.is_empty()
-        && *h != class.spec_hash
-    {
-        return Some(format!(
-            "{} {h} differs from EC2NodeClass {} spec hash {}",
+            NODEPOOL_HASH_VERSION,
+            format!("NodePool {}", pool.name),
+            pool.template_hash.as_str(),
+            &pool.metadata_annotations,
+        ),
+        (
             labels::NODECLASS_HASH,
-            class.name,
-            class.spec_hash
-        ));
+            NODECLASS_HASH_VERSION,
+            format!("EC2NodeClass {}", class.map_or("", |c| c.name.as_str())),
+            class.map_or("", |c| c.spec_hash.as_str()),
+            class.map_or(&pool.metadata_annotations, |c| &c.metadata_annotations),
+        ),
+    ];
+    for (hash_key, version_key, owner, ours, owner_annotations) in checks {
+        let (Some(hash), Some(version)) = (annotation(hash_key), annotation(version_key)) else {
+            continue;
+        };
+        // dovetail's own hash, or Karpenter's when the owner object carries Karpenter's hash
+        // of the same version (exactly Karpenter's check); otherwise not comparable.
+        let current = if version == HASH_VERSION {
+            Some(ours)
+        } else if owner_annotations.get(version_key) == Some(version) {
+            owner_annotations.get(hash_key).map(String::as_str)
+        } else {
+            None
+        };
+        if let Some(current) = current
+            && !current.is_empty()
+            && hash != current
+            && (hash_key == labels::NODEPOOL_HASH || class.is_some())
+        {
+            return Some(format!(
+                "{hash_key} {hash} (version {version}) differs from {owner}'s {current}"
+            ));
+        }
     }
     None
 }

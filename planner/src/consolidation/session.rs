@@ -80,6 +80,8 @@ pub struct Session<'a> {
     /// Nodes the launch plan places pending pods on: not disrupted.
     receiving: BTreeSet<String>,
     min_repack_saving: f64,
+    /// Existing capacity displaced pods must not land on, with why.
+    unusable: BTreeMap<String, String>,
     simulations: Cell<usize>,
     rebuilds: Cell<usize>,
 }
@@ -99,6 +101,7 @@ impl<'a> Session<'a> {
         let pods_on = candidate::pods_by_node(snapshot);
         let (candidates, counts) = candidate::build(snapshot, catalog, options.now, &pods_on);
         let budgets = Budgets::new(&snapshot.node_pools, &counts, options.now)?;
+        let unusable = candidate::unusable_destinations(snapshot, &candidates, options.now);
         let pdbs = candidate::pdb_states(snapshot);
         let pdb_remaining = pdbs.iter().map(|p| p.allowed).collect();
         let mut pod_pdbs = BTreeMap::new();
@@ -142,6 +145,7 @@ impl<'a> Session<'a> {
             rejected: RefCell::new(BTreeMap::new()),
             receiving: BTreeSet::new(),
             min_repack_saving: MIN_REPACK_SAVING,
+            unusable,
             simulations: Cell::new(0),
             rebuilds: Cell::new(0),
         })
@@ -356,10 +360,17 @@ impl<'a> Session<'a> {
         if reason != Reason::Expired {
             self.check_pdbs(&displaced)?;
         }
-        let removed: Vec<&str> = group
+        // Capacity that cannot be counted on is simulated as gone too, so that the scheduler
+        // looks elsewhere (or to new nodes) instead of failing the decision.
+        let mut removed: Vec<&str> = group
             .iter()
             .map(|&c| self.candidates[c].name.as_str())
             .collect();
+        if reason != Reason::Expired {
+            removed.extend(self.unusable.keys().map(String::as_str));
+            removed.sort_unstable();
+            removed.dedup();
+        }
         let result: Simulation = if displaced.is_empty() {
             Simulation::default()
         } else {
@@ -370,6 +381,15 @@ impl<'a> Session<'a> {
             && let Some((pod, why)) = result.unschedulable.first()
         {
             return Err(Rejection::NoFit(format!("pod {pod} would not fit: {why}")));
+        }
+        if reason != Reason::Expired {
+            for (node, pods) in &result.existing {
+                if let (Some(why), Some(pod)) = (self.unusable.get(node), pods.first()) {
+                    return Err(Rejection::NoFit(format!(
+                        "pod {pod} would only fit on {node}, which cannot be counted on: {why}"
+                    )));
+                }
+            }
         }
         if let Some(max) = max_claims
             && result.new_claims.len() > max

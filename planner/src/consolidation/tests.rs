@@ -678,11 +678,40 @@ fn drift_by_missing_instance_type_and_stale_hash() {
         reasons(&run(&s, &catalog(), &opts())),
         vec![d("Drifted", &["n0"])]
     );
-    // Another hash version (Karpenter's own) is not compared.
+    // Another hash version (Karpenter's own) is not compared with dovetail's hash...
     s.nodes[0]
         .annotations
         .insert(NODEPOOL_HASH_VERSION.into(), "v3".into());
     assert!(run(&s, &catalog(), &opts()).decisions.is_empty());
+    // ...but with Karpenter's own hash of the same version on the NodePool object.
+    let meta = &mut s.node_pools[0].metadata_annotations;
+    meta.insert(labels::NODEPOOL_HASH.into(), "karpenter-new".into());
+    meta.insert(NODEPOOL_HASH_VERSION.into(), "v3".into());
+    assert_eq!(
+        reasons(&run(&s, &catalog(), &opts())),
+        vec![d("Drifted", &["n0"])]
+    );
+    s.node_pools[0]
+        .metadata_annotations
+        .insert(NODEPOOL_HASH_VERSION.into(), "v2".into());
+    assert!(run(&s, &catalog(), &opts()).decisions.is_empty());
+
+    // The EC2NodeClass hash.
+    let mut s = cluster(&[&[6000], &[6000]]);
+    s.node_pools[0].node_class = Some("default".into());
+    s.node_classes.push(crate::model::NodeClass {
+        name: "default".into(),
+        spec_hash: "new".into(),
+        ..crate::model::NodeClass::default()
+    });
+    s.nodes[1]
+        .annotations
+        .insert(labels::NODECLASS_HASH.into(), "old".into());
+    s.nodes[1]
+        .annotations
+        .insert(NODECLASS_HASH_VERSION.into(), HASH_VERSION.into());
+    let o = run(&s, &catalog(), &opts());
+    assert_eq!(reasons(&o), vec![d("Drifted", &["n1"])]);
 }
 
 #[test]
@@ -914,4 +943,22 @@ fn repacks_that_save_too_little_are_churn() {
     session.set_min_repack_saving(0.0);
     run_all(&mut session, &build);
     assert_eq!(session.finish().decisions.len(), 1);
+}
+
+#[test]
+fn pods_never_count_on_uninitialized_or_just_busy_nodes() {
+    // n1 is not initialized: not a candidate, and n0's pod may not be counted on it, so n0 is
+    // replaced by a cheaper node instead of being deleted onto n1.
+    let mut s = cluster(&[&[1000], &[]]);
+    s.nodes[1].labels.remove(labels::INITIALIZED);
+    let o = run(&s, &catalog(), &opts());
+    assert_eq!(reasons(&o), vec![d("Underutilized", &["n0"])]);
+    assert_eq!(o.decisions[0].replacements.len(), 1);
+    // Same when n1 had a pod event within its consolidateAfter window.
+    let mut s = cluster(&[&[1000], &[500]]);
+    s.node_pools[0].disruption.consolidate_after = Some(3600);
+    s.pods[1].start_time = Some(NOW - 600);
+    let o = run(&s, &catalog(), &opts());
+    assert_eq!(reasons(&o), vec![d("Underutilized", &["n0"])]);
+    assert_eq!(o.decisions[0].replacements.len(), 1);
 }
