@@ -232,7 +232,7 @@ pub fn run(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
 }
 
 /// Most passes of the sequential search in [`run`] (each rebuilds the scheduler).
-pub const MAX_SEQUENCE_PASSES: usize = 500;
+pub const MAX_SEQUENCE_PASSES: usize = 250;
 
 /// Karpenter's consolidation as its controller runs it, one command per pass: multi-node
 /// (binary search over the first [`MAX_GROUP`] candidates, at most one new node), else the first
@@ -340,6 +340,7 @@ fn underutilized(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
     let mut deletable: Vec<usize> = Vec::new();
     let mut repackable: Vec<usize> = Vec::new();
     let mut fresh = false;
+    let mut first_pass = true;
     loop {
         let order = s.underutilized_order();
         if order.is_empty() {
@@ -352,7 +353,17 @@ fn underutilized(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
             if evaluated_now {
                 deletable.clear();
                 repackable.clear();
+                // The first pass evaluates every candidate; a refresh only as many as the
+                // searches can use.
+                let limit = if first_pass {
+                    usize::MAX
+                } else {
+                    2 * MAX_WINDOWS * MAX_GROUP
+                };
                 for &c in &order {
+                    if repackable.len() >= limit {
+                        break;
+                    }
                     match s.evaluate(&*sim, &[c], Reason::Underutilized, None) {
                         Ok(cmd) => {
                             repackable.push(c);
@@ -368,6 +379,7 @@ fn underutilized(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
                     }
                 }
                 fresh = true;
+                first_pass = false;
             }
             // Keep what the budgets (and earlier commits) still allow, in the current order.
             let rank: std::collections::BTreeMap<usize, usize> =
