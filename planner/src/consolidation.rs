@@ -231,12 +231,18 @@ pub fn run(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
     }
 }
 
+/// Most single candidates one pass of the sequential search tries (Karpenter bounds
+/// single-node consolidation by a timeout instead; at its ~1 s per simulation that is a few
+/// hundred).
+pub const SEQUENCE_SINGLES: usize = 200;
+
 /// Most passes of the sequential search in [`run`] (each rebuilds the scheduler).
 pub const MAX_SEQUENCE_PASSES: usize = 250;
 
 /// Karpenter's consolidation as its controller runs it, one command per pass: multi-node
 /// (binary search over the first [`MAX_GROUP`] candidates, at most one new node), else the first
-/// single node that can go or be replaced more cheaply; at most `max_passes` passes.
+/// of the next [`SEQUENCE_SINGLES`] single nodes that can go or be replaced more cheaply; at
+/// most `max_passes` passes.
 pub fn karpenter_sequence(s: &mut Session<'_>, build: &BuildSimulator<'_>, max_passes: usize) {
     for _ in 0..max_passes {
         let cmd = {
@@ -247,6 +253,7 @@ pub fn karpenter_sequence(s: &mut Session<'_>, build: &BuildSimulator<'_>, max_p
                 .or_else(|| {
                     order
                         .iter()
+                        .take(SEQUENCE_SINGLES)
                         .find_map(|&c| s.evaluate(&*sim, &[c], Reason::Underutilized, Some(1)).ok())
                 })
         };
