@@ -97,7 +97,7 @@ impl Schedule {
     /// Parses a schedule.
     ///
     /// # Errors
-    /// [`Error`] naming the schedule and the field at fault.
+    /// [`enum@Error`] naming the schedule and the field at fault.
     pub fn parse(schedule: &str) -> Result<Self, Error> {
         let trimmed = schedule.trim();
         let expanded = match trimmed.to_ascii_lowercase().as_str() {
