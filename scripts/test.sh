@@ -11,6 +11,10 @@ if [ -z "${CARGO_TARGET_DIR:-}" ]; then
   fi
 fi
 
+echo "== python env (official kubernetes client for the simulator's foreign-client tests)"
+DOVETAIL_PYTHON="$(bash scripts/python-env.sh | tail -1)"
+export DOVETAIL_PYTHON
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 

@@ -1,1 +1,348 @@
-//! The cloud-provider interface (filled by the simulator issue).
+//! The narrow cloud-provider interface the actuator uses to launch and terminate machines.
+//!
+//! Production implements it over EC2 (CreateFleet, DescribeInstances, TerminateInstances); the
+//! simulator (`simulator::cloud`) implements it in memory for tests and the demo. The interface
+//! follows Karpenter's `CloudProvider`: create, get, list and delete by provider ID, the instance
+//! types with their offerings and prices, and typed errors so that callers can tell insufficient
+//! capacity (mark the offering unavailable, try another) from a missing instance (already gone:
+//! success for a delete) from throttling (back off) from a bug.
+//!
+//! The trait uses `async_trait` so that services can hold an `Arc<dyn CloudProvider>` and pick
+//! EC2 or the simulator from configuration at run time.
+
+pub mod interruption;
+mod provider_id;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+pub use interruption::{InterruptionEvent, InterruptionKind, InterruptionQueue};
+pub use planner::catalog::{Catalog, InstanceType, Offering};
+pub use planner::model::Timestamp;
+pub use provider_id::{ParseProviderIdError, ProviderId};
+
+/// Tag key carrying the NodeClaim name on every instance the actuator launches.
+pub const TAG_NODECLAIM: &str = "karpenter.sh/nodeclaim";
+/// Tag key carrying the NodePool name.
+pub const TAG_NODEPOOL: &str = "karpenter.sh/nodepool";
+/// Tag key carrying the EC2NodeClass name.
+pub const TAG_NODECLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
+/// Tag key marking instances owned by a cluster (`kubernetes.io/cluster/<name>` = `owned`).
+pub const TAG_CLUSTER_PREFIX: &str = "kubernetes.io/cluster/";
+
+/// Key/value tags on an instance.
+pub type Tags = BTreeMap<String, String>;
+
+/// Errors of a cloud provider.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// The instance does not exist (or is already terminated). A delete that gets this has
+    /// nothing left to do.
+    #[error("instance {provider_id} not found")]
+    NotFound {
+        /// The provider ID asked for.
+        provider_id: String,
+    },
+    /// None of the requested offerings had capacity. Each offering listed here should be marked
+    /// unavailable for a while.
+    #[error("insufficient capacity for {}", fmt_offerings(.offerings))]
+    InsufficientCapacity {
+        /// The offerings that were tried and had no capacity.
+        offerings: Vec<OfferingKey>,
+    },
+    /// The provider rate-limited the call; retry after the given delay.
+    #[error("request throttled, retry after {retry_after:?}")]
+    Throttled {
+        /// How long to wait before retrying.
+        retry_after: Duration,
+    },
+    /// The request itself is wrong (unknown instance type, empty offering list, bad tag, ...).
+    /// Retrying the same request will fail the same way.
+    #[error("invalid request: {reason}")]
+    InvalidRequest {
+        /// What is wrong, naming the field at fault.
+        reason: String,
+    },
+    /// A provider ID could not be parsed.
+    #[error(transparent)]
+    ProviderId(#[from] ParseProviderIdError),
+    /// The provider failed in a way that may succeed on retry (5xx, timeouts).
+    #[error("cloud provider unavailable: {message}")]
+    Unavailable {
+        /// What the provider said.
+        message: String,
+    },
+}
+
+/// Result of a cloud call.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+fn fmt_offerings(o: &[OfferingKey]) -> String {
+    o.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One offering: an instance type in a zone as a capacity type.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct OfferingKey {
+    /// Instance type, e.g. `m5.large`.
+    pub instance_type: String,
+    /// Availability zone, e.g. `us-east-1a`.
+    pub zone: String,
+    /// `spot` or `on-demand`.
+    pub capacity_type: CapacityType,
+}
+
+impl fmt::Display for OfferingKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}/{}/{}",
+            self.instance_type, self.zone, self.capacity_type
+        )
+    }
+}
+
+/// How an instance is bought.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum CapacityType {
+    /// Spot: cheaper, can be interrupted with a two-minute warning.
+    Spot,
+    /// On-demand.
+    OnDemand,
+}
+
+// === impl CapacityType ===
+
+impl CapacityType {
+    /// The Karpenter label value: `spot` or `on-demand`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CapacityType::Spot => "spot",
+            CapacityType::OnDemand => "on-demand",
+        }
+    }
+
+    /// Parses the Karpenter label value.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`] for anything but `spot` or `on-demand`.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "spot" => Ok(CapacityType::Spot),
+            "on-demand" => Ok(CapacityType::OnDemand),
+            other => Err(Error::InvalidRequest {
+                reason: format!("capacity type {other:?} is not spot or on-demand"),
+            }),
+        }
+    }
+}
+
+impl fmt::Display for CapacityType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A launch request, shaped like an instant CreateFleet call for one instance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LaunchRequest {
+    /// Idempotency token: the same token always returns the same instance, never a second one
+    /// (the actuator uses the NodeClaim's command ID).
+    pub client_token: String,
+    /// Offerings it may launch as. Spot requests take the cheapest offering with capacity
+    /// (price-capacity-optimized in spirit); on-demand requests take them in the given order.
+    /// All offerings must share one capacity type.
+    pub offerings: Vec<OfferingKey>,
+    /// Tags for the instance (at least [`TAG_NODECLAIM`] and [`TAG_NODEPOOL`]).
+    pub tags: Tags,
+    /// Launch template / node class name the instance is launched from, if any.
+    pub node_class: Option<String>,
+    /// Machine image, if chosen by the caller.
+    pub image_id: Option<String>,
+}
+
+/// Lifecycle state of an instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum InstanceState {
+    /// Launched, not yet running.
+    Pending,
+    /// Running.
+    Running,
+    /// Terminating.
+    ShuttingDown,
+    /// Gone.
+    Terminated,
+}
+
+/// An instance as the provider reports it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Instance {
+    /// Instance ID, e.g. `i-0123456789abcdef0`.
+    pub id: String,
+    /// `aws:///<zone>/<instance-id>`.
+    pub provider_id: ProviderId,
+    /// Instance type.
+    pub instance_type: String,
+    /// Availability zone.
+    pub zone: String,
+    /// Capacity type.
+    pub capacity_type: CapacityType,
+    /// State.
+    pub state: InstanceState,
+    /// Tags.
+    pub tags: Tags,
+    /// Private DNS name, which is also the Node name on EKS.
+    pub private_dns_name: String,
+    /// Private IPv4 address.
+    pub private_ip: String,
+    /// Machine image.
+    pub image_id: Option<String>,
+    /// Launch time.
+    pub launch_time: Timestamp,
+    /// Price per hour of the offering it was launched as (USD).
+    pub price: f64,
+}
+
+/// Filter for [`CloudProvider::list`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListFilter {
+    /// Only instances carrying every one of these tags with these values.
+    pub tags: Tags,
+    /// Include terminated instances (EC2 reports them for about an hour).
+    pub include_terminated: bool,
+}
+
+// === impl ListFilter ===
+
+impl ListFilter {
+    /// True when `instance` passes the filter.
+    pub fn matches(&self, instance: &Instance) -> bool {
+        (self.include_terminated || instance.state != InstanceState::Terminated)
+            && self
+                .tags
+                .iter()
+                .all(|(k, v)| instance.tags.get(k) == Some(v))
+    }
+}
+
+/// The cloud-provider interface.
+#[async_trait]
+pub trait CloudProvider: Send + Sync {
+    /// Launches one instance. Idempotent on `request.client_token`.
+    ///
+    /// # Errors
+    /// [`Error::InsufficientCapacity`] when no offering has capacity, [`Error::InvalidRequest`]
+    /// for an empty offering list, mixed capacity types or an unknown type, [`Error::Throttled`],
+    /// [`Error::Unavailable`].
+    async fn create(&self, request: &LaunchRequest) -> Result<Instance>;
+
+    /// One instance by provider ID (terminated instances are reported while the provider keeps
+    /// them).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::ProviderId`], [`Error::Throttled`], [`Error::Unavailable`].
+    async fn get(&self, provider_id: &ProviderId) -> Result<Instance>;
+
+    /// Instances that pass the filter, ordered by ID.
+    ///
+    /// # Errors
+    /// [`Error::Throttled`], [`Error::Unavailable`].
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<Instance>>;
+
+    /// Terminates an instance.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when it does not exist or is already terminated (callers treat that
+    /// as done), [`Error::Throttled`], [`Error::Unavailable`].
+    async fn delete(&self, provider_id: &ProviderId) -> Result<()>;
+
+    /// Instance types with their offerings and current prices. An offering currently out of
+    /// capacity has `available: false` when the provider knows it.
+    ///
+    /// # Errors
+    /// [`Error::Throttled`], [`Error::Unavailable`].
+    async fn instance_types(&self) -> Result<Catalog>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn instance(state: InstanceState, tags: &[(&str, &str)]) -> Instance {
+        Instance {
+            id: "i-1".into(),
+            provider_id: ProviderId::new("us-east-1a", "i-1"),
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+            capacity_type: CapacityType::Spot,
+            state,
+            tags: tags
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            private_dns_name: "ip-10-0-0-1.ec2.internal".into(),
+            private_ip: "10.0.0.1".into(),
+            image_id: None,
+            launch_time: 0,
+            price: 0.1,
+        }
+    }
+
+    #[test]
+    fn list_filter_matches_tags_and_hides_terminated() {
+        let f = ListFilter {
+            tags: Tags::from([(TAG_NODEPOOL.to_string(), "default".to_string())]),
+            include_terminated: false,
+        };
+        assert!(f.matches(&instance(
+            InstanceState::Running,
+            &[(TAG_NODEPOOL, "default")]
+        )));
+        assert!(!f.matches(&instance(
+            InstanceState::Running,
+            &[(TAG_NODEPOOL, "other")]
+        )));
+        assert!(!f.matches(&instance(
+            InstanceState::Terminated,
+            &[(TAG_NODEPOOL, "default")]
+        )));
+        let all = ListFilter {
+            include_terminated: true,
+            ..ListFilter::default()
+        };
+        assert!(all.matches(&instance(InstanceState::Terminated, &[])));
+    }
+
+    #[test]
+    fn capacity_types_parse_and_name_bad_input() {
+        assert_eq!(CapacityType::parse("spot").unwrap(), CapacityType::Spot);
+        assert_eq!(
+            CapacityType::parse("on-demand").unwrap(),
+            CapacityType::OnDemand
+        );
+        let e = CapacityType::parse("reserved").unwrap_err();
+        assert!(e.to_string().contains("\"reserved\""), "{e}");
+    }
+
+    #[test]
+    fn insufficient_capacity_lists_offerings() {
+        let e = Error::InsufficientCapacity {
+            offerings: vec![OfferingKey {
+                instance_type: "m5.large".into(),
+                zone: "us-east-1a".into(),
+                capacity_type: CapacityType::Spot,
+            }],
+        };
+        assert_eq!(
+            e.to_string(),
+            "insufficient capacity for m5.large/us-east-1a/spot"
+        );
+    }
+}

@@ -35,6 +35,7 @@ mod results;
 mod scheduler;
 mod signature;
 pub(crate) mod topology;
+mod volumes;
 
 use crate::model::Pod;
 use crate::requirements::{self, Requirement, Requirements};
@@ -92,3 +93,6 @@ pub(crate) fn has_topology_constraints(pod: &Pod) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+pub(crate) mod test_util;

@@ -1,1 +1,47 @@
-//! Simulated cluster and cloud (filled by the simulator issue).
+//! A simulated Kubernetes cluster and cloud: test and demo infrastructure, never production.
+//!
+//! [`Simulation::start`] brings up, on 127.0.0.1:
+//! - a Kubernetes API server ([`api`]) that the `kube` crate, `kubectl --server` and the
+//!   official Python client use unchanged: discovery, list/watch with `resourceVersion`
+//!   semantics (bookmarks, 410 Gone), CRUD, patches, finalizers, status subresources, the
+//!   `eviction` (PodDisruptionBudget-aware) and `binding` subresources, and the Karpenter CRDs;
+//! - a simulated EC2 ([`cloud::SimCloud`]) behind the `cloud::CloudProvider` interface;
+//! - a simulated kubelet, a minimal kube-scheduler (the planner's scheduling library) and the
+//!   controllers a demo needs ([`controllers`]);
+//! - fault injection ([`Faults`]).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use cloud::CloudProvider;
+//!
+//! let sim = simulator::Simulation::start(simulator::Config::default()).await?;
+//! let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(sim.kube_client()?);
+//! let request = cloud::LaunchRequest {
+//!     client_token: "claim-1".into(),
+//!     offerings: vec![cloud::OfferingKey {
+//!         instance_type: "m5.large".into(),
+//!         zone: "us-east-1a".into(),
+//!         capacity_type: cloud::CapacityType::Spot,
+//!     }],
+//!     tags: Default::default(),
+//!     node_class: None,
+//!     image_id: None,
+//! };
+//! let instance = sim.cloud().create(&request).await?;
+//! // A few seconds later the simulated kubelet registers the Node.
+//! # let _ = (nodes, instance);
+//! sim.faults().drop_watches(); // resilience tests
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod api;
+pub mod clock;
+pub mod cloud;
+pub mod controllers;
+pub mod faults;
+pub mod simulation;
+
+pub use clock::Clock;
+pub use faults::Faults;
+pub use simulation::{Config, Simulation};

@@ -25,17 +25,77 @@ pub struct Column {
 /// The optimum of the covering LP (a lower bound on any integral covering), or 0 when the
 /// demand cannot be covered at all or the input is degenerate (negative or non-finite prices).
 pub fn covering(columns: &[Column], demand: &[f64]) -> f64 {
-    let rows: Vec<usize> = (0..demand.len())
-        .filter(|&r| demand[r] > 0.0 && demand[r].is_finite())
+    covering_with_duals(columns, demand).0
+}
+
+/// [`covering`] and the optimal dual prices: USD per hour per unit of each resource (same
+/// order as `demand`; 0 for resources with no demand). `Σ demand_r × price_r` is the bound.
+pub fn covering_with_duals(columns: &[Column], demand: &[f64]) -> (f64, Vec<f64>) {
+    let rows: Vec<Row> = (0..demand.len())
+        .map(|r| Row {
+            resource: r,
+            demand: demand[r],
+            allowed: None,
+        })
+        .collect();
+    let (lb, duals) = covering_rows(columns, &rows);
+    let mut prices = vec![0.0; demand.len()];
+    for (k, row) in rows.iter().enumerate() {
+        if row.demand > 0.0 {
+            prices[row.resource] = duals[k] / row.demand;
+        }
+    }
+    (lb, prices)
+}
+
+/// One covering constraint: the columns in `allowed` (all when `None`) must together hold
+/// `demand` of resource `resource`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// Index into each column's `alloc`.
+    pub resource: usize,
+    /// Amount to cover.
+    pub demand: f64,
+    /// Which columns count for this row.
+    pub allowed: Option<Vec<bool>>,
+}
+
+/// The covering LP with general rows: `min Σ price_j x_j` s.t. for every row,
+/// `Σ_{j allowed} alloc_{j,resource} x_j ≥ demand`, `x ≥ 0`. Returns the optimum (0 when
+/// degenerate or infeasible) and the dual of each row in the normalised problem (row demand
+/// scaled to 1, so the bound is the sum of the duals).
+pub fn covering_rows(columns: &[Column], all_rows: &[Row]) -> (f64, Vec<f64>) {
+    let (lb, duals, _) = solve_rows(columns, all_rows);
+    (lb, duals)
+}
+
+/// [`covering_with_duals`] plus the primal solution: how many of each column the fractional
+/// optimum uses (all zero when the problem is degenerate).
+pub fn covering_primal(columns: &[Column], demand: &[f64]) -> (f64, Vec<f64>) {
+    let rows: Vec<Row> = (0..demand.len())
+        .map(|r| Row {
+            resource: r,
+            demand: demand[r],
+            allowed: None,
+        })
+        .collect();
+    let (lb, _, x) = solve_rows(columns, &rows);
+    (lb, x)
+}
+
+fn solve_rows(columns: &[Column], all_rows: &[Row]) -> (f64, Vec<f64>, Vec<f64>) {
+    let zero = (0.0, vec![0.0; all_rows.len()], vec![0.0; columns.len()]);
+    let rows: Vec<usize> = (0..all_rows.len())
+        .filter(|&r| all_rows[r].demand > 0.0 && all_rows[r].demand.is_finite())
         .collect();
     if rows.is_empty() {
-        return 0.0;
+        return zero;
     }
     if columns
         .iter()
         .any(|c| !c.price.is_finite() || c.price < 0.0)
     {
-        return 0.0;
+        return zero;
     }
     let m = rows.len();
     let n = columns.len();
@@ -43,13 +103,23 @@ pub fn covering(columns: &[Column], demand: &[f64]) -> f64 {
     let a: Vec<Vec<f64>> = rows
         .iter()
         .map(|&r| {
+            let row = &all_rows[r];
             columns
                 .iter()
-                .map(|c| {
-                    let v = c.alloc.get(r).copied().unwrap_or(0.0);
+                .enumerate()
+                .map(|(j, c)| {
+                    if row
+                        .allowed
+                        .as_ref()
+                        .is_some_and(|al| !al.get(j).copied().unwrap_or(false))
+                    {
+                        return 0.0;
+                    }
+                    let v = c.alloc.get(row.resource).copied().unwrap_or(0.0);
                     if v.is_finite() && v > 0.0 {
-                        // Cap at 1: holding more than the whole demand never helps more.
-                        (v / demand[r]).min(1.0)
+                        // Cap at 1: for an integral fleet, one node holding the whole demand
+                        // covers it alone, so the capped constraint stays valid.
+                        (v / row.demand).min(1.0)
                     } else {
                         0.0
                     }
@@ -58,7 +128,7 @@ pub fn covering(columns: &[Column], demand: &[f64]) -> f64 {
         })
         .collect();
     if a.iter().any(|row| row.iter().all(|v| *v <= 0.0)) {
-        return 0.0;
+        return zero;
     }
     // Tableau of  -A x + s = -1, basis s; reduced costs d (x: price, s: 0).
     let width = n + m + 1;
@@ -75,6 +145,7 @@ pub fn covering(columns: &[Column], demand: &[f64]) -> f64 {
         d[j] = columns[j].price;
     }
     const EPS: f64 = 1e-12;
+    let mut basis: Vec<usize> = (0..m).map(|r| n + r).collect();
     for _ in 0..(50 * (m + n) + 100) {
         // Leaving row: most negative right-hand side.
         let mut leave = None;
@@ -99,6 +170,7 @@ pub fn covering(columns: &[Column], demand: &[f64]) -> f64 {
             }
         }
         let Some(q) = enter else { break };
+        basis[r] = q;
         let piv = t[r][q];
         for v in t[r].iter_mut() {
             *v /= piv;
@@ -134,32 +206,139 @@ pub fn covering(columns: &[Column], demand: &[f64]) -> f64 {
         *v *= scale;
     }
     let lb: f64 = y.iter().sum();
-    (lb * (1.0 - 1e-9)).max(0.0)
+    let mut duals = vec![0.0; all_rows.len()];
+    for (k, &r) in rows.iter().enumerate() {
+        duals[r] = y[k];
+    }
+    let mut x = vec![0.0; n];
+    for (r, &j) in basis.iter().enumerate() {
+        if j < n {
+            x[j] = t[r][width - 1].max(0.0);
+        }
+    }
+    ((lb * (1.0 - 1e-9)).max(0.0), duals, x)
 }
 
 /// The lower bound for the pods a run placed on new claims: columns are every (NodePool,
 /// instance type) that at least one of those pods could use on its own, holding allocatable
 /// minus the pool's DaemonSet overhead, at the pool's cheapest usable offering.
 pub(super) fn for_run(run: &Run<'_, '_>) -> f64 {
+    let items: Vec<u32> = run
+        .claims
+        .iter()
+        .flat_map(|c| c.pods.iter().copied())
+        .collect();
+    let pools: Vec<usize> = (0..run.s.pools.len()).collect();
+    let Some((columns, demand)) = problem(run, &items, &pools) else {
+        return 0.0;
+    };
+    // Classes of pods by the set of NodePools they can use: the nodes holding the pods of any
+    // set S of classes come from the columns some class of S can use, so for every S and
+    // resource, those columns must cover the demand of S. All subsets when there are few
+    // classes, else each class and the whole.
     let d = &run.s.dims;
-    let mut demand = vec![0.0f64; d.len()];
-    let mut sigs: BTreeSet<u32> = BTreeSet::new();
-    for c in run.claims.iter().filter(|c| !c.pods.is_empty()) {
-        for &i in &c.pods {
-            let sig = run.items[i as usize].sig;
-            sigs.insert(sig);
-            for (slot, v) in run.sigs.get(sig).requests.iter().enumerate() {
-                demand[slot] += *v as f64;
+    let mut classes: std::collections::BTreeMap<Vec<bool>, Vec<f64>> = Default::default();
+    for &i in &items {
+        let sig = run.items[i as usize].sig;
+        let mask: Vec<bool> = pools
+            .iter()
+            .map(|&p| {
+                run.pool_fit_cached(sig, p)
+                    .cloned()
+                    .unwrap_or_else(|| run.pool_fit_uncached(sig, p))
+                    .is_ok()
+            })
+            .collect();
+        let dem = classes.entry(mask).or_insert_with(|| vec![0.0; d.len()]);
+        for (slot, v) in run.sigs.get(sig).requests.iter().enumerate() {
+            if slot != dims::EPHEMERAL {
+                dem[slot] += *v as f64;
             }
         }
     }
+    let classes: Vec<(Vec<bool>, Vec<f64>)> = classes.into_iter().collect();
+    let k = classes.len();
+    let subsets: Vec<Vec<usize>> = if k <= 5 {
+        (1..(1usize << k))
+            .map(|s| (0..k).filter(|c| s & (1 << c) != 0).collect())
+            .collect()
+    } else {
+        let mut v: Vec<Vec<usize>> = (0..k).map(|c| vec![c]).collect();
+        v.push((0..k).collect());
+        v
+    };
+    // Which pool each column belongs to.
+    let mut column_pool = Vec::with_capacity(columns.len());
+    for (p, n) in &column_counts(run, &items, &pools) {
+        column_pool.extend(std::iter::repeat_n(*p, *n));
+    }
+    let mut rows = Vec::new();
+    for members in subsets {
+        let allowed: Vec<bool> = column_pool
+            .iter()
+            .map(|&p| members.iter().any(|&c| classes[c].0[p]))
+            .collect();
+        for r in 0..d.len() {
+            let dem: f64 = members.iter().map(|&c| classes[c].1[r]).sum();
+            if dem > 0.0 {
+                rows.push(Row {
+                    resource: r,
+                    demand: dem,
+                    allowed: Some(allowed.clone()),
+                });
+            }
+        }
+    }
+    let _ = demand;
+    covering_rows(&columns, &rows).0
+}
+
+/// Number of columns [`problem`] emits per pool, in order.
+fn column_counts(run: &Run<'_, '_>, items: &[u32], pools: &[usize]) -> Vec<(usize, usize)> {
+    let sigs: BTreeSet<u32> = items.iter().map(|&i| run.items[i as usize].sig).collect();
+    pools
+        .iter()
+        .map(|&p| {
+            let mut usable: BTreeSet<u32> = BTreeSet::new();
+            for &sig in &sigs {
+                if let Ok(types) = run
+                    .pool_fit_cached(sig, p)
+                    .cloned()
+                    .unwrap_or_else(|| run.pool_fit_uncached(sig, p))
+                {
+                    usable.extend(types.iter().copied());
+                }
+            }
+            (p, usable.len())
+        })
+        .collect()
+}
+
+/// The covering problem of `items` over the types of `pools` they can use: columns and the
+/// demand per resource slot. `None` when there is nothing to cover.
+pub(super) fn problem(
+    run: &Run<'_, '_>,
+    items: &[u32],
+    pools: &[usize],
+) -> Option<(Vec<Column>, Vec<f64>)> {
+    let d = &run.s.dims;
+    let mut demand = vec![0.0f64; d.len()];
+    let mut sigs: BTreeSet<u32> = BTreeSet::new();
+    for &i in items {
+        let sig = run.items[i as usize].sig;
+        sigs.insert(sig);
+        for (slot, v) in run.sigs.get(sig).requests.iter().enumerate() {
+            demand[slot] += *v as f64;
+        }
+    }
     if sigs.is_empty() {
-        return 0.0;
+        return None;
     }
     // Ephemeral storage is often unreported (unlimited); leave it out rather than guess.
     demand[dims::EPHEMERAL] = 0.0;
     let mut columns = Vec::new();
-    for (p, pool) in run.s.pools.iter().enumerate() {
+    for &p in pools {
+        let pool = &run.s.pools[p];
         let mut usable: BTreeSet<u32> = BTreeSet::new();
         for &sig in &sigs {
             let fit = run
@@ -184,7 +363,7 @@ pub(super) fn for_run(run: &Run<'_, '_>) -> f64 {
             });
         }
     }
-    covering(&columns, &demand)
+    Some((columns, demand))
 }
 
 #[cfg(test)]
@@ -322,6 +501,34 @@ mod tests {
         // Best price per unit is 3/8; demand 16 → 6.
         let lb = covering(&columns, &[16.0]);
         assert!((lb - 6.0).abs() < 1e-6, "{lb}");
+    }
+
+    #[test]
+    fn primal_solution_covers_the_demand_at_the_bound() {
+        let mut seed = 11u64;
+        for _ in 0..100 {
+            let demand: Vec<f64> = (0..2).map(|_| 1.0 + 20.0 * lcg(&mut seed)).collect();
+            let columns: Vec<Column> = (0..5)
+                .map(|_| Column {
+                    price: 0.1 + 5.0 * lcg(&mut seed),
+                    alloc: (0..2).map(|_| 0.5 + 10.0 * lcg(&mut seed)).collect(),
+                })
+                .collect();
+            let (lb, x) = covering_primal(&columns, &demand);
+            let cost: f64 = x.iter().zip(&columns).map(|(x, c)| x * c.price).sum();
+            assert!(
+                (cost - lb).abs() <= 1e-6 * lb.max(1.0),
+                "cost {cost} lb {lb}"
+            );
+            for (r, dem) in demand.iter().enumerate() {
+                let held: f64 = x
+                    .iter()
+                    .zip(&columns)
+                    .map(|(x, c)| x * c.alloc[r].min(*dem))
+                    .sum();
+                assert!(held >= dem * (1.0 - 1e-6), "row {r}: {held} < {dem}");
+            }
+        }
     }
 
     #[test]

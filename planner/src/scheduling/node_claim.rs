@@ -13,24 +13,51 @@ use super::signature::Sig;
 #[derive(Clone, Debug)]
 pub(crate) struct Reject {
     /// True when the rejection can only get worse as the node fills (resources, requirements,
-    /// host ports); topology rejections are not permanent.
+    /// host ports, and topology rejections that only get worse as pods are placed).
     pub(crate) permanent: bool,
-    /// In words.
-    pub(crate) reason: String,
+    /// In words (formatted only when shown).
+    pub(crate) reason: Reason,
+}
+
+/// The reason of a [`Reject`]: topology reasons are formatted only when someone reads them,
+/// since the scheduler collects many rejections it never shows.
+#[derive(Clone, Debug)]
+pub(crate) enum Reason {
+    /// Already in words.
+    Text(String),
+    /// A topology constraint.
+    Topology(Box<super::topology::Unsatisfiable>),
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reason::Text(t) => f.write_str(t),
+            Reason::Topology(u) => u.fmt(f),
+        }
+    }
 }
 
 impl Reject {
     pub(crate) fn permanent(reason: impl Into<String>) -> Self {
         Self {
             permanent: true,
-            reason: reason.into(),
+            reason: Reason::Text(reason.into()),
         }
     }
 
     pub(crate) fn transient(reason: impl Into<String>) -> Self {
         Self {
             permanent: false,
-            reason: reason.into(),
+            reason: Reason::Text(reason.into()),
+        }
+    }
+
+    /// A topology rejection: permanent when it can only get worse as pods are placed.
+    pub(crate) fn topology(e: super::topology::Unsatisfiable) -> Self {
+        Self {
+            permanent: e.is_permanent(),
+            reason: Reason::Topology(Box::new(e)),
         }
     }
 }
@@ -116,6 +143,12 @@ impl Claim {
             ports: pool.daemon_ports.clone(),
             relaxed: Vec::new(),
         }
+    }
+
+    /// Quick check that a pod of signature `sig` may still fit by resources (no rejection by
+    /// this is ever undone).
+    pub(crate) fn fits(&self, pool: &Pool<'_>, sig: &Sig) -> bool {
+        dims::fits3(&self.used, &sig.requests, &pool.daemon, &self.max_alloc)
     }
 
     /// Checks whether a pod of signature `sig` fits, returning the narrowed state on success.

@@ -12,7 +12,241 @@ pub(super) fn improve(run: &mut Run<'_, '_>) {
     if run.s.topology_active || run.claims.len() < 2 {
         return;
     }
+    for p in 0..run.s.pools.len() {
+        repack_pool(run, p);
+    }
     empty_claims(run);
+}
+
+/// Re-packs the pods of one NodePool's claims in the order of their value under the LP's dual
+/// resource prices (so that cpu-heavy and memory-heavy pods share claims instead of filling
+/// claims of one shape), and keeps the result when it is cheaper. Pools with limits are left
+/// alone (their accounting depends on claim order).
+fn repack_pool(run: &mut Run<'_, '_>, p: usize) {
+    let s = run.s;
+    let pool = &s.pools[p];
+    if !pool.limits.is_empty() {
+        return;
+    }
+    let old: Vec<usize> = (0..run.claims.len())
+        .filter(|&c| run.claims[c].pool == p && !run.claims[c].pods.is_empty())
+        .collect();
+    if old.len() < 2 {
+        return;
+    }
+    let items: Vec<u32> = old
+        .iter()
+        .flat_map(|&c| run.claims[c].pods.iter().copied())
+        .collect();
+    let Some((columns, demand)) = super::lower_bound::problem(run, &items, &[p]) else {
+        return;
+    };
+    let (_, prices) = super::lower_bound::covering_with_duals(&columns, &demand);
+    let value = |i: u32| -> f64 {
+        let sig = run.sigs.get(run.items[i as usize].sig);
+        sig.requests
+            .iter()
+            .zip(&prices)
+            .map(|(r, y)| *r as f64 * y)
+            .sum()
+    };
+    let mut order: Vec<(f64, u32)> = items.iter().map(|&i| (value(i), i)).collect();
+    // Largest value first; ties in queue order (item index) so the result is deterministic.
+    order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut best: Option<(f64, Vec<super::node_claim::Claim>)> = None;
+    let before: f64 = old.iter().map(|&c| claim_price(run, c)).sum();
+    let candidates = [
+        pack(run, p, order.iter().map(|x| x.1)),
+        balanced_pack(run, p, &items),
+        lp_pack(run, p, &items),
+    ];
+    for new_claims in candidates.into_iter().flatten() {
+        let after: f64 = new_claims.iter().map(|c| price_of(run, c)).sum();
+        if after < before - 1e-9 && best.as_ref().is_none_or(|(b, _)| after < *b - 1e-9) {
+            best = Some((after, new_claims));
+        }
+    }
+    if let Some((_, new_claims)) = best {
+        for &c in &old {
+            run.claims[c].pods.clear();
+        }
+        run.claims.extend(new_claims);
+    }
+}
+
+/// Most distinct signatures [`balanced_pack`] works with (it scores every signature for every
+/// pod it adds).
+const BALANCED_MAX_SIGNATURES: usize = 512;
+
+/// Packs claims one at a time so that each takes about the same share of every resource of
+/// the pods left: the next pod is the one that best fills the claim's most lagging resources
+/// (largest `Σ_r share_r × deficit_r`), or the largest pod when the claim is balanced. Each
+/// claim then looks like the whole workload, and its cheapest type is the one with the best
+/// price for that mix. `None` when some pod fits nowhere or there are too many signatures.
+fn balanced_pack(
+    run: &mut Run<'_, '_>,
+    p: usize,
+    items: &[u32],
+) -> Option<Vec<super::node_claim::Claim>> {
+    let s = run.s;
+    let pool = &s.pools[p];
+    let mut buckets: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+    for &i in items {
+        buckets
+            .entry(run.items[i as usize].sig)
+            .or_default()
+            .push(i);
+    }
+    if buckets.len() > BALANCED_MAX_SIGNATURES {
+        return None;
+    }
+    // Stacks: pop from the end, so reverse each bucket (queue order first).
+    let mut buckets: Vec<(u32, Vec<u32>)> = buckets
+        .into_iter()
+        .map(|(sig, mut v)| {
+            v.sort_unstable();
+            v.reverse();
+            (sig, v)
+        })
+        .collect();
+    let mut fit = Vec::with_capacity(buckets.len());
+    for (sig, _) in &buckets {
+        fit.push(run.pool_fit(*sig, p).ok()?);
+    }
+    let run: &Run<'_, '_> = run;
+    let nd = s.dims.len();
+    let slots: Vec<usize> = (0..nd).filter(|&r| r != super::dims::EPHEMERAL).collect();
+    let mut remaining = vec![0.0f64; nd];
+    for (sig, v) in &buckets {
+        for &r in &slots {
+            remaining[r] += run.sigs.get(*sig).requests[r] as f64 * v.len() as f64;
+        }
+    }
+    let mut claims = Vec::new();
+    let mut left: usize = items.len();
+    while left > 0 {
+        // Shares are relative to what is left when the claim opens.
+        let base: Vec<f64> = remaining.clone();
+        let share = |sig: u32, r: usize| -> f64 {
+            if base[r] > 0.0 {
+                run.sigs.get(sig).requests[r] as f64 / base[r]
+            } else {
+                0.0
+            }
+        };
+        // Seed: the largest pod left.
+        let seed_b = (0..buckets.len())
+            .filter(|&b| !buckets[b].1.is_empty())
+            .max_by(|&a, &b| {
+                let sa: f64 = slots.iter().map(|&r| share(buckets[a].0, r)).sum();
+                let sb: f64 = slots.iter().map(|&r| share(buckets[b].0, r)).sum();
+                sa.total_cmp(&sb).then(b.cmp(&a))
+            })?;
+        let mut claim = super::node_claim::Claim::new(
+            p,
+            pool,
+            fit[seed_b].to_vec(),
+            format!("hostname-placeholder-balanced-{}", claims.len()),
+        );
+        let mut blocked = vec![false; buckets.len()];
+        let mut level = vec![0.0f64; nd];
+        let mut next = Some(seed_b);
+        while let Some(b) = next {
+            let sig_id = buckets[b].0;
+            let sig = run.sigs.get(sig_id);
+            match claim.check(pool, sig, None, s.options.min_values_policy) {
+                Ok(n) => {
+                    let i = buckets[b].1.pop()?;
+                    claim.commit(pool, sig, i, n);
+                    left -= 1;
+                    for &r in &slots {
+                        level[r] += share(sig_id, r);
+                        remaining[r] -= sig.requests[r] as f64;
+                    }
+                }
+                _ => {
+                    if claim.pods.is_empty() {
+                        return None;
+                    }
+                    blocked[b] = true;
+                }
+            }
+            let top = slots.iter().map(|&r| level[r]).fold(0.0, f64::max);
+            let mut best: Option<(f64, f64, usize)> = None;
+            for (k, (sig, v)) in buckets.iter().enumerate() {
+                if v.is_empty() || blocked[k] {
+                    continue;
+                }
+                let fill: f64 = slots
+                    .iter()
+                    .map(|&r| share(*sig, r) * (top - level[r]))
+                    .sum();
+                let size: f64 = slots.iter().map(|&r| share(*sig, r)).sum();
+                let better = match best {
+                    None => true,
+                    Some((bf, bs, _)) => fill > bf + 1e-15 || (fill >= bf - 1e-15 && size > bs),
+                };
+                if better {
+                    best = Some((fill, size, k));
+                }
+            }
+            next = best.map(|x| x.2);
+        }
+        claims.push(claim);
+    }
+    Some(claims)
+}
+
+/// First-fit packing of `items` onto fresh claims of pool `p`, in the given order, through the
+/// same checks as scheduling. `None` when some item fits nowhere.
+fn pack(
+    run: &mut Run<'_, '_>,
+    p: usize,
+    items: impl Iterator<Item = u32>,
+) -> Option<Vec<super::node_claim::Claim>> {
+    let s = run.s;
+    let pool = &s.pools[p];
+    let mut claims: Vec<super::node_claim::Claim> = Vec::new();
+    // Per signature: first claim that has not rejected it (claims only fill up).
+    let mut cursor: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+    for i in items {
+        let sig_id = run.items[i as usize].sig;
+        let types = run.pool_fit(sig_id, p).ok()?;
+        let sig = run.sigs.get(sig_id);
+        let start = cursor.get(&sig_id).copied().unwrap_or(0);
+        let mut placed = false;
+        let mut advance = true;
+        for (c, claim) in claims.iter_mut().enumerate().skip(start) {
+            match claim.check(pool, sig, None, s.options.min_values_policy) {
+                Ok(n) => {
+                    claim.commit(pool, sig, i, n);
+                    placed = true;
+                    break;
+                }
+                Err(r) => {
+                    if r.permanent && advance {
+                        cursor.insert(sig_id, c + 1);
+                    } else {
+                        advance = false;
+                    }
+                }
+            }
+        }
+        if !placed {
+            let mut claim = super::node_claim::Claim::new(
+                p,
+                pool,
+                types.to_vec(),
+                format!("hostname-placeholder-repack-{}", claims.len()),
+            );
+            let n = claim
+                .check(pool, sig, None, s.options.min_values_policy)
+                .ok()?;
+            claim.commit(pool, sig, i, n);
+            claims.push(claim);
+        }
+    }
+    Some(claims)
 }
 
 /// The price of a claim: its cheapest remaining type's cheapest allowed offering.
@@ -101,4 +335,205 @@ fn price_of(run: &Run<'_, '_>, claim: &super::node_claim::Claim) -> f64 {
         .filter_map(|&t| pool.types[t as usize].cheapest_allowed(&claim.reqs))
         .map(|o| o.price)
         .fold(f64::INFINITY, f64::min)
+}
+
+/// Packs claims shaped like the fractional optimum: the LP over the pods left says which
+/// instance type the cheapest fractional fleet uses most; a claim of that type is opened and
+/// filled with the pods that best match its shape (largest `Σ_r share_r × free_r`, both
+/// relative to the type's allocatable, the "dot product" rule of vector bin packing). When the
+/// optimum needs less than one node of any type, the claim may use every type and ends on the
+/// cheapest that fits. Finally every claim is widened to all the types that fit its pods, so
+/// its price is the cheapest that holds them. `None` when some pod fits nowhere or there are
+/// too many signatures.
+fn lp_pack(
+    run: &mut Run<'_, '_>,
+    p: usize,
+    items: &[u32],
+) -> Option<Vec<super::node_claim::Claim>> {
+    let s = run.s;
+    let pool = &s.pools[p];
+    let mut buckets: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+    for &i in items {
+        buckets
+            .entry(run.items[i as usize].sig)
+            .or_default()
+            .push(i);
+    }
+    if buckets.len() > BALANCED_MAX_SIGNATURES {
+        return None;
+    }
+    let mut buckets: Vec<(u32, Vec<u32>)> = buckets
+        .into_iter()
+        .map(|(sig, mut v)| {
+            v.sort_unstable();
+            v.reverse();
+            (sig, v)
+        })
+        .collect();
+    let mut fit: Vec<Vec<bool>> = Vec::with_capacity(buckets.len());
+    let mut fit_list = Vec::with_capacity(buckets.len());
+    let mut usable = vec![false; pool.types.len()];
+    for (sig, _) in &buckets {
+        let types = run.pool_fit(*sig, p).ok()?;
+        let mut mask = vec![false; pool.types.len()];
+        for &t in types.iter() {
+            mask[t as usize] = true;
+            usable[t as usize] = true;
+        }
+        fit.push(mask);
+        fit_list.push(types);
+    }
+    let run: &Run<'_, '_> = run;
+    let nd = s.dims.len();
+    let slots: Vec<usize> = (0..nd).filter(|&r| r != super::dims::EPHEMERAL).collect();
+    let col_types: Vec<usize> = (0..pool.types.len()).filter(|&t| usable[t]).collect();
+    let columns: Vec<super::lower_bound::Column> = col_types
+        .iter()
+        .map(|&t| super::lower_bound::Column {
+            price: pool.types[t].price,
+            alloc: pool.types[t]
+                .alloc
+                .iter()
+                .zip(pool.daemon.iter())
+                .map(|(a, o)| (a.saturating_sub(*o)).max(0) as f64)
+                .collect(),
+        })
+        .collect();
+    let mut left: usize = items.len();
+    let mut claims = Vec::new();
+    let mut lp_budget: usize = 200;
+    let mut x: Vec<f64> = Vec::new();
+    while left > 0 {
+        // The type the fractional optimum of what is left uses most.
+        if lp_budget > 0 || x.is_empty() {
+            let mut demand = vec![0.0f64; nd];
+            for (sig, v) in &buckets {
+                for &r in &slots {
+                    demand[r] += run.sigs.get(*sig).requests[r] as f64 * v.len() as f64;
+                }
+            }
+            x = super::lower_bound::covering_primal(&columns, &demand).1;
+            lp_budget = lp_budget.saturating_sub(1);
+        }
+        let target = (0..x.len())
+            .filter(|&j| x[j] >= 1.0 - 1e-9)
+            .max_by(|&a, &b| x[a].total_cmp(&x[b]).then(b.cmp(&a)))
+            .map(|j| col_types[j]);
+        // Capacity the pods may use, per slot, on the target (or the largest type).
+        let mut cap: Vec<f64> = vec![0.0; nd];
+        match target {
+            Some(t) => {
+                for &r in &slots {
+                    cap[r] = (pool.types[t].alloc[r] - pool.daemon[r]).max(0) as f64;
+                }
+            }
+            None => {
+                for &t in &col_types {
+                    for &r in &slots {
+                        cap[r] =
+                            cap[r].max((pool.types[t].alloc[r] - pool.daemon[r]).max(0) as f64);
+                    }
+                }
+            }
+        }
+        let allowed = |b: usize| target.is_none_or(|t| fit[b][t]);
+        let score = |sig: u32, used: &[i64]| -> f64 {
+            let req = &run.sigs.get(sig).requests;
+            slots
+                .iter()
+                .filter(|&&r| cap[r] > 0.0)
+                .map(|&r| (req[r] as f64 / cap[r]) * ((cap[r] - used[r] as f64) / cap[r]))
+                .sum()
+        };
+        let zero = s.dims.zero();
+        let Some(seed) = (0..buckets.len())
+            .filter(|&b| !buckets[b].1.is_empty() && allowed(b))
+            .max_by(|&a, &b| {
+                score(buckets[a].0, &zero)
+                    .total_cmp(&score(buckets[b].0, &zero))
+                    .then(b.cmp(&a))
+            })
+        else {
+            // No pod may use the target type: drop it and retry with every type.
+            if let Some(t) = target
+                && let Some(j) = col_types.iter().position(|&c| c == t)
+            {
+                x[j] = 0.0;
+                continue;
+            }
+            return None;
+        };
+        let types: Vec<u32> = match target {
+            Some(t) => vec![t as u32],
+            None => fit_list[seed].to_vec(),
+        };
+        let mut claim = super::node_claim::Claim::new(
+            p,
+            pool,
+            types,
+            format!("hostname-placeholder-lp-{}", claims.len()),
+        );
+        let mut blocked = vec![false; buckets.len()];
+        let mut next = Some(seed);
+        while let Some(b) = next {
+            let sig_id = buckets[b].0;
+            let sig = run.sigs.get(sig_id);
+            match claim.check(pool, sig, None, s.options.min_values_policy) {
+                Ok(n) => {
+                    let i = buckets[b].1.pop()?;
+                    claim.commit(pool, sig, i, n);
+                    left -= 1;
+                }
+                Err(_) => {
+                    if claim.pods.is_empty() {
+                        return None;
+                    }
+                    blocked[b] = true;
+                }
+            }
+            let mut best: Option<(f64, usize)> = None;
+            for (k, (sig, v)) in buckets.iter().enumerate() {
+                if v.is_empty() || blocked[k] || !allowed(k) {
+                    continue;
+                }
+                let sc = score(*sig, &claim.used);
+                if best.is_none_or(|(bs, _)| sc > bs + 1e-15) {
+                    best = Some((sc, k));
+                }
+            }
+            next = best.map(|x| x.1);
+        }
+        // The LP's count for the target drops by the node just built.
+        if let Some(t) = target
+            && let Some(j) = col_types.iter().position(|&c| c == t)
+        {
+            x[j] -= 1.0;
+        }
+        claims.push(claim);
+    }
+    // Widen every claim to all the types that hold its pods.
+    let mut out = Vec::with_capacity(claims.len());
+    for (k, c) in claims.into_iter().enumerate() {
+        let first_sig = run.items[*c.pods.first()? as usize].sig;
+        let b = buckets.iter().position(|(sig, _)| *sig == first_sig)?;
+        let mut wide = super::node_claim::Claim::new(
+            p,
+            pool,
+            fit_list[b].to_vec(),
+            format!("hostname-placeholder-lp-{k}"),
+        );
+        let mut ok = true;
+        for &i in &c.pods {
+            let sig = run.sigs.get(run.items[i as usize].sig);
+            match wide.check(pool, sig, None, s.options.min_values_policy) {
+                Ok(n) => wide.commit(pool, sig, i, n),
+                Err(_) => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        out.push(if ok { wide } else { c });
+    }
+    Some(out)
 }

@@ -95,15 +95,16 @@ impl Run<'_, '_> {
             priced.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
             let zone_req = c.reqs.get(labels::ZONE);
             let ct_req = c.reqs.get(labels::CAPACITY_TYPE);
-            let mut zones = BTreeSet::new();
-            let mut cts = BTreeSet::new();
+            // Borrowed while collecting: a claim may keep hundreds of types.
+            let mut zones: BTreeSet<&str> = BTreeSet::new();
+            let mut cts: BTreeSet<&str> = BTreeSet::new();
             for &(_, _, t) in &priced {
                 for o in &pool.types[t].offerings {
                     if zone_req.is_none_or(|z| z.has(&o.zone))
                         && ct_req.is_none_or(|r| r.has(&o.capacity_type))
                     {
-                        zones.insert(o.zone.clone());
-                        cts.insert(o.capacity_type.clone());
+                        zones.insert(&o.zone);
+                        cts.insert(&o.capacity_type);
                     }
                 }
             }
@@ -119,13 +120,17 @@ impl Run<'_, '_> {
             if zones.len() == 1 {
                 node_labels.insert(
                     labels::ZONE.to_string(),
-                    zones.iter().next().cloned().unwrap_or_default(),
+                    zones
+                        .iter()
+                        .next()
+                        .map(|z| z.to_string())
+                        .unwrap_or_default(),
                 );
             }
             if cts.len() == 1 {
                 node_labels.insert(
                     labels::CAPACITY_TYPE.to_string(),
-                    cts.iter().next().cloned().unwrap_or_default(),
+                    cts.iter().next().map(|c| c.to_string()).unwrap_or_default(),
                 );
             }
             // Labels every remaining type agrees on (arch, os, instance type when single).
@@ -154,8 +159,8 @@ impl Run<'_, '_> {
                     .take(MAX_INSTANCE_TYPES)
                     .map(|(_, n, _)| n.to_string())
                     .collect(),
-                zones: zones.into_iter().collect(),
-                capacity_types: cts.into_iter().collect(),
+                zones: zones.into_iter().map(str::to_string).collect(),
+                capacity_types: cts.into_iter().map(str::to_string).collect(),
                 price: priced.first().map(|p| p.0).unwrap_or(0.0),
                 labels: node_labels,
                 taints: pool.taints().iter().map(TaintOut::from).collect(),

@@ -21,6 +21,7 @@ use super::queue::{self, Queue};
 use super::results::Results;
 use super::signature::Sigs;
 use super::topology::{Topology, TopologyInput};
+use super::volumes::VolumeTopology;
 
 /// The scheduler of one plan: built once, then [`Scheduler::solve`] and any number of
 /// [`Scheduler::simulate`] calls.
@@ -40,6 +41,8 @@ pub struct Scheduler<'a> {
     pub(super) topology_active: bool,
     /// Topology domain universe per key.
     pub(super) domains: BTreeMap<String, BTreeSet<String>>,
+    /// PersistentVolumeClaims, volumes and classes, for volume topology.
+    pub(super) volumes: VolumeTopology<'a>,
     pub(super) notes: Vec<String>,
 }
 
@@ -132,6 +135,7 @@ impl<'a> Scheduler<'a> {
             any_anti_affinity,
             topology_active,
             domains,
+            volumes: VolumeTopology::new(snapshot),
             notes,
         }
     }
@@ -183,7 +187,7 @@ impl<'a> Scheduler<'a> {
             && has_preferences(&pod)
         {
             let mut p = pod.into_owned();
-            strip_preferences(&mut p);
+            super::preferences::strip_preferences(&mut p);
             Cow::Owned(p)
         } else {
             pod
@@ -192,10 +196,6 @@ impl<'a> Scheduler<'a> {
     }
 
     fn run_items(&self, removed: &BTreeSet<String>, mut items: Vec<Item<'a>>) -> Run<'_, 'a> {
-        let mut sigs = Sigs::default();
-        for it in &mut items {
-            it.sig = sigs.intern(&it.pod, &self.dims, self.any_anti_affinity);
-        }
         let existing: Vec<ExistingNode> = self
             .existing
             .iter()
@@ -221,6 +221,16 @@ impl<'a> Scheduler<'a> {
             excluded_nodes: removed,
         });
         drop(pending_refs);
+        let mut sigs = Sigs::default();
+        for it in &mut items {
+            it.sig = sigs.intern(
+                &it.pod,
+                &self.dims,
+                self.any_anti_affinity,
+                &self.volumes,
+                &topology,
+            );
+        }
         for n in &existing {
             if let Some(h) = n.reqs.get(labels::HOSTNAME).and_then(|r| r.single_value()) {
                 topology.register(labels::HOSTNAME, h);
@@ -240,7 +250,7 @@ impl<'a> Scheduler<'a> {
             pool_fit: HashMap::new(),
             placeholder: 0,
             unschedulable: Vec::new(),
-            prefs: Preferences,
+            prefs: Preferences::new(self.snapshot),
         };
         let mut errors: Vec<Option<String>> = vec![None; n_items];
         let mut q = Queue::new(0..n_items as u32);
@@ -280,29 +290,14 @@ fn has_preferences(p: &Pod) -> bool {
             .any(|t| t.when_unsatisfiable == WhenUnsatisfiable::ScheduleAnyway)
 }
 
-/// `--preference-policy Ignore`: preferences are dropped up front.
-fn strip_preferences(p: &mut Pod) {
-    p.preferred_node_affinity.clear();
-    p.preferred_pod_affinity.clear();
-    p.preferred_pod_anti_affinity.clear();
-    p.topology_spread
-        .retain(|t| t.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule);
-}
-
-/// The catalog as NodePools with this node class see it.
+/// The catalog as NodePools with this node class see it (kubelet settings applied).
 fn for_node_class(catalog: &Catalog, class: Option<&NodeClass>) -> Catalog {
-    // TODO(catalog merge): replace with `catalog.for_node_class(class)`.
-    let mut out = catalog.clone();
-    if let Some(max) = class.and_then(|c| c.kubelet.max_pods) {
-        for it in &mut out.instance_types {
-            it.capacity.pods = max;
-        }
-    }
-    out
+    catalog.for_node_class(class)
 }
 
-/// The topology domain universe: values each key can take on new capacity (NodePool
-/// requirements ∩ instance types' labels and offerings) or has on existing nodes.
+/// The topology domain universe of new capacity: values each key can take on a new node
+/// (NodePool requirements ∩ instance types' labels and offerings). Existing nodes are added by
+/// [`Topology::new`] from the snapshot.
 fn domains(
     pools: &[Pool<'_>],
     existing: &[ExistingNode],
@@ -332,18 +327,10 @@ fn domains(
             }
         }
     }
-    for n in &snapshot.nodes {
-        for (k, v) in &n.labels {
-            out.entry(k.clone()).or_default().insert(v.clone());
-        }
-    }
-    for n in existing {
-        if let Some(h) = n.reqs.get(labels::HOSTNAME).and_then(|r| r.single_value()) {
-            out.entry(labels::HOSTNAME.to_string())
-                .or_default()
-                .insert(h.to_string());
-        }
-    }
+    // Existing nodes' labels are added by the topology itself, which needs to know which domains
+    // only exist on nodes (they count for a spread only when the node passes its node filter);
+    // existing nodes' and in-flight claims' hostnames are registered by `run_items`.
+    let _ = (existing, snapshot);
     out
 }
 
@@ -396,9 +383,13 @@ impl<'s, 'a> Run<'s, 'a> {
         if !self.prefs.relax(&mut pod) {
             return false;
         }
-        item.sig = self
-            .sigs
-            .intern(&pod, &self.s.dims, self.s.any_anti_affinity);
+        item.sig = self.sigs.intern(
+            &pod,
+            &self.s.dims,
+            self.s.any_anti_affinity,
+            &self.s.volumes,
+            &self.topology,
+        );
         item.pod = Cow::Owned(pod);
         true
     }
@@ -422,31 +413,44 @@ impl<'s, 'a> Run<'s, 'a> {
         sig_id: u32,
         base: &Requirements,
         taints_: &[crate::model::Taint],
-    ) -> Option<Result<Requirements, String>> {
+    ) -> Option<Result<Requirements, Reject>> {
         let sig = self.sigs.get(sig_id);
         if !sig.constrained {
             return None;
         }
         let mut node_reqs = base.clone();
         node_reqs.add_all(&sig.reqs);
-        Some(self.topology.add_requirements(
-            &self.items[i as usize].pod,
-            &sig.strict,
-            &node_reqs,
-            taints_,
-        ))
+        Some(
+            self.topology
+                .add_requirements(
+                    &self.items[i as usize].pod,
+                    &sig.strict,
+                    &node_reqs,
+                    taints_,
+                )
+                .map_err(Reject::topology),
+        )
     }
 
     fn add_existing(&mut self, i: u32, sig_id: u32) -> bool {
         let mut advance = true;
         let start = self.cur_existing[sig_id as usize] as usize;
         for n in start..self.existing.len() {
-            let topo = self.topo_reqs(i, sig_id, &self.existing[n].reqs, &self.existing[n].taints);
-            let res = match &topo {
-                Some(Err(e)) => Err(Reject::transient(e.clone())),
-                Some(Ok(t)) => self.existing[n].check(self.sigs.get(sig_id), Some(t)),
-                None => self.existing[n].check(self.sigs.get(sig_id), None),
-            };
+            // Resources and requirements first: they reject for good and are cheaper.
+            let res = self.existing[n]
+                .check(self.sigs.get(sig_id), None)
+                .and_then(|()| {
+                    match self.topo_reqs(
+                        i,
+                        sig_id,
+                        &self.existing[n].reqs,
+                        &self.existing[n].taints,
+                    ) {
+                        Some(Err(r)) => Err(r),
+                        Some(Ok(t)) => self.existing[n].check(self.sigs.get(sig_id), Some(&t)),
+                        None => Ok(()),
+                    }
+                });
             match res {
                 Ok(()) => {
                     let node = &mut self.existing[n];
@@ -496,6 +500,9 @@ impl<'s, 'a> Run<'s, 'a> {
         let pool = &s.pools[self.claims[c].pool];
         let sig = self.sigs.get(sig_id);
         let claim = &self.claims[c];
+        if !claim.fits(pool, sig) {
+            return Err(Reject::permanent("not enough resources"));
+        }
         let topo = if sig.constrained {
             // Topology sees the claim's requirements narrowed by the pod's.
             let mut base = claim.reqs.clone();
@@ -507,7 +514,7 @@ impl<'s, 'a> Run<'s, 'a> {
                 pool.taints(),
             ) {
                 Ok(t) => Some(t),
-                Err(e) => return Err(Reject::transient(e)),
+                Err(e) => return Err(Reject::topology(e)),
             }
         } else {
             None
@@ -628,7 +635,15 @@ fn compute_pool_fit(
         ));
     }
     if let Err(e) = pool.reqs.compatible(&sig.reqs, Undefined::AllowWellKnown) {
-        return Err(format!("incompatible with NodePool {name}: {e}"));
+        let from_volume = sig.volume.as_ref().filter(|_| {
+            sig.strict
+                .get(e.key())
+                .is_none_or(|r| Some(r) != sig.reqs.get(e.key()))
+        });
+        return Err(match from_volume {
+            Some(v) => format!("incompatible with NodePool {name}: {e} (required by {v})"),
+            None => format!("incompatible with NodePool {name}: {e}"),
+        });
     }
     let mut reqs = pool.reqs.clone();
     reqs.add_all(&sig.reqs);

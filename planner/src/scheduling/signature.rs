@@ -9,6 +9,8 @@ use crate::requirements::Requirements;
 
 use super::dims::{Dims, Vector};
 use super::node_claim::normalize_ports;
+use super::topology::{Identity, Topology};
+use super::volumes::VolumeTopology;
 
 /// What placement depends on, apart from topology.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -26,6 +28,11 @@ pub(crate) struct Sig {
     /// Whether topology may constrain the pod (its own constraints, or inverse anti-affinity
     /// somewhere in the cluster).
     pub(crate) constrained: bool,
+    /// What topology sees of the pod (when constrained): pods that share a signature share the
+    /// cursor of nodes that rejected them for good, topology rejections included.
+    pub(crate) topology: Option<Identity>,
+    /// Where volume topology requirements (already in `reqs`, not in `strict`) come from.
+    pub(crate) volume: Option<String>,
     /// Malformed requirements: the pod cannot be placed.
     pub(crate) invalid: Option<String>,
 }
@@ -41,8 +48,15 @@ pub(crate) struct Sigs {
 
 impl Sigs {
     /// The signature id of a pod, interning it if new.
-    pub(crate) fn intern(&mut self, pod: &Pod, d: &Dims, any_anti_affinity: bool) -> u32 {
-        let (reqs, strict, invalid) = match (
+    pub(crate) fn intern(
+        &mut self,
+        pod: &Pod,
+        d: &Dims,
+        any_anti_affinity: bool,
+        volumes: &VolumeTopology<'_>,
+        topology: &Topology,
+    ) -> u32 {
+        let (mut reqs, strict, mut invalid) = match (
             super::pod_requirements(pod),
             super::pod_strict_requirements(pod),
         ) {
@@ -53,13 +67,29 @@ impl Sigs {
                 Some(format!("invalid node affinity: {e}")),
             ),
         };
+        // Volume topology narrows where the node may be, but is not part of the pod's own
+        // requirements: topology spreads count nodes by the pod's node affinity only.
+        let mut volume = None;
+        if !pod.volume_claims.is_empty() && invalid.is_none() {
+            match volumes.requirements(pod) {
+                Ok(v) if !v.is_empty() => {
+                    reqs.add_all(&v.combined());
+                    volume = Some(v.source);
+                }
+                Ok(_) => {}
+                Err(e) => invalid = Some(e.to_string()),
+            }
+        }
+        let constrained = any_anti_affinity || super::has_topology_constraints(pod);
         let sig = Sig {
             requests: d.vector(&pod.requests),
             reqs,
             strict,
             tolerations: pod.tolerations.clone(),
             host_ports: normalize_ports(&pod.host_ports),
-            constrained: any_anti_affinity || super::has_topology_constraints(pod),
+            constrained,
+            topology: constrained.then(|| topology.identity(pod)),
+            volume,
             invalid,
         };
         if let Some(&id) = self.map.get(&sig) {

@@ -1,69 +1,1328 @@
-//! Topology spread and pod (anti-)affinity (Karpenter's `topology.go`).
+//! Topology: topology spread constraints, pod affinity and anti-affinity (Karpenter v1's
+//! `topology.go`).
 //!
-//! PLACEHOLDER written by the engine helper against the interface agreed in
-//! SCHEDULER-INTERFACES.md so that the scheduler compiles and calls it at the right points. The
-//! topology helper replaces this file: until then no topology constraint has any effect.
+//! Every spread or (anti-)affinity term of the pods being placed becomes a *group*: a label
+//! selector, the namespaces it looks in, a topology key and the number of matching pods per
+//! domain (value of the key). Pods whose terms are equal share one group, so a Deployment of
+//! 1,000 replicas with one zone spread is one group with 1,000 owners. Counts start from the bound
+//! pods of the snapshot and grow as the scheduler records placements ([`Topology::record`]);
+//! a placement counts in a domain only once the node's requirement on the key is a single value
+//! (except for anti-affinity, which blocks every domain the pod might be in).
+//!
+//! Before placing a pod on a node the scheduler asks [`Topology::add_requirements`] which domains
+//! the pod may use there; the answer is extra node requirements (`zone In [b]`) or a reason a
+//! person can act on. Required anti-affinity of bound and already placed pods applies back to new
+//! pods (*inverse* groups).
+//!
+//! Domains come from the NodePools' requirements ∩ instance-type offerings plus existing nodes
+//! (computed by the caller), and from [`Topology::register`] (a new claim's placeholder hostname).
+//! For hostname keys a node that could still be launched is an empty domain, so the global
+//! minimum of a hostname spread is always 0.
+//!
+//! Where dovetail differs from Karpenter: when a pod with anti-affinity on a key could use several
+//! empty domains, it is pinned to the first (by name) instead of blocking all of them, so that
+//! one plan can place one replica per zone (Karpenter needs one provisioning round per replica);
+//! spread, affinity and anti-affinity terms on the same key narrow each other instead of being
+//! chosen independently; and groups of relaxed pods are prepared up front, so they also count the
+//! pods placed earlier in the plan.
+//!
+//! Speed: counts are per group and per interned domain index; a placement updates only the
+//! groups whose selector matches the pod, found through a cache keyed by the pod's namespace and
+//! labels; a pod's own groups are found by its UID and how far it has been relaxed.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod domains;
+mod fxhash;
+mod group;
 
-use crate::model::{ClusterSnapshot, Pod, Taint};
-use crate::requirements::Requirements;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
-/// What [`Topology::new`] is built from.
+use crate::labels;
+use crate::model::{ClusterSnapshot, Labels, NodeInclusionPolicy, Pod, PodAffinityTerm, Taint};
+use crate::requirements::{Requirement, Requirements};
+
+use super::preferences::{Preferences, strip_preferences};
+use domains::KeyDomains;
+use fxhash::{FxHashMap, FxHasher};
+use group::{
+    Choice, Group, GroupKey, Kind, Namespaces, NodeFilter, merged_selector, requirement_in,
+};
+
+/// What a topology is built from.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct TopologyInput<'a> {
-    /// Bound pods, nodes and namespaces.
+    /// Bound pods, nodes, namespaces, NodePools.
     pub(crate) snapshot: &'a ClusterSnapshot,
-    /// The pods of this solve.
+    /// The pods of this solve (they do not count where they are bound, if they are).
     pub(crate) pending: &'a [&'a Pod],
-    /// Domain universe per topology key.
+    /// The domain universe of new capacity per topology key: NodePool requirements ∩
+    /// instance-type offerings. Existing nodes' labels are added from the snapshot (a domain
+    /// only existing nodes have counts for a spread only when such a node passes its node
+    /// filter); values that also appear here count as NodePool domains.
     pub(crate) domains: &'a BTreeMap<String, BTreeSet<String>>,
-    /// Nodes simulated as removed (disruption).
+    /// Nodes simulated as removed (disruption): their pods and labels do not count.
     pub(crate) excluded_nodes: &'a BTreeSet<String>,
 }
 
-/// Domain counts for topology constraints (placeholder: tracks nothing).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Topology {}
+/// Why a pod cannot use a node because of a topology constraint; formats as a reason a person can
+/// act on. Cheap to build: the scheduler gets many of these while it looks for a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Unsatisfiable {
+    kind: Kind,
+    /// A required anti-affinity term of *other* pods that selects this pod.
+    inverse: bool,
+    key: Arc<str>,
+    selector: Arc<str>,
+    max_skew: i32,
+    min_domains: Option<i32>,
+    global_min: i32,
+    /// Domains the pod may use (spread).
+    eligible: u32,
+    node_domain: Option<Arc<str>>,
+    node_count: Option<i32>,
+    /// Counts of the domains the pod may use, by name (not for hostname keys).
+    counts: Vec<(Arc<str>, i32)>,
+    occupied_hosts: u32,
+}
+
+// === impl Unsatisfiable ===
+
+impl Unsatisfiable {
+    /// True when the rejection can only get worse as more pods are placed in this solve, so the
+    /// scheduler need not offer this node to pods with the same constraints again:
+    /// anti-affinity (counts only grow, a node's domains only narrow) and hostname spread
+    /// (a node's count only grows and the global minimum of a hostname spread is always 0).
+    /// Spread on other keys (the minimum may rise) and affinity (a matching pod may arrive) are
+    /// not permanent.
+    pub(crate) fn is_permanent(&self) -> bool {
+        match self.kind {
+            Kind::AntiAffinity => true,
+            Kind::Spread => &*self.key == labels::HOSTNAME && self.node_domain.is_some(),
+            Kind::Affinity => false,
+        }
+    }
+}
+
+impl std::error::Error for Unsatisfiable {}
+
+impl fmt::Display for Unsatisfiable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let key = &*self.key;
+        let noun = domain_noun(key);
+        let list = || {
+            self.counts
+                .iter()
+                .map(|(d, c)| format!("{d}={c}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        match self.kind {
+            Kind::Spread => {
+                if let (Some(m), false) = (self.min_domains, key == labels::HOSTNAME)
+                    && i64::from(self.eligible) < i64::from(m)
+                {
+                    return write!(
+                        f,
+                        "topology spread on {key} needs a {} {noun}: minDomains is {m} but the \
+                             NodePools and existing nodes allow {} ({}); maxSkew {} over pods \
+                             matching {}",
+                        ordinal(self.eligible + 1),
+                        self.eligible,
+                        list(),
+                        self.max_skew,
+                        self.selector
+                    );
+                }
+                if let (Some(d), Some(c)) = (&self.node_domain, self.node_count) {
+                    return write!(
+                        f,
+                        "topology spread on {key} (maxSkew {}, pods matching {}): {noun} {d} \
+                         already holds {c} and the emptiest holds {}{}",
+                        self.max_skew,
+                        self.selector,
+                        self.global_min.min(c),
+                        if self.counts.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (counts {})", list())
+                        }
+                    );
+                }
+                if self.eligible == 0 {
+                    return write!(
+                        f,
+                        "topology spread on {key}: no {noun} is allowed for this pod (pods \
+                         matching {})",
+                        self.selector
+                    );
+                }
+                write!(
+                    f,
+                    "topology spread on {key} (maxSkew {}, pods matching {}): every {noun} this \
+                     node allows would exceed the skew (counts {})",
+                    self.max_skew,
+                    self.selector,
+                    list()
+                )
+            }
+            Kind::Affinity => {
+                let occupied: Vec<String> = self
+                    .counts
+                    .iter()
+                    .filter(|(_, c)| *c > 0)
+                    .map(|(d, _)| d.to_string())
+                    .collect();
+                if occupied.is_empty() && self.occupied_hosts == 0 {
+                    write!(
+                        f,
+                        "pod affinity on {key}: no {noun} holds a pod matching {}",
+                        self.selector
+                    )
+                } else if occupied.is_empty() {
+                    write!(
+                        f,
+                        "pod affinity on {key}: pods matching {} are on {} other {noun}(s), not on \
+                         {}",
+                        self.selector,
+                        self.occupied_hosts,
+                        self.node_domain.as_deref().unwrap_or("this node")
+                    )
+                } else {
+                    write!(
+                        f,
+                        "pod affinity on {key}: pods matching {} are only in {}, which this node \
+                         cannot join",
+                        self.selector,
+                        occupied.join(" ")
+                    )
+                }
+            }
+            Kind::AntiAffinity => {
+                let who = if self.inverse {
+                    format!(
+                        "pods with required anti-affinity to {} (which selects this pod)",
+                        self.selector
+                    )
+                } else {
+                    format!("a pod matching {}", self.selector)
+                };
+                let occupied = self.counts.iter().filter(|(_, c)| *c > 0).count();
+                if let (Some(d), Some(c)) = (&self.node_domain, self.node_count)
+                    && c > 0
+                {
+                    return write!(
+                        f,
+                        "pod anti-affinity on {key}: {noun} {d} already holds {who}"
+                    );
+                }
+                if !self.counts.is_empty() && occupied == self.counts.len() {
+                    let holds = "hold";
+                    let subject = if self.inverse {
+                        who.clone()
+                    } else {
+                        format!("a pod matching {}", self.selector)
+                    };
+                    return write!(
+                        f,
+                        "pod anti-affinity on {key}: all {} {noun}s already {holds} {subject} ({})",
+                        self.counts.len(),
+                        self.counts
+                            .iter()
+                            .map(|(d, _)| d.to_string())
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    );
+                }
+                write!(
+                    f,
+                    "pod anti-affinity on {key}: every {noun} this node allows already holds {who}"
+                )
+            }
+        }
+    }
+}
+
+fn domain_noun(key: &str) -> &'static str {
+    match key {
+        labels::ZONE => "zone",
+        labels::HOSTNAME => "node",
+        labels::CAPACITY_TYPE => "capacity type",
+        _ => "domain",
+    }
+}
+
+fn ordinal(n: u32) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (1, r) if r != 11 => "st",
+        (2, r) if r != 12 => "nd",
+        (3, r) if r != 13 => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+/// What topology sees of a pod: pods with equal identities get equal answers from
+/// [`Topology::add_requirements`] on the same node, so the scheduler may share a cursor of
+/// permanently rejected nodes between them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Identity {
+    /// A pod the topology was built with: its constraint spec, relaxation state, and the groups
+    /// that select it.
+    Known {
+        /// Constraint spec.
+        spec: u32,
+        /// Relaxation state within the spec.
+        state: u32,
+        /// Interned lists of groups selecting the pod.
+        selection: u32,
+    },
+    /// Any other pod: its namespace, labels and constraints.
+    Other(Box<Constraints>),
+}
+
+/// A pod's namespace, labels and topology terms.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Constraints {
+    namespace: String,
+    labels: Labels,
+    spreads: Vec<crate::model::TopologySpreadConstraint>,
+    affinity: Vec<PodAffinityTerm>,
+    anti_affinity: Vec<PodAffinityTerm>,
+    preferred_affinity: Vec<crate::model::WeightedPodAffinityTerm>,
+    preferred_anti_affinity: Vec<crate::model::WeightedPodAffinityTerm>,
+    node_selector: Labels,
+    required_node_affinity: Vec<crate::model::NodeSelectorTerm>,
+    tolerations: Vec<crate::model::Toleration>,
+}
+
+/// Order in which groups narrow a node's domains: sets first (affinity, anti-affinity, other
+/// pods' anti-affinity), then spreads, which pick one domain within what is left.
+fn rank(kind: Kind, inverse: bool) -> u8 {
+    match (kind, inverse) {
+        (Kind::Affinity, _) => 0,
+        (Kind::AntiAffinity, false) => 1,
+        (Kind::AntiAffinity, true) => 2,
+        (Kind::Spread, _) => 3,
+    }
+}
+
+/// Pins every key an anti-affinity left with several domains to the first of them (see the
+/// module documentation).
+fn pin_first(mut extra: Requirements, pin: Vec<&str>) -> Requirements {
+    for key in pin {
+        let first = extra
+            .get(key)
+            .filter(|r| !r.is_complement())
+            .and_then(|r| r.values().first().cloned());
+        if let Some(v) = first {
+            extra.add(Requirement::is_in(key, [v]));
+        }
+    }
+    extra
+}
+
+/// How far a pod has been relaxed: relaxation only removes terms (or adds one toleration), so
+/// these lengths identify the state of a pod with a given UID.
+type Fingerprint = [usize; 6];
+
+fn fingerprint(p: &Pod) -> Fingerprint {
+    [
+        p.required_node_affinity.len(),
+        p.preferred_pod_affinity.len(),
+        p.preferred_pod_anti_affinity.len(),
+        p.preferred_node_affinity.len(),
+        p.topology_spread.len(),
+        p.tolerations.len(),
+    ]
+}
+
+/// Pods with equal constraints share their groups in every relaxation state.
+#[derive(Clone, Debug)]
+struct Spec {
+    pod: Pod,
+    states: Vec<(Fingerprint, Vec<u32>)>,
+}
+
+/// Pods with equal namespace and labels are selected by the same groups.
+#[derive(Clone, Debug)]
+struct LabelSig {
+    namespace: String,
+    labels: Labels,
+    /// Regular groups whose selector matches (sorted).
+    selecting: Vec<u32>,
+    /// Inverse (anti-affinity of other pods) groups whose selector matches.
+    selecting_inverse: Vec<u32>,
+    /// Interned (`selecting`, `selecting_inverse`).
+    selection: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct PodEntry {
+    spec: u32,
+    sig: u32,
+}
+
+#[derive(Clone, Debug)]
+struct BoundPod {
+    namespace: String,
+    labels: Labels,
+    node: usize,
+}
+
+#[derive(Clone, Debug)]
+struct NodeInfo {
+    name: String,
+    labels: Labels,
+    reqs: Requirements,
+    taints: Vec<Taint>,
+}
+
+impl NodeInfo {
+    fn domain(&self, key: &str) -> Option<&str> {
+        match self.labels.get(key) {
+            Some(v) => Some(v),
+            // The kubelet sets the hostname label; until it does, the node name stands in.
+            None if key == labels::HOSTNAME => Some(&self.name),
+            None => None,
+        }
+    }
+}
+
+/// A recorded placement, kept so that groups created later (pods the topology was not built
+/// with) also count the pods placed earlier in the plan.
+#[derive(Clone, Debug)]
+struct Placement {
+    sig: u32,
+    /// The node's requirements on the keys topology may look at.
+    reqs: Requirements,
+    taints: Vec<Taint>,
+    delta: i32,
+}
+
+#[derive(Clone, Debug)]
+struct Pool {
+    reqs: Requirements,
+    taints: Vec<Taint>,
+}
+
+/// Topology state of one solve. See the module documentation.
+#[derive(Clone, Debug)]
+pub(crate) struct Topology {
+    universe: BTreeMap<String, BTreeSet<String>>,
+    pools: Vec<Pool>,
+    nodes: Vec<NodeInfo>,
+    ns_labels: HashMap<String, Labels>,
+    bound: Vec<BoundPod>,
+
+    keys: Vec<KeyDomains>,
+    key_ids: FxHashMap<String, u32>,
+    /// Regular and inverse groups per key, to register new domains.
+    key_groups: Vec<(Vec<u32>, Vec<u32>)>,
+
+    groups: Vec<Group>,
+    group_ids: HashMap<GroupKey, u32>,
+    inverse: Vec<Group>,
+    inverse_ids: HashMap<GroupKey, u32>,
+    /// Inverse groups per owner UID (pods with required anti-affinity).
+    inverse_owned: HashMap<String, Vec<u32>>,
+
+    specs: Vec<Spec>,
+    spec_ids: FxHashMap<u64, Vec<u32>>,
+    sigs: Vec<LabelSig>,
+    sig_ids: FxHashMap<u64, Vec<u32>>,
+    /// Interned selection lists of label signatures (for [`Identity`]).
+    selections: FxHashMap<(Vec<u32>, Vec<u32>), u32>,
+    pods: FxHashMap<String, PodEntry>,
+
+    placements: Vec<Placement>,
+    /// Label keys some group's selector looks at.
+    selector_keys: BTreeSet<String>,
+    /// Topology keys and node-selector keys of the pods: what a placement keeps.
+    placement_keys: BTreeSet<String>,
+}
 
 // === impl Topology ===
 
 impl Topology {
-    /// Builds the counts for one solve.
+    /// Builds the groups of every pending pod (in every relaxation state), counts the bound pods
+    /// that match them and the inverse anti-affinity of bound pods.
     pub(crate) fn new(input: &TopologyInput<'_>) -> Self {
-        let _ = (
-            input.snapshot,
-            input.pending,
-            input.domains,
-            input.excluded_nodes,
-        );
-        Self {}
+        let snapshot = input.snapshot;
+        let pending_uids: BTreeSet<&str> = input.pending.iter().map(|p| p.uid.as_str()).collect();
+        let nodes: Vec<NodeInfo> = snapshot
+            .nodes
+            .iter()
+            .filter(|n| !input.excluded_nodes.contains(&n.name))
+            .map(|n| NodeInfo {
+                name: n.name.clone(),
+                labels: n.labels.clone(),
+                reqs: Requirements::from_labels(&n.labels),
+                taints: n.taints.clone(),
+            })
+            .collect();
+        let node_index: HashMap<&str, usize> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.as_str(), i))
+            .collect();
+        let pools = snapshot
+            .node_pools
+            .iter()
+            .map(|p| {
+                // A malformed NodePool requirement is reported by the scheduler; for domains the pool
+                // is then taken as unconstrained.
+                let mut reqs = Requirements::from_input(&p.requirements).unwrap_or_default();
+                reqs.add_all(&Requirements::from_labels(&p.labels));
+                Pool {
+                    reqs,
+                    taints: p.taints.clone(),
+                }
+            })
+            .collect();
+        let mut bound = Vec::new();
+        let mut bound_anti = Vec::new();
+        for p in &snapshot.pods {
+            if !p.is_bound_active()
+                || p.deletion_time.is_some()
+                || pending_uids.contains(p.uid.as_str())
+            {
+                continue;
+            }
+            let Some(&node) = p.node_name.as_deref().and_then(|n| node_index.get(n)) else {
+                continue;
+            };
+            if !p.pod_anti_affinity.is_empty() {
+                bound_anti.push((p, node));
+            }
+            bound.push(BoundPod {
+                namespace: p.namespace.clone(),
+                labels: p.labels.clone(),
+                node,
+            });
+        }
+        let mut t = Self {
+            universe: input.domains.clone(),
+            pools,
+            nodes,
+            ns_labels: snapshot
+                .namespaces
+                .iter()
+                .map(|n| (n.name.clone(), n.labels.clone()))
+                .collect(),
+            bound,
+            keys: Vec::new(),
+            key_ids: FxHashMap::default(),
+            key_groups: Vec::new(),
+            groups: Vec::new(),
+            group_ids: HashMap::new(),
+            inverse: Vec::new(),
+            inverse_ids: HashMap::new(),
+            inverse_owned: HashMap::new(),
+            specs: Vec::new(),
+            spec_ids: FxHashMap::default(),
+            sigs: Vec::new(),
+            sig_ids: FxHashMap::default(),
+            selections: FxHashMap::default(),
+            pods: FxHashMap::default(),
+            placements: Vec::new(),
+            selector_keys: BTreeSet::new(),
+            placement_keys: [labels::HOSTNAME, labels::ZONE, labels::CAPACITY_TYPE]
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+        };
+        for p in input.pending {
+            add_constraint_keys(&mut t.placement_keys, p);
+            add_selector_keys(&mut t.selector_keys, p);
+        }
+        for (p, _) in &bound_anti {
+            add_selector_keys(&mut t.selector_keys, p);
+        }
+        // Anti-affinity of bound pods applies back to the pods being placed.
+        for (p, node) in bound_anti {
+            for term in &p.pod_anti_affinity {
+                let key = affinity_key(Kind::AntiAffinity, p, term);
+                let gid = t.add_inverse(key);
+                let g = &t.inverse[gid as usize];
+                let key_id = g.key as usize;
+                if let Some(v) = t.nodes[node].domain(&g.spec.key) {
+                    let v = v.to_string();
+                    let id = t.keys[key_id].intern(&v);
+                    t.inverse[gid as usize].add(id, 1);
+                }
+            }
+        }
+        for p in input.pending {
+            t.register_pod(p);
+        }
+        t
     }
 
-    /// Extra requirements a node must satisfy so that `pod` can go there.
+    /// Extra requirements a node must satisfy so that `pod` can go there without breaking any
+    /// required spread, affinity or anti-affinity (its own, or other pods' anti-affinity that
+    /// selects it): e.g. `zone In [us-east-1b]`. `pod_reqs` are the pod's requirements (node
+    /// selector and node affinity), `node_reqs` the node's (for a new claim including its
+    /// placeholder hostname), `taints` the node's taints.
+    ///
+    /// # Errors
+    /// When no domain is possible on this node, with the reason.
     pub(crate) fn add_requirements(
         &self,
         pod: &Pod,
         pod_reqs: &Requirements,
         node_reqs: &Requirements,
         taints: &[Taint],
-    ) -> Result<Requirements, String> {
-        let _ = (pod, pod_reqs, node_reqs, taints);
-        Ok(Requirements::new())
+    ) -> Result<Requirements, Unsatisfiable> {
+        // Taints decide which nodes *count* for a spread (`record`); where a pod may go they do
+        // not change (the scheduler checks tolerations itself). Kept for the agreed interface.
+        let _ = taints;
+        let entry = self.pods.get(&pod.uid).and_then(|e| {
+            let fp = fingerprint(pod);
+            self.specs[e.spec as usize]
+                .states
+                .iter()
+                .find(|(f, _)| *f == fp)
+                .map(|(_, ids)| (ids, &self.sigs[e.sig as usize]))
+        });
+        match entry {
+            Some((owned, sig)) => {
+                if owned.is_empty() && sig.selecting_inverse.is_empty() {
+                    return Ok(Requirements::new());
+                }
+                // In rank order (see `rank`) without collecting: this runs for every candidate
+                // node of every pod.
+                let mut extra = Requirements::new();
+                let mut pin = Vec::new();
+                for pass in 0..4 {
+                    for &gid in owned {
+                        let g = &self.groups[gid as usize];
+                        if rank(g.spec.kind, false) == pass {
+                            let selects = sig.selecting.binary_search(&gid).is_ok();
+                            self.step(
+                                g, false, selects, pod_reqs, node_reqs, &mut extra, &mut pin,
+                            )?;
+                        }
+                    }
+                    if pass == rank(Kind::AntiAffinity, true) {
+                        for &gid in &sig.selecting_inverse {
+                            let g = &self.inverse[gid as usize];
+                            self.step(g, true, false, pod_reqs, node_reqs, &mut extra, &mut pin)?;
+                        }
+                    }
+                }
+                Ok(pin_first(extra, pin))
+            }
+            None => {
+                // A pod the topology was not built with (or relaxed in an unexpected way): use the
+                // shared groups where they exist and temporary ones (counting bound pods only)
+                // where they do not.
+                let mut temp = Vec::new();
+                let mut owned = Vec::new();
+                for key in group_keys(pod) {
+                    match self.group_ids.get(&key) {
+                        Some(&gid) => owned.push(Ok(gid)),
+                        None => {
+                            temp.push(self.build_group(key));
+                            owned.push(Err(temp.len() - 1));
+                        }
+                    }
+                }
+                let mut refs = Vec::new();
+                for o in owned {
+                    let g = match o {
+                        Ok(gid) => &self.groups[gid as usize],
+                        Err(i) => &temp[i],
+                    };
+                    let selects = g.selects(&pod.namespace, &pod.labels, &self.ns_labels);
+                    refs.push((g, false, selects));
+                }
+                for g in &self.inverse {
+                    if g.selects(&pod.namespace, &pod.labels, &self.ns_labels) {
+                        refs.push((g, true, false));
+                    }
+                }
+                self.evaluate(refs, pod_reqs, node_reqs)
+            }
+        }
     }
 
-    /// Counts `pod` in the domains of `node_reqs`.
+    fn evaluate(
+        &self,
+        mut refs: Vec<(&Group, bool, bool)>,
+        pod_reqs: &Requirements,
+        node_reqs: &Requirements,
+    ) -> Result<Requirements, Unsatisfiable> {
+        refs.sort_by_key(|(g, inverse, _)| rank(g.spec.kind, *inverse));
+        let mut extra = Requirements::new();
+        let mut pin = Vec::new();
+        for (g, inverse, selects) in refs {
+            self.step(
+                g, inverse, selects, pod_reqs, node_reqs, &mut extra, &mut pin,
+            )?;
+        }
+        Ok(pin_first(extra, pin))
+    }
+
+    /// Narrows `extra` by one group's choice of domains.
+    #[allow(clippy::too_many_arguments)] // The state of one evaluation, kept off the heap.
+    fn step<'g>(
+        &self,
+        g: &'g Group,
+        inverse: bool,
+        selects: bool,
+        pod_reqs: &Requirements,
+        node_reqs: &Requirements,
+        extra: &mut Requirements,
+        pin: &mut Vec<&'g str>,
+    ) -> Result<(), Unsatisfiable> {
+        let kd = &self.keys[g.key as usize];
+        let key = g.spec.key.as_str();
+        let pod_dom = pod_reqs.get(key);
+        let node_dom = extra.get(key).or_else(|| node_reqs.get(key));
+        let host = if g.is_hostname {
+            node_dom.and_then(Requirement::single_value)
+        } else {
+            None
+        };
+        match g.choose(kd, selects, pod_dom, node_dom, host) {
+            Ok(Choice::Host) => Ok(()),
+            Ok(Choice::In(ids)) => {
+                if g.spec.kind == Kind::AntiAffinity && ids.len() > 1 && !pin.contains(&key) {
+                    pin.push(key);
+                }
+                extra.add(requirement_in(key, kd, &ids));
+                Ok(())
+            }
+            Err(mut e) => {
+                e.inverse = inverse;
+                Err(e)
+            }
+        }
+    }
+
+    /// Counts `pod` as placed on a node with `node_reqs` and `taints`: in every group that selects
+    /// it (where the node's requirement on the group's key is a single value; every value for
+    /// anti-affinity), and in the inverse groups of its own required anti-affinity.
     pub(crate) fn record(&mut self, pod: &Pod, node_reqs: &Requirements, taints: &[Taint]) {
-        let _ = (pod, node_reqs, taints);
+        self.apply(pod, node_reqs, taints, 1);
     }
 
-    /// Undoes [`Topology::record`].
-    #[allow(dead_code)] // For disruption simulation; the topology helper's version is used.
+    /// Undoes [`Topology::record`] with the same arguments.
+    #[allow(dead_code)] // Part of the agreed interface for disruption; `simulate` rebuilds instead.
     pub(crate) fn unrecord(&mut self, pod: &Pod, node_reqs: &Requirements, taints: &[Taint]) {
-        let _ = (pod, node_reqs, taints);
+        self.apply(pod, node_reqs, taints, -1);
     }
 
-    /// Adds a domain value for a key.
+    fn apply(&mut self, pod: &Pod, node_reqs: &Requirements, taints: &[Taint], delta: i32) {
+        if !self.pods.contains_key(&pod.uid) {
+            self.register_pod(pod);
+        }
+        let sig = self.pods[&pod.uid].sig as usize;
+        let kept: Requirements = node_reqs
+            .iter()
+            .filter(|r| self.placement_keys.contains(r.key()))
+            .cloned()
+            .collect();
+        for r in kept.iter() {
+            if let (Some(&k), false) = (self.key_ids.get(r.key()), r.is_complement()) {
+                for v in r.values() {
+                    self.keys[k as usize].intern(v);
+                }
+            }
+        }
+        self.placements.push(Placement {
+            sig: sig as u32,
+            reqs: kept,
+            taints: taints.to_vec(),
+            delta,
+        });
+        let Self {
+            groups,
+            inverse,
+            keys,
+            sigs,
+            inverse_owned,
+            ..
+        } = self;
+        for &gid in &sigs[sig].selecting {
+            let g = &mut groups[gid as usize];
+            if !g.node_counts(taints, node_reqs) {
+                continue;
+            }
+            let Some(r) = node_reqs.get(&g.spec.key) else {
+                continue;
+            };
+            let kd = &mut keys[g.key as usize];
+            if g.spec.kind == Kind::AntiAffinity {
+                if !r.is_complement() {
+                    for v in r.values() {
+                        let id = kd.intern(v);
+                        g.add(id, delta);
+                    }
+                }
+            } else if let Some(v) = r.single_value() {
+                let id = kd.intern(v);
+                g.add(id, delta);
+            }
+        }
+        if let Some(owned) = inverse_owned.get(&pod.uid) {
+            for &gid in owned {
+                let g = &mut inverse[gid as usize];
+                let Some(r) = node_reqs.get(&g.spec.key) else {
+                    continue;
+                };
+                if r.is_complement() {
+                    continue;
+                }
+                let kd = &mut keys[g.key as usize];
+                for v in r.values() {
+                    let id = kd.intern(v);
+                    g.add(id, delta);
+                }
+            }
+        }
+    }
+
+    /// Adds an empty domain for `key` to every group on that key (e.g. a new claim's placeholder
+    /// hostname, or an existing node's).
     pub(crate) fn register(&mut self, key: &str, value: &str) {
-        let _ = (key, value);
+        let Some(&k) = self.key_ids.get(key) else {
+            return;
+        };
+        let id = self.keys[k as usize].intern(value);
+        let (regular, inverse) = &self.key_groups[k as usize];
+        for &gid in regular {
+            self.groups[gid as usize].register(id);
+        }
+        for &gid in inverse {
+            self.inverse[gid as usize].register(id);
+        }
+    }
+
+    /// What topology sees of `pod` (see [`Identity`]).
+    pub(crate) fn identity(&self, p: &Pod) -> Identity {
+        let known = self.pods.get(&p.uid).and_then(|e| {
+            let fp = fingerprint(p);
+            let state = self.specs[e.spec as usize]
+                .states
+                .iter()
+                .position(|(f, _)| *f == fp)?;
+            Some(Identity::Known {
+                spec: e.spec,
+                state: u32::try_from(state).unwrap_or(u32::MAX),
+                selection: self.sigs[e.sig as usize].selection,
+            })
+        });
+        known.unwrap_or_else(|| {
+            Identity::Other(Box::new(Constraints {
+                namespace: p.namespace.clone(),
+                labels: p.labels.clone(),
+                spreads: p.topology_spread.clone(),
+                affinity: p.pod_affinity.clone(),
+                anti_affinity: p.pod_anti_affinity.clone(),
+                preferred_affinity: p.preferred_pod_affinity.clone(),
+                preferred_anti_affinity: p.preferred_pod_anti_affinity.clone(),
+                node_selector: p.node_selector.clone(),
+                required_node_affinity: p.required_node_affinity.clone(),
+                tolerations: p.tolerations.clone(),
+            }))
+        })
+    }
+
+    /// Number of distinct groups (regular, inverse).
+    #[cfg(test)]
+    pub(crate) fn group_count(&self) -> (usize, usize) {
+        (self.groups.len(), self.inverse.len())
+    }
+
+    // === construction ===
+
+    /// Prepares the groups of a pod in every relaxation state, its label signature and the
+    /// inverse groups of its required anti-affinity.
+    fn register_pod(&mut self, pod: &Pod) {
+        add_selector_keys(&mut self.selector_keys, pod);
+        let spec = self.spec_for(pod);
+        if !pod.pod_anti_affinity.is_empty() && !self.inverse_owned.contains_key(&pod.uid) {
+            let ids: Vec<u32> = pod
+                .pod_anti_affinity
+                .iter()
+                .map(|term| self.add_inverse(affinity_key(Kind::AntiAffinity, pod, term)))
+                .collect();
+            self.inverse_owned.insert(pod.uid.clone(), ids);
+        }
+        let sig = self.sig_for(&pod.namespace, &pod.labels);
+        self.pods.insert(pod.uid.clone(), PodEntry { spec, sig });
+    }
+
+    fn spec_for(&mut self, pod: &Pod) -> u32 {
+        let mut h = FxHasher::default();
+        hash_constraints(pod, &self.selector_keys, &mut h);
+        let hash = h.finish();
+        if let Some(ids) = self.spec_ids.get(&hash) {
+            for &id in ids {
+                if same_constraints(&self.specs[id as usize].pod, pod, &self.selector_keys) {
+                    return id;
+                }
+            }
+        }
+        let base = constraint_copy(pod);
+        let prefs = Preferences {
+            tolerate_prefer_no_schedule: true,
+        };
+        let mut states: Vec<(Fingerprint, Vec<u32>)> = Vec::new();
+        let mut stripped = base.clone();
+        strip_preferences(&mut stripped);
+        for mut p in [base.clone(), stripped] {
+            loop {
+                let fp = fingerprint(&p);
+                if !states.iter().any(|(f, _)| *f == fp) {
+                    let ids: Vec<u32> = group_keys(&p)
+                        .into_iter()
+                        .map(|k| self.add_group(k))
+                        .collect();
+                    states.push((fp, ids));
+                }
+                if !prefs.relax(&mut p) {
+                    break;
+                }
+            }
+        }
+        let id = u32::try_from(self.specs.len()).unwrap_or(u32::MAX);
+        self.specs.push(Spec { pod: base, states });
+        self.spec_ids.entry(hash).or_default().push(id);
+        id
+    }
+
+    fn sig_for(&mut self, namespace: &str, labels: &Labels) -> u32 {
+        let mut h = FxHasher::default();
+        namespace.hash(&mut h);
+        labels.hash(&mut h);
+        let hash = h.finish();
+        if let Some(ids) = self.sig_ids.get(&hash) {
+            for &id in ids {
+                let s = &self.sigs[id as usize];
+                if s.namespace == namespace && &s.labels == labels {
+                    return id;
+                }
+            }
+        }
+        let selecting = (0..self.groups.len())
+            .filter(|&i| self.groups[i].selects(namespace, labels, &self.ns_labels))
+            .map(|i| i as u32)
+            .collect();
+        let selecting_inverse = (0..self.inverse.len())
+            .filter(|&i| self.inverse[i].selects(namespace, labels, &self.ns_labels))
+            .map(|i| i as u32)
+            .collect();
+        let id = u32::try_from(self.sigs.len()).unwrap_or(u32::MAX);
+        self.sigs.push(LabelSig {
+            namespace: namespace.to_string(),
+            labels: labels.clone(),
+            selecting,
+            selecting_inverse,
+            selection: 0,
+        });
+        self.sig_ids.entry(hash).or_default().push(id);
+        self.refresh_selection(id as usize);
+        id
+    }
+
+    fn refresh_selection(&mut self, sig: usize) {
+        let s = &self.sigs[sig];
+        let key = (s.selecting.clone(), s.selecting_inverse.clone());
+        let next = u32::try_from(self.selections.len()).unwrap_or(u32::MAX);
+        let id = *self.selections.entry(key).or_insert(next);
+        self.sigs[sig].selection = id;
+    }
+
+    /// The index of a key, creating its domains from the universe and the existing nodes.
+    fn ensure_key(&mut self, key: &str) -> u32 {
+        if let Some(&k) = self.key_ids.get(key) {
+            return k;
+        }
+        let mut kd = KeyDomains::default();
+        if let Some(values) = self.universe.get(key) {
+            for v in values {
+                let id = kd.intern(v);
+                for pool in &self.pools {
+                    if pool.reqs.get(key).is_none_or(|r| r.has(v)) {
+                        kd.add_source(id, &pool.taints);
+                    }
+                }
+            }
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            if let Some(v) = n.domain(key) {
+                let id = kd.intern(v);
+                kd.add_node(id, u32::try_from(i).unwrap_or(u32::MAX));
+            }
+        }
+        for pl in &self.placements {
+            if let Some(r) = pl.reqs.get(key).filter(|r| !r.is_complement()) {
+                for v in r.values() {
+                    kd.intern(v);
+                }
+            }
+        }
+        let k = u32::try_from(self.keys.len()).unwrap_or(u32::MAX);
+        self.keys.push(kd);
+        self.key_ids.insert(key.to_string(), k);
+        self.key_groups.push((Vec::new(), Vec::new()));
+        k
+    }
+
+    /// A new group with its domains and the bound pods it counts (not stored).
+    fn build_group(&self, spec: GroupKey) -> Group {
+        let key_id = self.key_ids.get(&spec.key).copied();
+        let mut g = Group::new(spec, key_id.unwrap_or(u32::MAX));
+        let Some(k) = key_id else {
+            return g;
+        };
+        let kd = &self.keys[k as usize];
+        // Domains: those NodePools can launch (unless the spread honours taints the pod does
+        // not tolerate), those of existing nodes that pass the spread's node filter, and values
+        // with no known source (recorded or registered ones).
+        let honor_taints = g
+            .spec
+            .filter
+            .as_ref()
+            .filter(|f| f.taints == NodeInclusionPolicy::Honor)
+            .map(|f| f.tolerations.clone());
+        for id in 0..kd.len() as u32 {
+            let from_pools = kd.is_pool_domain(id);
+            let nodes = kd.nodes(id);
+            let present = (from_pools && honor_taints.as_ref().is_none_or(|t| kd.tolerated(id, t)))
+                || nodes.iter().any(|&n| {
+                    let n = &self.nodes[n as usize];
+                    g.node_counts(&n.taints, &n.reqs)
+                })
+                || (!from_pools && nodes.is_empty());
+            if present {
+                g.register(id);
+            }
+        }
+        {
+            for b in &self.bound {
+                if !g.selects(&b.namespace, &b.labels, &self.ns_labels) {
+                    continue;
+                }
+                let node = &self.nodes[b.node];
+                let Some(v) = node.domain(&g.spec.key) else {
+                    continue;
+                };
+                if !g.node_counts(&node.taints, &node.reqs) {
+                    continue;
+                }
+                if let Some(id) = kd.id(v) {
+                    g.add(id, 1);
+                }
+            }
+        }
+        for pl in &self.placements {
+            let sig = &self.sigs[pl.sig as usize];
+            if !g.selects(&sig.namespace, &sig.labels, &self.ns_labels)
+                || !g.node_counts(&pl.taints, &pl.reqs)
+            {
+                continue;
+            }
+            let Some(r) = pl.reqs.get(&g.spec.key).filter(|r| !r.is_complement()) else {
+                continue;
+            };
+            if g.spec.kind == Kind::AntiAffinity || r.values().len() == 1 {
+                for v in r.values() {
+                    if let Some(id) = kd.id(v) {
+                        g.add(id, pl.delta);
+                    }
+                }
+            }
+        }
+        g
+    }
+
+    fn add_group(&mut self, spec: GroupKey) -> u32 {
+        if let Some(&gid) = self.group_ids.get(&spec) {
+            return gid;
+        }
+        if let Some(sel) = &spec.selector {
+            self.selector_keys.extend(sel.match_labels.keys().cloned());
+            self.selector_keys
+                .extend(sel.match_expressions.iter().map(|e| e.key.clone()));
+        }
+        let k = self.ensure_key(&spec.key);
+        let g = self.build_group(spec.clone());
+        let gid = u32::try_from(self.groups.len()).unwrap_or(u32::MAX);
+        let mut touched = Vec::new();
+        for (i, s) in self.sigs.iter_mut().enumerate() {
+            if g.selects(&s.namespace, &s.labels, &self.ns_labels) {
+                s.selecting.push(gid);
+                touched.push(i);
+            }
+        }
+        for i in touched {
+            self.refresh_selection(i);
+        }
+        self.groups.push(g);
+        self.group_ids.insert(spec, gid);
+        self.key_groups[k as usize].0.push(gid);
+        gid
+    }
+
+    fn add_inverse(&mut self, spec: GroupKey) -> u32 {
+        if let Some(&gid) = self.inverse_ids.get(&spec) {
+            return gid;
+        }
+        if let Some(sel) = &spec.selector {
+            self.selector_keys.extend(sel.match_labels.keys().cloned());
+            self.selector_keys
+                .extend(sel.match_expressions.iter().map(|e| e.key.clone()));
+        }
+        let k = self.ensure_key(&spec.key);
+        let mut g = Group::new(spec.clone(), k);
+        for id in 0..self.keys[k as usize].len() as u32 {
+            g.register(id);
+        }
+        let gid = u32::try_from(self.inverse.len()).unwrap_or(u32::MAX);
+        let mut touched = Vec::new();
+        for (i, s) in self.sigs.iter_mut().enumerate() {
+            if g.selects(&s.namespace, &s.labels, &self.ns_labels) {
+                s.selecting_inverse.push(gid);
+                touched.push(i);
+            }
+        }
+        for i in touched {
+            self.refresh_selection(i);
+        }
+        self.inverse.push(g);
+        self.inverse_ids.insert(spec, gid);
+        self.key_groups[k as usize].1.push(gid);
+        gid
     }
 }
+
+/// The groups a pod owns: one per spread and per (required or preferred) affinity and
+/// anti-affinity term, as the pod currently stands.
+fn group_keys(pod: &Pod) -> Vec<GroupKey> {
+    let mut out = Vec::new();
+    for c in &pod.topology_spread {
+        let honor_affinity = c.node_affinity_policy == NodeInclusionPolicy::Honor;
+        let honor_taints = c.node_taints_policy == NodeInclusionPolicy::Honor;
+        out.push(GroupKey {
+            kind: Kind::Spread,
+            key: c.topology_key.clone(),
+            namespaces: Namespaces {
+                names: BTreeSet::from([pod.namespace.clone()]),
+                selector: None,
+            },
+            selector: merged_selector(&c.label_selector, &pod.labels, &c.match_label_keys, &[]),
+            max_skew: c.max_skew,
+            min_domains: c.min_domains,
+            filter: Some(NodeFilter {
+                terms: if honor_affinity {
+                    filter_terms(pod)
+                } else {
+                    Vec::new()
+                },
+                affinity: c.node_affinity_policy,
+                taints: c.node_taints_policy,
+                tolerations: if honor_taints {
+                    pod.tolerations.clone()
+                } else {
+                    Vec::new()
+                },
+            }),
+        });
+    }
+    for t in pod
+        .pod_affinity
+        .iter()
+        .chain(pod.preferred_pod_affinity.iter().map(|w| &w.term))
+    {
+        out.push(affinity_key(Kind::Affinity, pod, t));
+    }
+    for t in pod
+        .pod_anti_affinity
+        .iter()
+        .chain(pod.preferred_pod_anti_affinity.iter().map(|w| &w.term))
+    {
+        out.push(affinity_key(Kind::AntiAffinity, pod, t));
+    }
+    out
+}
+
+fn affinity_key(kind: Kind, pod: &Pod, t: &PodAffinityTerm) -> GroupKey {
+    let namespaces = if t.namespaces.is_empty() && t.namespace_selector.is_none() {
+        Namespaces {
+            names: BTreeSet::from([pod.namespace.clone()]),
+            selector: None,
+        }
+    } else {
+        Namespaces {
+            names: t.namespaces.iter().cloned().collect(),
+            selector: t.namespace_selector.clone(),
+        }
+    };
+    GroupKey {
+        kind,
+        key: t.topology_key.clone(),
+        namespaces,
+        selector: merged_selector(
+            &t.label_selector,
+            &pod.labels,
+            &t.match_label_keys,
+            &t.mismatch_label_keys,
+        ),
+        max_skew: i32::MAX,
+        min_domains: None,
+        filter: None,
+    }
+}
+
+/// nodeSelector ∧ each required node-affinity term (ORed); empty when the pod selects no nodes.
+fn filter_terms(pod: &Pod) -> Vec<Requirements> {
+    let selector = Requirements::from_labels(&pod.node_selector);
+    if pod.required_node_affinity.is_empty() {
+        return if selector.is_empty() {
+            Vec::new()
+        } else {
+            vec![selector]
+        };
+    }
+    pod.required_node_affinity
+        .iter()
+        .filter_map(|term| {
+            // A malformed term is reported by the scheduler; it selects no node here.
+            let mut r = Requirements::from_term(term).ok()?;
+            r.add_all(&selector);
+            Some(r)
+        })
+        .collect()
+}
+
+fn insert_key(set: &mut BTreeSet<String>, key: &str) {
+    if !set.contains(key) {
+        set.insert(key.to_string());
+    }
+}
+
+/// Adds the label keys the pod's terms select on (including `matchLabelKeys` and
+/// `mismatchLabelKeys`).
+fn add_selector_keys(set: &mut BTreeSet<String>, p: &Pod) {
+    let add_selector = |s: &Option<crate::model::LabelSelector>, set: &mut BTreeSet<String>| {
+        if let Some(s) = s {
+            for k in s.match_labels.keys() {
+                insert_key(set, k);
+            }
+            for e in &s.match_expressions {
+                insert_key(set, &e.key);
+            }
+        }
+    };
+    for c in &p.topology_spread {
+        add_selector(&c.label_selector, set);
+        for k in &c.match_label_keys {
+            insert_key(set, k);
+        }
+    }
+    for t in p
+        .pod_affinity
+        .iter()
+        .chain(&p.pod_anti_affinity)
+        .chain(p.preferred_pod_affinity.iter().map(|w| &w.term))
+        .chain(p.preferred_pod_anti_affinity.iter().map(|w| &w.term))
+    {
+        add_selector(&t.label_selector, set);
+        for k in t.match_label_keys.iter().chain(&t.mismatch_label_keys) {
+            insert_key(set, k);
+        }
+    }
+}
+
+/// Adds the keys a pod's topology may look at: its topology keys and its node-selector keys.
+fn add_constraint_keys(set: &mut BTreeSet<String>, p: &Pod) {
+    for c in &p.topology_spread {
+        insert_key(set, &c.topology_key);
+    }
+    for t in p
+        .pod_affinity
+        .iter()
+        .chain(&p.pod_anti_affinity)
+        .chain(p.preferred_pod_affinity.iter().map(|w| &w.term))
+        .chain(p.preferred_pod_anti_affinity.iter().map(|w| &w.term))
+    {
+        insert_key(set, &t.topology_key);
+    }
+    for k in p.node_selector.keys() {
+        insert_key(set, k);
+    }
+    for t in &p.required_node_affinity {
+        for r in &t.requirements {
+            insert_key(set, &r.key);
+        }
+    }
+}
+
+/// Labels a selector may look at, in key order.
+fn relevant_labels<'a>(
+    p: &'a Pod,
+    keys: &'a BTreeSet<String>,
+) -> impl Iterator<Item = (&'a String, &'a String)> + 'a {
+    p.labels.iter().filter(|(k, _)| keys.contains(*k))
+}
+
+fn hash_constraints(p: &Pod, keys: &BTreeSet<String>, h: &mut impl Hasher) {
+    p.namespace.hash(h);
+    for l in relevant_labels(p, keys) {
+        l.hash(h);
+    }
+    p.node_selector.hash(h);
+    p.required_node_affinity.hash(h);
+    p.preferred_node_affinity.hash(h);
+    p.tolerations.hash(h);
+    p.topology_spread.hash(h);
+    p.pod_affinity.hash(h);
+    p.preferred_pod_affinity.hash(h);
+    p.pod_anti_affinity.hash(h);
+    p.preferred_pod_anti_affinity.hash(h);
+}
+
+fn same_constraints(a: &Pod, b: &Pod, keys: &BTreeSet<String>) -> bool {
+    a.namespace == b.namespace
+        && relevant_labels(a, keys).eq(relevant_labels(b, keys))
+        && a.node_selector == b.node_selector
+        && a.required_node_affinity == b.required_node_affinity
+        && a.preferred_node_affinity == b.preferred_node_affinity
+        && a.tolerations == b.tolerations
+        && a.topology_spread == b.topology_spread
+        && a.pod_affinity == b.pod_affinity
+        && a.preferred_pod_affinity == b.preferred_pod_affinity
+        && a.pod_anti_affinity == b.pod_anti_affinity
+        && a.preferred_pod_anti_affinity == b.preferred_pod_anti_affinity
+}
+
+/// The parts of a pod that topology depends on.
+fn constraint_copy(p: &Pod) -> Pod {
+    Pod {
+        namespace: p.namespace.clone(),
+        name: p.name.clone(),
+        uid: p.uid.clone(),
+        labels: p.labels.clone(),
+        node_selector: p.node_selector.clone(),
+        required_node_affinity: p.required_node_affinity.clone(),
+        preferred_node_affinity: p.preferred_node_affinity.clone(),
+        tolerations: p.tolerations.clone(),
+        topology_spread: p.topology_spread.clone(),
+        pod_affinity: p.pod_affinity.clone(),
+        preferred_pod_affinity: p.preferred_pod_affinity.clone(),
+        pod_anti_affinity: p.pod_anti_affinity.clone(),
+        preferred_pod_anti_affinity: p.preferred_pod_anti_affinity.clone(),
+        ..Pod::default()
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod proptests;

@@ -1,0 +1,306 @@
+//! Property tests of the scheduler's invariants on random small clusters: no node over its
+//! allocatable, every pending pod in exactly one of placed/unschedulable, host ports unique per
+//! node, NodePool limits kept, determinism (same input twice, shuffled input), lower bound ≤
+//! cost.
+
+use std::collections::BTreeMap;
+
+use planner::catalog::{Catalog, InstanceType};
+use planner::labels;
+use planner::model::{
+    ClusterSnapshot, HostPort, Operator, PlanOptions, Pod, Requirement, Resources,
+};
+use planner::plan::Plan;
+use planner::test_util::{
+    GI, MI, SplitMix, bound_pod, daemon_set, instance_type, node, node_pool, pod, taint, toleration,
+};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+struct Case {
+    snapshot: ClusterSnapshot,
+    catalog: Catalog,
+}
+
+fn build(seed: u64) -> Case {
+    let mut rng = SplitMix(seed);
+    let mut catalog = Catalog::default();
+    for i in 0..rng.range(1, 7) {
+        let cpu = rng.range(1, 16);
+        let mut it = instance_type(
+            &format!("t{i}.x"),
+            cpu,
+            rng.range(1, 64),
+            rng.range(3, 30),
+            rng.range(1, 200) as f64 / 100.0,
+        );
+        if rng.range(0, 3) == 0 {
+            it.labels.insert(labels::ARCH.into(), "arm64".into());
+        }
+        if rng.range(0, 4) == 0 {
+            it.capacity
+                .extended
+                .insert("nvidia.com/gpu".into(), rng.range(1, 4) * 1000);
+        }
+        it.overhead.kube_reserved.cpu = rng.range(0, 200);
+        for o in &mut it.offerings {
+            o.available = rng.range(0, 5) != 0;
+        }
+        catalog.instance_types.push(it);
+    }
+    let mut s = ClusterSnapshot::default();
+    for p in 0..rng.range(1, 3) {
+        let mut np = node_pool(&format!("pool{p}"));
+        np.weight = rng.range(0, 2) as i32;
+        if rng.range(0, 3) == 0 {
+            np.taints.push(taint("dedicated", "x"));
+        }
+        if rng.range(0, 3) == 0 {
+            np.requirements.push(Requirement {
+                key: labels::ARCH.into(),
+                operator: Operator::In,
+                values: vec!["amd64".into()],
+                min_values: None,
+            });
+        }
+        if rng.range(0, 3) == 0 {
+            np.limits = Some(Resources {
+                cpu: rng.range(4, 40) * 1000,
+                ..Resources::default()
+            });
+            np.limited_resources = vec!["cpu".into()];
+        }
+        s.node_pools.push(np);
+    }
+    for n in 0..rng.range(0, 3) {
+        let name = format!("node{n}");
+        let mut nd = node(&name, rng.range(1, 8), rng.range(1, 16));
+        if rng.range(0, 2) == 0 {
+            nd.labels.insert(labels::NODEPOOL.into(), "pool0".into());
+        }
+        s.pods.push(bound_pod(
+            &format!("bound{n}"),
+            rng.range(0, 1000),
+            rng.range(0, 1024),
+            &name,
+        ));
+        s.nodes.push(nd);
+    }
+    for d in 0..rng.range(0, 2) {
+        s.daemon_sets.push(daemon_set(
+            &format!("ds{d}"),
+            rng.range(10, 300),
+            rng.range(10, 300),
+        ));
+    }
+    for i in 0..rng.range(0, 40) {
+        let mut p = pod(
+            &format!("p{i}"),
+            rng.range(50, 6000),
+            rng.range(64, 16 * 1024),
+        );
+        p.creation_time = Some(rng.range(0, 5));
+        if rng.range(0, 3) == 0 {
+            p.tolerations.push(toleration("dedicated", "x"));
+        }
+        if rng.range(0, 5) == 0 {
+            p.node_selector.insert(labels::ARCH.into(), "arm64".into());
+        }
+        if rng.range(0, 5) == 0 {
+            p.host_ports.push(HostPort {
+                ip: String::new(),
+                protocol: "TCP".into(),
+                port: 8000 + rng.range(0, 1) as i32,
+            });
+        }
+        if rng.range(0, 8) == 0 {
+            p.requests.extended.insert("nvidia.com/gpu".into(), 1000);
+        }
+        s.pods.push(p);
+    }
+    Case {
+        snapshot: s,
+        catalog,
+    }
+}
+
+fn shuffle<T>(v: &mut [T], rng: &mut SplitMix) {
+    for i in (1..v.len()).rev() {
+        let j = rng.range(0, i as i64) as usize;
+        v.swap(i, j);
+    }
+}
+
+fn daemon_overhead(s: &ClusterSnapshot, taints_present: bool) -> Resources {
+    let mut r = Resources::default();
+    if !taints_present {
+        for d in &s.daemon_sets {
+            r.add(&d.template.requests);
+        }
+    }
+    r
+}
+
+fn check_invariants(case: &Case, plan: &Plan) -> Result<(), TestCaseError> {
+    let s = &case.snapshot;
+    let pods: BTreeMap<String, &Pod> = s.pods.iter().map(|p| (p.key(), p)).collect();
+    let types: BTreeMap<&str, &InstanceType> = case
+        .catalog
+        .instance_types
+        .iter()
+        .map(|t| (t.name.as_str(), t))
+        .collect();
+    // Every pending pod exactly once.
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for c in &plan.node_claims {
+        for p in &c.pods {
+            *seen.entry(p.clone()).or_default() += 1;
+        }
+    }
+    for n in &plan.existing_nodes {
+        for p in &n.pods {
+            *seen.entry(p.clone()).or_default() += 1;
+        }
+    }
+    for u in &plan.unschedulable {
+        *seen.entry(u.pod.clone()).or_default() += 1;
+        prop_assert!(!u.reason.is_empty());
+    }
+    let pending: Vec<String> = s
+        .pods
+        .iter()
+        .filter(|p| p.is_pending())
+        .map(Pod::key)
+        .collect();
+    prop_assert_eq!(seen.len(), pending.len());
+    for p in &pending {
+        prop_assert_eq!(seen.get(p).copied(), Some(1), "pod {}", p);
+    }
+    prop_assert_eq!(plan.summary.pending_pods as usize, pending.len());
+    prop_assert_eq!(
+        plan.summary.scheduled_pods as usize,
+        pending.len() - plan.unschedulable.len()
+    );
+    // No new claim over the allocatable of any type it lists.
+    for c in &plan.node_claims {
+        let pool = s.node_pools.iter().find(|p| p.name == c.node_pool).unwrap();
+        let mut used = daemon_overhead(s, !pool.taints.is_empty());
+        let mut ports = Vec::new();
+        for p in &c.pods {
+            used.add(&pods[p].requests);
+            for hp in &pods[p].host_ports {
+                prop_assert!(
+                    !ports.contains(&hp.port),
+                    "port {} twice on {}",
+                    hp.port,
+                    c.name
+                );
+                ports.push(hp.port);
+            }
+        }
+        prop_assert!(!c.instance_types.is_empty());
+        for t in &c.instance_types {
+            let it = types[t.as_str()];
+            prop_assert!(
+                used.fits_in(&it.allocatable()),
+                "claim {} over {}: {} > {}",
+                c.name,
+                t,
+                used,
+                it.allocatable()
+            );
+        }
+        prop_assert!(c.price.is_finite() && c.price >= 0.0);
+    }
+    // No existing node over its allocatable.
+    for n in &plan.existing_nodes {
+        let node = s.nodes.iter().find(|x| x.name == n.name).unwrap();
+        let mut used = daemon_overhead(s, false);
+        for p in s
+            .pods
+            .iter()
+            .filter(|p| p.node_name.as_deref() == Some(&n.name))
+        {
+            used.add(&p.requests);
+        }
+        for p in &n.pods {
+            used.add(&pods[p].requests);
+        }
+        prop_assert!(used.fits_in(&node.allocatable), "node {} over", n.name);
+    }
+    // NodePool limits: existing capacity plus the largest listed type of each claim.
+    for np in &s.node_pools {
+        if let Some(limits) = &np.limits {
+            let mut total: i64 = s
+                .nodes
+                .iter()
+                .filter(|n| n.labels.get(labels::NODEPOOL) == Some(&np.name))
+                .map(|n| n.capacity.cpu)
+                .sum();
+            for c in plan.node_claims.iter().filter(|c| c.node_pool == np.name) {
+                total += c
+                    .instance_types
+                    .iter()
+                    .map(|t| types[t.as_str()].capacity.cpu)
+                    .max()
+                    .unwrap_or(0);
+            }
+            // Existing nodes may already exceed the limit; then no claim may be added.
+            let claims = plan.node_claims.iter().any(|c| c.node_pool == np.name);
+            prop_assert!(
+                !claims || total <= limits.cpu,
+                "pool {} cpu {} > {}",
+                np.name,
+                total,
+                limits.cpu
+            );
+        }
+    }
+    prop_assert!(
+        plan.summary.lower_bound_cost_per_hour <= plan.summary.cost_per_hour + 1e-9,
+        "lower bound {} > cost {}",
+        plan.summary.lower_bound_cost_per_hour,
+        plan.summary.cost_per_hour
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn invariants_hold(seed in any::<u64>()) {
+        let case = build(seed);
+        let options = PlanOptions::default();
+        let plan = planner::plan(&case.snapshot, &case.catalog, &options);
+        check_invariants(&case, &plan)?;
+    }
+
+    #[test]
+    fn deterministic_and_independent_of_input_order(seed in any::<u64>(), shuffle_seed in any::<u64>()) {
+        let case = build(seed);
+        let options = PlanOptions::default();
+        let a = planner::plan(&case.snapshot, &case.catalog, &options);
+        let b = planner::plan(&case.snapshot, &case.catalog, &options);
+        prop_assert_eq!(
+            serde_json::to_string(&a).unwrap(),
+            serde_json::to_string(&b).unwrap()
+        );
+        let mut shuffled = case.clone();
+        let mut rng = SplitMix(shuffle_seed);
+        shuffle(&mut shuffled.snapshot.pods, &mut rng);
+        shuffle(&mut shuffled.snapshot.nodes, &mut rng);
+        shuffle(&mut shuffled.snapshot.node_pools, &mut rng);
+        shuffle(&mut shuffled.snapshot.daemon_sets, &mut rng);
+        shuffle(&mut shuffled.catalog.instance_types, &mut rng);
+        let c = planner::plan(&shuffled.snapshot, &shuffled.catalog, &options);
+        prop_assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&c).unwrap());
+    }
+}
+
+#[test]
+fn memory_units_are_consistent() {
+    // Guards the fixture builders the properties rely on.
+    assert_eq!(pod("x", 1, 1).requests.memory, MI);
+    assert_eq!(node("n", 1, 1).allocatable.memory, GI);
+}

@@ -1,0 +1,14 @@
+//! The simulated Kubernetes API server: an object store with `resourceVersion` semantics and an
+//! HTTP front that `kube`, `kubectl --server` and the official Python client use unchanged.
+
+pub mod error;
+pub mod eviction;
+pub mod kinds;
+pub mod patch;
+pub mod selectors;
+pub(crate) mod server;
+pub mod store;
+
+pub use error::ApiError;
+pub use kinds::{KindInfo, Kinds, ResKey};
+pub use store::{Change, EventType, Store, Subresource};
