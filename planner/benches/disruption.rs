@@ -12,7 +12,7 @@
 //! valid candidate; one command per pass, passes repeated until none is found.
 //!
 //! Run: `cargo bench -p planner --bench disruption` (`-- --quick` skips 5,000 nodes;
-//! `-- --nodes=N` runs one size; `-- --verbose` lists the decisions).
+//! `-- --nodes=N` runs one size; `-- --verbose` lists the decisions; `-- --spread` gives every pod a zone spread).
 
 // A bench measures wall time; the clock ban is for the planner code, not for this.
 #![allow(clippy::disallowed_methods)]
@@ -23,7 +23,8 @@ use planner::catalog::{Catalog, aws};
 use planner::consolidation::{self, Reason, Session};
 use planner::labels;
 use planner::model::{
-    ClusterSnapshot, Node, NodePool, Operator, OwnerRef, PlanOptions, PodPhase, Resources,
+    ClusterSnapshot, LabelSelector, Node, NodeInclusionPolicy, NodePool, Operator, OwnerRef,
+    PlanOptions, PodPhase, Resources, TopologySpreadConstraint, WhenUnsatisfiable,
 };
 use planner::test_util::{self, SplitMix};
 
@@ -51,7 +52,13 @@ fn pool() -> NodePool {
     p
 }
 
-fn cluster(catalog: &Catalog, nodes: usize, pods_per_node: usize, seed: u64) -> ClusterSnapshot {
+fn cluster(
+    catalog: &Catalog,
+    nodes: usize,
+    pods_per_node: usize,
+    seed: u64,
+    spread: bool,
+) -> ClusterSnapshot {
     let mut rng = SplitMix(seed);
     let mut s = ClusterSnapshot {
         node_pools: vec![pool()],
@@ -104,6 +111,21 @@ fn cluster(catalog: &Catalog, nodes: usize, pods_per_node: usize, seed: u64) -> 
             });
             p.phase = PodPhase::Running;
             p.start_time = Some(NOW - rng.range(1, 50) * 3600);
+            if spread {
+                p.topology_spread.push(TopologySpreadConstraint {
+                    max_skew: 10,
+                    topology_key: labels::ZONE.into(),
+                    when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+                    label_selector: Some(LabelSelector {
+                        match_labels: [("app".to_string(), format!("app{app}"))].into(),
+                        ..LabelSelector::default()
+                    }),
+                    min_domains: None,
+                    match_label_keys: Vec::new(),
+                    node_affinity_policy: NodeInclusionPolicy::Honor,
+                    node_taints_policy: NodeInclusionPolicy::Ignore,
+                });
+            }
             s.pods.push(p);
         }
     }
@@ -323,6 +345,9 @@ fn report(name: &str, f: &Figures, base_cost: f64) {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    // Every pod with a zone spread (maxSkew 10) over its app: simulations then go through the
+    // topology model.
+    let spread = std::env::args().any(|a| a == "--spread");
     let only: Option<usize> =
         std::env::args().find_map(|a| a.strip_prefix("--nodes=").and_then(|n| n.parse().ok()));
     let catalog = aws::builtin("us-east-1").expect("built-in catalog");
@@ -335,7 +360,7 @@ fn main() {
         None if quick => vec![1000],
         None => vec![1000, 5000],
     };
-    {
+    if !spread {
         let s = fragmented(&catalog, 300);
         let base = cost(&s, &catalog);
         println!(
@@ -351,7 +376,7 @@ fn main() {
         );
     }
     for n in sizes {
-        let s = cluster(&catalog, n, 15, 42);
+        let s = cluster(&catalog, n, 15, 42, spread);
         let base = cost(&s, &catalog);
         println!(
             "disruption bench: {n} nodes, {} bound pods, 30% slack, built-in us-east-1 catalog ({} types)",
