@@ -298,6 +298,53 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    /// Cost improvement with topology in play moves only pods no constraint sees: pods of a
+    /// hostname anti-affinity group never share a node, and the invariants hold.
+    #[test]
+    fn anti_affinity_survives_cost_improvement(seed in any::<u64>()) {
+        let mut case = build(seed);
+        let mut rng = SplitMix(seed ^ 0x5eed);
+        let term = planner::model::PodAffinityTerm {
+            label_selector: Some({
+                let mut s = planner::model::LabelSelector::default();
+                s.match_labels.insert("app".into(), "solo".into());
+                s
+            }),
+            namespaces: vec![],
+            namespace_selector: None,
+            topology_key: labels::HOSTNAME.into(),
+            match_label_keys: vec![],
+            mismatch_label_keys: vec![],
+        };
+        for p in case.snapshot.pods.iter_mut().filter(|p| p.is_pending()) {
+            if rng.range(0, 2) == 0 {
+                p.labels.insert("app".into(), "solo".into());
+                p.pod_anti_affinity.push(term.clone());
+            }
+        }
+        let plan = planner::plan(&case.snapshot, &case.catalog, &PlanOptions::default());
+        check_invariants(&case, &plan)?;
+        let solo: Vec<String> = case
+            .snapshot
+            .pods
+            .iter()
+            .filter(|p| p.labels.get("app").map(String::as_str) == Some("solo"))
+            .map(Pod::key)
+            .collect();
+        for c in &plan.node_claims {
+            let n = c.pods.iter().filter(|p| solo.contains(p)).count();
+            prop_assert!(n <= 1, "claim {} holds {} solo pods", c.name, n);
+        }
+        for e in &plan.existing_nodes {
+            let n = e.pods.iter().filter(|p| solo.contains(p)).count();
+            prop_assert!(n <= 1, "node {} holds {} solo pods", e.name, n);
+        }
+    }
+}
+
 #[test]
 fn memory_units_are_consistent() {
     // Guards the fixture builders the properties rely on.

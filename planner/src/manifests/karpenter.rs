@@ -114,6 +114,7 @@ pub(super) fn node_pool(value: &Value) -> Result<(NodePool, bool), FieldError> {
             disruption,
             template_hash,
             metadata_annotations: meta.annotations,
+            deletion_time: meta.deletion_timestamp.map(|t| t.0),
         },
         deleting,
     ))

@@ -92,6 +92,9 @@ pub struct NodePool {
     pub disruption: Disruption,
     /// Hash of the template as dovetail computes it for drift (`karpenter.sh/nodepool-hash`).
     pub template_hash: String,
+    /// `metadata.deletionTimestamp`: a NodePool being deleted launches nothing.
+    #[serde(default)]
+    pub deletion_time: Option<super::Timestamp>,
     /// `metadata.annotations` of the NodePool object itself (for example the
     /// `karpenter.sh/nodepool-hash` and `-hash-version` that Karpenter keeps there).
     #[serde(default)]

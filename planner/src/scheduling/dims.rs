@@ -96,6 +96,12 @@ impl Dims {
     }
 }
 
+/// `a ≤ cap` in every slot.
+#[inline]
+pub(crate) fn fits(a: &[i64], cap: &[i64]) -> bool {
+    a.iter().zip(cap).all(|(x, c)| x <= c)
+}
+
 /// `a + b ≤ cap` in every slot.
 #[inline]
 pub(crate) fn fits2(a: &[i64], b: &[i64], cap: &[i64]) -> bool {
@@ -103,16 +109,6 @@ pub(crate) fn fits2(a: &[i64], b: &[i64], cap: &[i64]) -> bool {
         .zip(b)
         .zip(cap)
         .all(|((x, y), c)| x.saturating_add(*y) <= *c)
-}
-
-/// `a + b + c ≤ cap` in every slot.
-#[inline]
-pub(crate) fn fits3(a: &[i64], b: &[i64], c: &[i64], cap: &[i64]) -> bool {
-    a.iter()
-        .zip(b)
-        .zip(c)
-        .zip(cap)
-        .all(|(((x, y), z), k)| x.saturating_add(*y).saturating_add(*z) <= *k)
 }
 
 /// `a += b`.

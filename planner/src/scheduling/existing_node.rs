@@ -48,6 +48,9 @@ pub(crate) struct ExistingNode {
     pub(crate) schedulable: bool,
     /// Pods placed here in this solve (work item indices).
     pub(crate) pods: Vec<u32>,
+    /// Whether it is initialized (a Node not managed by Karpenter, or one Karpenter labelled
+    /// `karpenter.sh/initialized`); in-flight claims are not.
+    pub(crate) initialized: bool,
 }
 
 // === impl ExistingNode ===
@@ -122,7 +125,12 @@ pub(crate) fn build(
         let claim = claimed_nodes.iter().copied().find(|c| same_machine(c, n));
         out.push(from_node(n, claim, &bound, daemons, d));
     }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
+    // Karpenter tries initialized nodes before ones still starting.
+    out.sort_by(|a, b| {
+        b.initialized
+            .cmp(&a.initialized)
+            .then_with(|| a.name.cmp(&b.name))
+    });
     out
 }
 
@@ -197,6 +205,7 @@ fn from_node(
         capacity: d.vector(&n.capacity),
         schedulable,
         pods: Vec::new(),
+        initialized,
     }
 }
 
@@ -266,5 +275,6 @@ fn from_claim(
         capacity,
         schedulable: c.deletion_time.is_none(),
         pods: Vec::new(),
+        initialized: false,
     }
 }

@@ -107,7 +107,8 @@ pub(crate) struct Claim {
     pub(crate) reqs: Requirements,
     /// Indices into the pool's types that still fit, cheapest first.
     pub(crate) types: Vec<u32>,
-    /// Slot-wise max allocatable over `types`, for a quick reject.
+    /// Slot-wise max of what pods may use (allocatable minus DaemonSets) over `types`, for a
+    /// quick reject.
     pub(crate) max_alloc: Vector,
     /// Sum of its pods' requests (DaemonSet overhead not included).
     pub(crate) used: Vector,
@@ -126,7 +127,7 @@ impl Claim {
     pub(crate) fn new(pool_idx: usize, pool: &Pool<'_>, types: Vec<u32>, hostname: String) -> Self {
         let mut max_alloc = vec![0; pool.daemon.len()].into_boxed_slice();
         for &t in &types {
-            dims::max_in(&mut max_alloc, &pool.types[t as usize].alloc);
+            dims::max_in(&mut max_alloc, &pool.types[t as usize].free);
         }
         let mut reqs = pool.reqs.clone();
         reqs.add(crate::requirements::Requirement::is_in(
@@ -147,8 +148,8 @@ impl Claim {
 
     /// Quick check that a pod of signature `sig` may still fit by resources (no rejection by
     /// this is ever undone).
-    pub(crate) fn fits(&self, pool: &Pool<'_>, sig: &Sig) -> bool {
-        dims::fits3(&self.used, &sig.requests, &pool.daemon, &self.max_alloc)
+    pub(crate) fn fits(&self, sig: &Sig) -> bool {
+        dims::fits2(&self.used, &sig.requests, &self.max_alloc)
     }
 
     /// Checks whether a pod of signature `sig` fits, returning the narrowed state on success.
@@ -160,7 +161,7 @@ impl Claim {
         topo: Option<&Requirements>,
         min_values: MinValuesPolicy,
     ) -> Result<Narrowed, Reject> {
-        if !dims::fits3(&self.used, &sig.requests, &pool.daemon, &self.max_alloc) {
+        if !dims::fits2(&self.used, &sig.requests, &self.max_alloc) {
             return Err(Reject::permanent("not enough resources"));
         }
         if let Some(p) = port_conflict(&self.ports, &sig.host_ports) {
@@ -199,7 +200,7 @@ impl Claim {
             .copied()
             .filter(|&t| {
                 let te = &pool.types[t as usize];
-                dims::fits2(&total, &pool.daemon, &te.alloc)
+                dims::fits(&total, &te.free)
                     && (new_reqs.is_none()
                         || (te.reqs.intersects(reqs).is_ok()
                             && te.cheapest_allowed(reqs).is_some()))
@@ -250,7 +251,7 @@ impl Claim {
         if n.types.len() != self.types.len() {
             self.max_alloc.iter_mut().for_each(|x| *x = 0);
             for &t in &n.types {
-                dims::max_in(&mut self.max_alloc, &pool.types[t as usize].alloc);
+                dims::max_in(&mut self.max_alloc, &pool.types[t as usize].free);
             }
         }
         self.types = n.types;
@@ -274,4 +275,13 @@ pub(crate) struct Narrowed {
     types: Vec<u32>,
     total: Vector,
     relaxed: Vec<(String, u32, usize)>,
+}
+
+// === impl Narrowed ===
+
+impl Narrowed {
+    /// The claim's price after the add: its cheapest remaining type's cheapest allowed offering.
+    pub(crate) fn price(&self, pool: &Pool<'_>, claim: &Claim) -> f64 {
+        pool.price_of(self.reqs.as_ref().unwrap_or(&claim.reqs), &self.types)
+    }
 }

@@ -9,7 +9,11 @@ use super::scheduler::Run;
 
 /// Improves the packing of `run`'s new claims in place.
 pub(super) fn improve(run: &mut Run<'_, '_>) {
-    if run.s.topology_active || run.claims.len() < 2 {
+    if run.claims.is_empty() {
+        return;
+    }
+    if run.s.topology_active {
+        fill_gaps(run);
         return;
     }
     for p in 0..run.s.pools.len() {
@@ -31,7 +35,7 @@ fn repack_pool(run: &mut Run<'_, '_>, p: usize) {
     let old: Vec<usize> = (0..run.claims.len())
         .filter(|&c| run.claims[c].pool == p && !run.claims[c].pods.is_empty())
         .collect();
-    if old.len() < 2 {
+    if old.is_empty() {
         return;
     }
     let items: Vec<u32> = old
@@ -58,7 +62,10 @@ fn repack_pool(run: &mut Run<'_, '_>, p: usize) {
     let candidates = [
         pack(run, p, order.iter().map(|x| x.1)),
         balanced_pack(run, p, &items),
-        lp_pack(run, p, &items),
+        lp_pack(run, p, &items, Fill::DotProduct, Target::Most),
+        lp_pack(run, p, &items, Fill::Cosine, Target::Most),
+        lp_pack(run, p, &items, Fill::DotProduct, Target::Fewest),
+        lp_pack(run, p, &items, Fill::Cosine, Target::Fewest),
     ];
     for new_claims in candidates.into_iter().flatten() {
         let after: f64 = new_claims.iter().map(|c| price_of(run, c)).sum();
@@ -251,18 +258,12 @@ fn pack(
 
 /// The price of a claim: its cheapest remaining type's cheapest allowed offering.
 pub(super) fn claim_price(run: &Run<'_, '_>, c: usize) -> f64 {
-    let claim = &run.claims[c];
-    let pool = &run.s.pools[claim.pool];
-    claim
-        .types
-        .iter()
-        .filter_map(|&t| pool.types[t as usize].cheapest_allowed(&claim.reqs))
-        .map(|o| o.price)
-        .fold(f64::INFINITY, f64::min)
+    price_of(run, &run.claims[c])
 }
 
-/// For each claim, cheapest first: move all its pods onto the other claims when that lowers
-/// the total price (the freed claim's price exceeds the increase of the receivers').
+/// For each claim, cheapest first: move all its pods onto the other claims of the same NodePool
+/// when that lowers the total price (the freed claim's price exceeds the increase of the
+/// receivers'). Pods never change NodePool: weights decide which pool takes a pod.
 fn empty_claims(run: &mut Run<'_, '_>) {
     let mut order: Vec<usize> = (0..run.claims.len()).collect();
     let prices: Vec<f64> = order.iter().map(|&c| claim_price(run, c)).collect();
@@ -280,7 +281,10 @@ fn empty_claims(run: &mut Run<'_, '_>) {
             let sig_id = run.items[i as usize].sig;
             let mut placed = false;
             for c in 0..run.claims.len() {
-                if c == v || run.claims[c].pods.is_empty() {
+                if c == v
+                    || run.claims[c].pods.is_empty()
+                    || run.claims[c].pool != run.claims[v].pool
+                {
                     continue;
                 }
                 if budget == 0 {
@@ -328,19 +332,32 @@ fn empty_claims(run: &mut Run<'_, '_>) {
 }
 
 fn price_of(run: &Run<'_, '_>, claim: &super::node_claim::Claim) -> f64 {
-    let pool = &run.s.pools[claim.pool];
-    claim
-        .types
-        .iter()
-        .filter_map(|&t| pool.types[t as usize].cheapest_allowed(&claim.reqs))
-        .map(|o| o.price)
-        .fold(f64::INFINITY, f64::min)
+    run.s.pools[claim.pool].price_of(&claim.reqs, &claim.types)
+}
+
+/// How [`lp_pack`] picks the next pod for a claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fill {
+    /// Largest `Σ_r share_r × free_r` (big pods that use the free room).
+    DotProduct,
+    /// Best aligned with the free room (cosine, rounded), then largest.
+    Cosine,
+}
+
+/// Which of the fractional optimum's types [`lp_pack`] opens next (among those it uses at
+/// least once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Target {
+    /// The type it uses most.
+    Most,
+    /// The type it uses least: the minority shape gets the pods that fit it best first.
+    Fewest,
 }
 
 /// Packs claims shaped like the fractional optimum: the LP over the pods left says which
-/// instance type the cheapest fractional fleet uses most; a claim of that type is opened and
-/// filled with the pods that best match its shape (largest `Σ_r share_r × free_r`, both
-/// relative to the type's allocatable, the "dot product" rule of vector bin packing). When the
+/// instance types the cheapest fractional fleet uses; a claim of one of them (see [`Target`])
+/// is opened and filled with the pods that best match its shape (see [`Fill`]: the "dot
+/// product" rule of vector bin packing, or the best-aligned pod). When the
 /// optimum needs less than one node of any type, the claim may use every type and ends on the
 /// cheapest that fits. Finally every claim is widened to all the types that fit its pods, so
 /// its price is the cheapest that holds them. `None` when some pod fits nowhere or there are
@@ -349,6 +366,8 @@ fn lp_pack(
     run: &mut Run<'_, '_>,
     p: usize,
     items: &[u32],
+    fill: Fill,
+    target: Target,
 ) -> Option<Vec<super::node_claim::Claim>> {
     let s = run.s;
     let pool = &s.pools[p];
@@ -392,10 +411,9 @@ fn lp_pack(
         .map(|&t| super::lower_bound::Column {
             price: pool.types[t].price,
             alloc: pool.types[t]
-                .alloc
+                .free
                 .iter()
-                .zip(pool.daemon.iter())
-                .map(|(a, o)| (a.saturating_sub(*o)).max(0) as f64)
+                .map(|a| (*a).max(0) as f64)
                 .collect(),
         })
         .collect();
@@ -417,21 +435,23 @@ fn lp_pack(
         }
         let target = (0..x.len())
             .filter(|&j| x[j] >= 1.0 - 1e-9)
-            .max_by(|&a, &b| x[a].total_cmp(&x[b]).then(b.cmp(&a)))
+            .max_by(|&a, &b| match target {
+                Target::Most => x[a].total_cmp(&x[b]).then(b.cmp(&a)),
+                Target::Fewest => x[b].total_cmp(&x[a]).then(b.cmp(&a)),
+            })
             .map(|j| col_types[j]);
         // Capacity the pods may use, per slot, on the target (or the largest type).
         let mut cap: Vec<f64> = vec![0.0; nd];
         match target {
             Some(t) => {
                 for &r in &slots {
-                    cap[r] = (pool.types[t].alloc[r] - pool.daemon[r]).max(0) as f64;
+                    cap[r] = pool.types[t].free[r].max(0) as f64;
                 }
             }
             None => {
                 for &t in &col_types {
                     for &r in &slots {
-                        cap[r] =
-                            cap[r].max((pool.types[t].alloc[r] - pool.daemon[r]).max(0) as f64);
+                        cap[r] = cap[r].max(pool.types[t].free[r].max(0) as f64);
                     }
                 }
             }
@@ -439,11 +459,27 @@ fn lp_pack(
         let allowed = |b: usize| target.is_none_or(|t| fit[b][t]);
         let score = |sig: u32, used: &[i64]| -> f64 {
             let req = &run.sigs.get(sig).requests;
-            slots
-                .iter()
-                .filter(|&&r| cap[r] > 0.0)
-                .map(|&r| (req[r] as f64 / cap[r]) * ((cap[r] - used[r] as f64) / cap[r]))
-                .sum()
+            let (mut dot, mut nq, mut nr, mut size) = (0.0, 0.0, 0.0, 0.0f64);
+            for &r in slots.iter().filter(|&&r| cap[r] > 0.0) {
+                let q = req[r] as f64 / cap[r];
+                let free = (cap[r] - used[r] as f64) / cap[r];
+                dot += q * free;
+                nq += q * q;
+                nr += free * free;
+                size = size.max(q);
+            }
+            match fill {
+                Fill::DotProduct => dot,
+                // Direction first (the pod that points where the claim has room), then size.
+                Fill::Cosine => {
+                    let cos = if nq > 0.0 && nr > 0.0 {
+                        dot / (nq.sqrt() * nr.sqrt())
+                    } else {
+                        0.0
+                    };
+                    (cos * 1e3).round() + size
+                }
+            }
         };
         let zero = s.dims.zero();
         let Some(seed) = (0..buckets.len())
@@ -536,4 +572,180 @@ fn lp_pack(
         out.push(if ok { wide } else { c });
     }
     Some(out)
+}
+
+/// With topology constraints in play: pods that no constraint can see (no constraint of their
+/// own, and matched by no selector of any pod) are taken off their claims, the claims are
+/// rebuilt with the remaining pods (keeping their requirements, so topology's choices stand),
+/// and the free pods go first into the room left on those claims when that costs no more than
+/// their resources are worth at the LP's dual prices, the rest onto fresh claims packed like
+/// [`repack_pool`] does. Kept only when the total price drops. Domain counts do not change,
+/// since no constraint counts these pods.
+fn fill_gaps(run: &mut Run<'_, '_>) {
+    let s = run.s;
+    let pods_iter = s
+        .snapshot
+        .pods
+        .iter()
+        .chain(run.items.iter().map(|it| it.pod.as_ref()));
+    let mut collected: Vec<crate::model::LabelSelector> = Vec::new();
+    for p in pods_iter {
+        for t in &p.topology_spread {
+            collected.extend(t.label_selector.iter().cloned());
+        }
+        for t in p.pod_affinity.iter().chain(&p.pod_anti_affinity) {
+            collected.extend(t.label_selector.iter().cloned());
+        }
+        for t in p
+            .preferred_pod_affinity
+            .iter()
+            .chain(&p.preferred_pod_anti_affinity)
+        {
+            collected.extend(t.term.label_selector.iter().cloned());
+        }
+    }
+    collected.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    collected.dedup();
+    let movable: Vec<bool> = run
+        .items
+        .iter()
+        .map(|it| {
+            // Inverse anti-affinity is covered by the selectors.
+            !super::has_topology_constraints(&it.pod)
+                && !collected.iter().any(|sel| sel.matches(&it.pod.labels))
+        })
+        .collect();
+    if !movable.iter().any(|m| *m) {
+        return;
+    }
+    let saved = run.claims.clone();
+    let before: f64 = (0..run.claims.len())
+        .filter(|&c| !run.claims[c].pods.is_empty())
+        .map(|c| claim_price(run, c))
+        .sum();
+    // 1. Take the free pods off and rebuild the claims without them.
+    let mut free: Vec<Vec<u32>> = vec![Vec::new(); s.pools.len()];
+    for c in 0..run.claims.len() {
+        // Pools with limits keep their claims (their accounting depends on claim order).
+        if !run.claims[c].pods.iter().any(|&i| movable[i as usize])
+            || !s.pools[run.claims[c].pool].limits.is_empty()
+        {
+            continue;
+        }
+        let old = run.claims[c].clone();
+        let pool = &s.pools[old.pool];
+        let (moved, keep): (Vec<u32>, Vec<u32>) =
+            old.pods.iter().partition(|&&i| movable[i as usize]);
+        free[old.pool].extend(moved);
+        if keep.is_empty() {
+            run.claims[c].pods.clear();
+            continue;
+        }
+        let types: Vec<u32> = (0..pool.types.len() as u32)
+            .filter(|&t| {
+                let te = &pool.types[t as usize];
+                te.reqs.intersects(&old.reqs).is_ok() && te.cheapest_allowed(&old.reqs).is_some()
+            })
+            .collect();
+        let hostname = old
+            .reqs
+            .get(crate::labels::HOSTNAME)
+            .and_then(|r| r.single_value())
+            .unwrap_or_default()
+            .to_string();
+        let mut nc = super::node_claim::Claim::new(old.pool, pool, types, hostname);
+        nc.reqs = old.reqs.clone();
+        for i in keep {
+            let sig = run.sigs.get(run.items[i as usize].sig);
+            match nc.check(pool, sig, None, s.options.min_values_policy) {
+                Ok(n) => nc.commit(pool, sig, i, n),
+                Err(_) => {
+                    run.claims = saved;
+                    return;
+                }
+            }
+        }
+        run.claims[c] = nc;
+    }
+    // 2. Into the room left, when it costs no more than the pods are worth.
+    let mut ok = true;
+    for (p, items) in free.iter_mut().enumerate() {
+        if items.is_empty() {
+            continue;
+        }
+        items.sort_unstable();
+        let pool = &s.pools[p];
+        let prices = super::lower_bound::problem(run, items, &[p])
+            .map(|(cols, dem)| super::lower_bound::covering_with_duals(&cols, &dem).1)
+            .unwrap_or_default();
+        let mut cursor: std::collections::HashMap<u32, usize> = Default::default();
+        let mut rest = Vec::new();
+        let targets: Vec<usize> = (0..run.claims.len())
+            .filter(|&c| run.claims[c].pool == p && !run.claims[c].pods.is_empty())
+            .collect();
+        for &i in items.iter() {
+            let sig_id = run.items[i as usize].sig;
+            let sig = run.sigs.get(sig_id);
+            let value: f64 = sig
+                .requests
+                .iter()
+                .zip(&prices)
+                .map(|(r, y)| *r as f64 * y)
+                .sum();
+            let start = cursor.get(&sig_id).copied().unwrap_or(0);
+            let mut placed = false;
+            for (k, &c) in targets.iter().enumerate().skip(start) {
+                let claim = &run.claims[c];
+                if !claim.fits(sig) {
+                    cursor.insert(sig_id, k + 1);
+                    continue;
+                }
+                let Ok(n) = claim.check(pool, sig, None, s.options.min_values_policy) else {
+                    cursor.insert(sig_id, k + 1);
+                    continue;
+                };
+                let increase = n.price(pool, claim) - claim_price(run, c);
+                if increase <= value + 1e-12 {
+                    run.claims[c].commit(pool, sig, i, n);
+                    placed = true;
+                    break;
+                }
+                // Rooms only fill up: treat as final for this signature.
+                cursor.insert(sig_id, k + 1);
+            }
+            if !placed {
+                rest.push(i);
+            }
+        }
+        // 3. The rest onto fresh claims, the cheapest of the packings.
+        if rest.is_empty() {
+            continue;
+        }
+        let mut order: Vec<u32> = rest.clone();
+        order.sort_unstable();
+        let candidates = [
+            pack(run, p, order.iter().copied()),
+            lp_pack(run, p, &rest, Fill::DotProduct, Target::Most),
+            lp_pack(run, p, &rest, Fill::Cosine, Target::Fewest),
+        ];
+        let best = candidates
+            .into_iter()
+            .flatten()
+            .map(|cl| (cl.iter().map(|c| price_of(run, c)).sum::<f64>(), cl))
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        match best {
+            Some((_, cl)) => run.claims.extend(cl),
+            None => {
+                ok = false;
+                break;
+            }
+        }
+    }
+    let after: f64 = (0..run.claims.len())
+        .filter(|&c| !run.claims[c].pods.is_empty())
+        .map(|c| claim_price(run, c))
+        .sum();
+    if !ok || after >= before - 1e-9 {
+        run.claims = saved;
+    }
 }

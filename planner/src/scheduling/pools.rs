@@ -19,6 +19,11 @@ pub(crate) struct TypeEntry {
     pub(crate) alloc: Vector,
     /// Capacity, for NodePool limits.
     pub(crate) capacity: Vector,
+    /// DaemonSet overhead on a node of this type: the pool's DaemonSets whose pods would run on
+    /// this type (a DaemonSet that selects another architecture does not count).
+    pub(crate) daemon: Vector,
+    /// What pods may use: allocatable minus `daemon`.
+    pub(crate) free: Vector,
     /// The labels a node of this type carries, as requirements (well-known labels it does not
     /// carry are `DoesNotExist`), with the zones and capacity types of its usable offerings.
     pub(crate) reqs: Requirements,
@@ -28,6 +33,10 @@ pub(crate) struct TypeEntry {
     pub(crate) price: f64,
     /// Node labels of the type (catalog labels plus instance type, arch, os when single).
     pub(crate) labels: Labels,
+    /// Zones of its usable offerings, as bits over [`Pool::zone_names`].
+    pub(crate) zone_mask: u64,
+    /// Capacity types of its usable offerings, as bits over [`Pool::capacity_type_names`].
+    pub(crate) ct_mask: u64,
 }
 
 /// One usable offering.
@@ -53,6 +62,20 @@ impl TypeEntry {
             .filter(|o| zone.is_none_or(|z| z.has(&o.zone)))
             .filter(|o| ct.is_none_or(|c| c.has(&o.capacity_type)))
             .min_by(|a, b| a.price.total_cmp(&b.price))
+    }
+
+    /// The cheapest offering allowed by the given zone and capacity-type requirements.
+    pub(crate) fn cheapest_with(
+        &self,
+        zone: Option<&crate::requirements::Requirement>,
+        ct: Option<&crate::requirements::Requirement>,
+    ) -> Option<f64> {
+        self.offerings
+            .iter()
+            .filter(|o| zone.is_none_or(|z| z.has(&o.zone)))
+            .filter(|o| ct.is_none_or(|c| c.has(&o.capacity_type)))
+            .map(|o| o.price)
+            .min_by(f64::total_cmp)
     }
 
     /// The values this type has for `key` (several for zone and capacity type).
@@ -83,6 +106,10 @@ pub(crate) struct Pool<'a> {
     pub(crate) limits: Vec<(usize, i64)>,
     /// Notes for the plan (e.g. relaxed minValues).
     pub(crate) notes: Vec<String>,
+    /// Zones of the pool's offerings, sorted; `None` when there are more than 64.
+    pub(crate) zone_names: Option<Vec<String>>,
+    /// Capacity types of the pool's offerings, sorted; `None` when there are more than 64.
+    pub(crate) capacity_type_names: Option<Vec<String>>,
 }
 
 // === impl Pool ===
@@ -107,7 +134,13 @@ impl<'a> Pool<'a> {
             unusable: None,
             limits: Vec::new(),
             notes: Vec::new(),
+            zone_names: None,
+            capacity_type_names: None,
         };
+        if np.deletion_time.is_some() {
+            pool.unusable = Some(format!("NodePool {} is being deleted", np.name));
+            return pool;
+        }
         if let Some(class) = class_missing {
             pool.unusable = Some(format!(
                 "NodePool {} references EC2NodeClass {class}, which is not in the input",
@@ -125,22 +158,23 @@ impl<'a> Pool<'a> {
                 return pool;
             }
         }
-        if let Some(r) = pool.reqs.first_empty() {
-            pool.unusable = Some(format!(
-                "NodePool {} requirements allow no value for {}",
-                np.name,
-                r.key()
-            ));
-            return pool;
-        }
-        for ds in daemons {
-            if ds.compatible_with_template(&pool.reqs, &np.taints) {
-                dims::add(&mut pool.daemon, &ds.requests);
-                pool.daemon_ports.extend(ds.host_ports.iter().cloned());
-            }
+        let pool_daemons: Vec<&DaemonInfo<'_>> = daemons
+            .iter()
+            .filter(|ds| ds.compatible_with_template(&pool.reqs, &np.taints))
+            .collect();
+        for ds in &pool_daemons {
+            dims::add(&mut pool.daemon, &ds.requests);
+            pool.daemon_ports.extend(ds.host_ports.iter().cloned());
         }
         for it in &catalog.instance_types {
-            if let Some(t) = type_entry(it, &pool.reqs, d) {
+            if let Some(mut t) = type_entry(it, &pool.reqs, d) {
+                for ds in &pool_daemons {
+                    if ds.compatible_with_type(&t.reqs) {
+                        dims::add(&mut t.daemon, &ds.requests);
+                    }
+                }
+                t.free = t.alloc.clone();
+                dims::sub(&mut t.free, &t.daemon);
                 pool.types.push(t);
             }
         }
@@ -197,6 +231,24 @@ impl<'a> Pool<'a> {
     /// Name.
     pub(crate) fn name(&self) -> &str {
         &self.np.name
+    }
+
+    /// The price of a claim of this pool with requirements `reqs` that may use `types` (indices
+    /// into [`Pool::types`], cheapest first as the pool orders them): its cheapest type's
+    /// cheapest allowed offering. When `reqs` narrow zones and capacity types no further than
+    /// the pool does, that is the first type's price.
+    pub(crate) fn price_of(&self, reqs: &Requirements, types: &[u32]) -> f64 {
+        let zone = reqs.get(labels::ZONE);
+        let ct = reqs.get(labels::CAPACITY_TYPE);
+        if zone == self.reqs.get(labels::ZONE) && ct == self.reqs.get(labels::CAPACITY_TYPE) {
+            return types
+                .first()
+                .map_or(f64::INFINITY, |&t| self.types[t as usize].price);
+        }
+        types
+            .iter()
+            .filter_map(|&t| self.types[t as usize].cheapest_with(zone, ct))
+            .fold(f64::INFINITY, f64::min)
     }
 
     /// Taints pods must tolerate (startup taints are ignored, as Karpenter does).
@@ -297,10 +349,14 @@ fn type_entry(it: &InstanceType, pool_reqs: &Requirements, d: &Dims) -> Option<T
         name: it.name.clone(),
         alloc: d.capacity(&it.allocatable()),
         capacity: d.vector(&it.capacity),
+        daemon: d.zero(),
+        free: d.zero(),
         reqs,
         offerings,
         price,
         labels: type_labels,
+        zone_mask: 0,
+        ct_mask: 0,
     })
 }
 
@@ -364,6 +420,14 @@ impl<'a> DaemonInfo<'a> {
                 .iter()
                 .any(|t| reqs.compatible(t, Undefined::AllowWellKnown).is_ok())
         })
+    }
+
+    /// Whether its pod would run on a node of an instance type (given as the type's
+    /// requirements): some required term intersects them.
+    pub(crate) fn compatible_with_type(&self, type_reqs: &Requirements) -> bool {
+        self.terms
+            .as_ref()
+            .is_some_and(|terms| terms.iter().any(|t| type_reqs.intersects(t).is_ok()))
     }
 
     /// Whether its pod would run on an existing node with these labels and taints.

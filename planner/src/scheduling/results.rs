@@ -1,7 +1,5 @@
 //! What a solve or simulation produced, and its conversion to the plan's output shapes.
 
-use std::collections::BTreeSet;
-
 use crate::labels;
 use crate::model::PodKey;
 use crate::plan::{PlannedNodeClaim, TaintOut};
@@ -43,6 +41,9 @@ impl Results {
     }
 }
 
+/// A listed type: price, name, index in its pool.
+type Priced<'a> = (f64, &'a str, usize);
+
 /// Kubernetes' name-suffix alphabet (no vowels, no confusable characters).
 const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
@@ -83,31 +84,80 @@ impl Run<'_, '_> {
             .enumerate()
         {
             let pool = &self.s.pools[c.pool];
-            let mut priced: Vec<(f64, &str, usize)> = c
-                .types
-                .iter()
-                .filter_map(|&t| {
-                    let te = &pool.types[t as usize];
-                    te.cheapest_allowed(&c.reqs)
-                        .map(|o| (o.price, te.name.as_str(), t as usize))
-                })
-                .collect();
-            priced.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
             let zone_req = c.reqs.get(labels::ZONE);
             let ct_req = c.reqs.get(labels::CAPACITY_TYPE);
-            // Borrowed while collecting: a claim may keep hundreds of types.
-            let mut zones: BTreeSet<&str> = BTreeSet::new();
-            let mut cts: BTreeSet<&str> = BTreeSet::new();
-            for &(_, _, t) in &priced {
-                for o in &pool.types[t].offerings {
-                    if zone_req.is_none_or(|z| z.has(&o.zone))
-                        && ct_req.is_none_or(|r| r.has(&o.capacity_type))
-                    {
-                        zones.insert(&o.zone);
-                        cts.insert(&o.capacity_type);
+            // Only the listed (cheapest) types can be launched, so zones, capacity types and
+            // shared labels are theirs. Fast path: the claim does not narrow zones or capacity types beyond its pool, so
+            // every usable offering is allowed, prices are the pool's and `c.types` is already
+            // cheapest first.
+            let fast = zone_req == pool.reqs.get(labels::ZONE)
+                && ct_req == pool.reqs.get(labels::CAPACITY_TYPE)
+                && pool.zone_names.is_some()
+                && pool.capacity_type_names.is_some();
+            let (priced, zones, cts): (Vec<Priced<'_>>, Vec<String>, Vec<String>) = if fast {
+                let priced: Vec<(f64, &str, usize)> = c
+                    .types
+                    .iter()
+                    .take(MAX_INSTANCE_TYPES)
+                    .map(|&t| {
+                        let te = &pool.types[t as usize];
+                        (te.price, te.name.as_str(), t as usize)
+                    })
+                    .collect();
+                let (mut zm, mut cm) = (0u64, 0u64);
+                for &(_, _, t) in &priced {
+                    zm |= pool.types[t].zone_mask;
+                    cm |= pool.types[t].ct_mask;
+                }
+                let decode = |names: &Option<Vec<String>>, m: u64| -> Vec<String> {
+                    names
+                        .iter()
+                        .flatten()
+                        .enumerate()
+                        .filter(|(i, _)| m & (1 << i) != 0)
+                        .map(|(_, n)| n.clone())
+                        .collect()
+                };
+                let zones = decode(&pool.zone_names, zm);
+                let cts = decode(&pool.capacity_type_names, cm);
+                (priced, zones, cts)
+            } else {
+                let mut priced: Vec<(f64, &str, usize)> = c
+                    .types
+                    .iter()
+                    .filter_map(|&t| {
+                        let te = &pool.types[t as usize];
+                        te.cheapest_allowed(&c.reqs)
+                            .map(|o| (o.price, te.name.as_str(), t as usize))
+                    })
+                    .collect();
+                priced.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+                priced.truncate(MAX_INSTANCE_TYPES);
+                // Few distinct values: linear dedup on borrowed strings, cloned once at the end.
+                let mut zones: Vec<&str> = Vec::new();
+                let mut cts: Vec<&str> = Vec::new();
+                for &(_, _, t) in &priced {
+                    for o in &pool.types[t].offerings {
+                        if zone_req.is_none_or(|z| z.has(&o.zone))
+                            && ct_req.is_none_or(|r| r.has(&o.capacity_type))
+                        {
+                            if !zones.contains(&o.zone.as_str()) {
+                                zones.push(&o.zone);
+                            }
+                            if !cts.contains(&o.capacity_type.as_str()) {
+                                cts.push(&o.capacity_type);
+                            }
+                        }
                     }
                 }
-            }
+                zones.sort_unstable();
+                cts.sort_unstable();
+                (
+                    priced,
+                    zones.into_iter().map(str::to_string).collect(),
+                    cts.into_iter().map(str::to_string).collect(),
+                )
+            };
             let mut pods: Vec<PodKey> = c
                 .pods
                 .iter()
@@ -120,28 +170,25 @@ impl Run<'_, '_> {
             if zones.len() == 1 {
                 node_labels.insert(
                     labels::ZONE.to_string(),
-                    zones
-                        .iter()
-                        .next()
-                        .map(|z| z.to_string())
-                        .unwrap_or_default(),
+                    zones.first().cloned().unwrap_or_default(),
                 );
             }
             if cts.len() == 1 {
                 node_labels.insert(
                     labels::CAPACITY_TYPE.to_string(),
-                    cts.iter().next().map(|c| c.to_string()).unwrap_or_default(),
+                    cts.first().cloned().unwrap_or_default(),
                 );
             }
-            // Labels every remaining type agrees on (arch, os, instance type when single).
-            for key in [labels::ARCH, labels::OS, labels::INSTANCE_TYPE] {
-                let mut vals = priced
-                    .iter()
-                    .map(|&(_, _, t)| pool.types[t].labels.get(key));
-                if let Some(Some(first)) = vals.next()
-                    && vals.all(|v| v == Some(first))
-                {
-                    node_labels.insert(key.to_string(), first.clone());
+            // Labels every listed type carries with the same value (instance family, cpu, arch,
+            // ...; the instance type itself when only one is listed).
+            if let Some(&(_, _, first)) = priced.first() {
+                for (key, value) in &pool.types[first].labels {
+                    if priced[1..]
+                        .iter()
+                        .all(|&(_, _, t)| pool.types[t].labels.get(key) == Some(value))
+                    {
+                        node_labels.insert(key.clone(), value.clone());
+                    }
                 }
             }
             node_labels.remove(labels::HOSTNAME);
@@ -159,8 +206,8 @@ impl Run<'_, '_> {
                     .take(MAX_INSTANCE_TYPES)
                     .map(|(_, n, _)| n.to_string())
                     .collect(),
-                zones: zones.into_iter().map(str::to_string).collect(),
-                capacity_types: cts.into_iter().map(str::to_string).collect(),
+                zones,
+                capacity_types: cts,
                 price: priced.first().map(|p| p.0).unwrap_or(0.0),
                 labels: node_labels,
                 taints: pool.taints().iter().map(TaintOut::from).collect(),
@@ -178,6 +225,7 @@ impl Run<'_, '_> {
                 out.existing.push((n.name.clone(), pods));
             }
         }
+        out.existing.sort();
         for (i, reason) in &self.unschedulable {
             out.unschedulable
                 .push((self.items[*i as usize].pod.key(), reason.clone()));

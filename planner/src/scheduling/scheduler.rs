@@ -84,7 +84,8 @@ impl<'a> Scheduler<'a> {
             .collect();
 
         let mut node_pools: Vec<&crate::model::NodePool> = snapshot.node_pools.iter().collect();
-        node_pools.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
+        // Karpenter's OrderByWeight: weight descending, equal weights by name descending.
+        node_pools.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| b.name.cmp(&a.name)));
         let mut class_catalogs: BTreeMap<String, Catalog> = BTreeMap::new();
         let mut pools = Vec::new();
         let mut notes = catalog.notes.clone();
@@ -500,7 +501,7 @@ impl<'s, 'a> Run<'s, 'a> {
         let pool = &s.pools[self.claims[c].pool];
         let sig = self.sigs.get(sig_id);
         let claim = &self.claims[c];
-        if !claim.fits(pool, sig) {
+        if !claim.fits(sig) {
             return Err(Reject::permanent("not enough resources"));
         }
         let topo = if sig.constrained {
@@ -657,10 +658,9 @@ fn compute_pool_fit(
             continue;
         }
         matching += 1;
-        let mut avail = t.alloc.clone();
-        dims::sub(&mut avail, &pool.daemon);
-        dims::max_in(&mut largest, &avail);
-        if dims::fits2(&sig.requests, &pool.daemon, &t.alloc) {
+        let avail = &t.free;
+        dims::max_in(&mut largest, avail);
+        if dims::fits(&sig.requests, &t.free) {
             out.push(ti as u32);
         }
     }

@@ -200,9 +200,10 @@ fn node_pools_are_tried_by_weight_then_name() {
     s.node_pools = vec![node_pool("beta"), heavy, node_pool("alpha")];
     let r = solve(&s, &small_catalog());
     assert_eq!(r.new_claims[0].node_pool, "zeta");
+    // Equal weights: Karpenter's OrderByWeight tries names in descending order.
     s.node_pools[1].weight = 0;
     let r = solve(&s, &small_catalog());
-    assert_eq!(r.new_claims[0].node_pool, "alpha");
+    assert_eq!(r.new_claims[0].node_pool, "zeta");
 }
 
 #[test]
@@ -573,8 +574,8 @@ fn reasons_list_every_pool() {
     let r = solve(&s, &small_catalog());
     assert_eq!(
         reason_of(&r, "default/big"),
-        "no instance type in NodePool default fits cpu=20 (largest allows cpu=16); \
-         incompatible with NodePool gpu: did not tolerate nvidia.com/gpu=true:NoSchedule"
+        "incompatible with NodePool gpu: did not tolerate nvidia.com/gpu=true:NoSchedule; \
+         no instance type in NodePool default fits cpu=20 (largest allows cpu=16)"
     );
 }
 
@@ -700,4 +701,141 @@ fn preference_policy_ignore_drops_preferred_node_affinity() {
     };
     let r = solve_with(&snapshot(vec![p]), &small_catalog(), &options);
     assert_eq!(r.new_claims[0].zones, ["zone-a", "zone-b"]);
+}
+
+#[test]
+fn daemon_set_for_another_architecture_does_not_count_on_a_type() {
+    let mut catalog = small_catalog();
+    let mut arm = instance_type("g.small", 2, 4, 110, 0.09);
+    arm.labels.insert(labels::ARCH.into(), "arm64".into());
+    catalog.instance_types.push(arm);
+    let mut s = snapshot(vec![pod("a", 1500, 1024)]);
+    let mut ds = daemon_set("arm-agent", 600, 256);
+    ds.template
+        .node_selector
+        .insert(labels::ARCH.into(), "arm64".into());
+    s.daemon_sets.push(ds);
+    let r = solve(&s, &catalog);
+    // The arm64 type carries the agent (1.5 + 0.6 > 2); the amd64 m.small does not.
+    assert_eq!(r.new_claims[0].instance_types[0], "m.small", "{r:#?}");
+    assert!(
+        !r.new_claims[0]
+            .instance_types
+            .contains(&"g.small".to_string())
+    );
+}
+
+#[test]
+fn deleting_node_pools_launch_nothing() {
+    let mut s = snapshot(vec![pod("a", 100, 100)]);
+    s.node_pools[0].deletion_time = Some(1);
+    let r = solve(&s, &small_catalog());
+    assert_eq!(
+        reason_of(&r, "default/a"),
+        "NodePool default is being deleted"
+    );
+}
+
+#[test]
+fn initialized_nodes_are_tried_before_starting_ones() {
+    let mut s = snapshot(vec![pod("a", 100, 100)]);
+    let mut booting = node("a-booting", 4, 8);
+    booting
+        .labels
+        .insert(labels::NODEPOOL.into(), "default".into());
+    let mut ready = node("b-ready", 4, 8);
+    ready
+        .labels
+        .insert(labels::NODEPOOL.into(), "default".into());
+    ready
+        .labels
+        .insert(labels::INITIALIZED.into(), "true".into());
+    s.nodes = vec![booting, ready];
+    let r = solve(&s, &small_catalog());
+    assert_eq!(
+        r.existing,
+        [("b-ready".to_string(), vec!["default/a".to_string()])]
+    );
+}
+
+#[test]
+fn a_claim_is_split_when_smaller_nodes_are_cheaper() {
+    // One 16-vCPU type is a bad deal next to two 8-vCPU ones.
+    let catalog = Catalog {
+        instance_types: vec![
+            instance_type("s.large", 8, 16, 110, 0.2),
+            instance_type("s.xlarge", 16, 32, 110, 1.0),
+        ],
+        notes: vec![],
+    };
+    let r = solve(
+        &snapshot(vec![pod("a", 6000, 1024), pod("b", 6000, 1024)]),
+        &catalog,
+    );
+    assert_eq!(r.new_claims.len(), 2, "{r:#?}");
+    assert!(
+        r.new_claims
+            .iter()
+            .all(|c| c.instance_types[0] == "s.large")
+    );
+    assert!(r.lower_bound <= r.cost() + 1e-9);
+}
+
+#[test]
+fn cost_improvement_never_moves_pods_across_node_pools() {
+    let mut s = snapshot(vec![pod("big", 1000, 1024), pod("web", 100, 100)]);
+    let mut arm = node_pool("arm");
+    arm.weight = 10;
+    arm.requirements
+        .push(requirement(labels::ARCH, Operator::In, &["arm64"]));
+    s.node_pools.push(arm);
+    s.pods[1]
+        .node_selector
+        .insert(labels::ARCH.into(), "amd64".into());
+    let mut catalog = small_catalog();
+    let mut g = instance_type("g.small", 2, 4, 110, 0.09);
+    g.labels.insert(labels::ARCH.into(), "arm64".into());
+    catalog.instance_types.push(g);
+    let r = solve(&s, &catalog);
+    let pool_of = |p: &str| {
+        r.new_claims
+            .iter()
+            .find(|c| c.pods.contains(&p.to_string()))
+            .map(|c| c.node_pool.as_str())
+    };
+    assert_eq!(pool_of("default/big"), Some("arm"));
+    assert_eq!(pool_of("default/web"), Some("default"));
+}
+
+#[test]
+fn lower_bound_counts_nodes_that_anti_affinity_forces() {
+    let term = crate::model::PodAffinityTerm {
+        label_selector: Some({
+            let mut s = crate::model::LabelSelector::default();
+            s.match_labels.insert("app".into(), "web".into());
+            s
+        }),
+        namespaces: vec![],
+        namespace_selector: None,
+        topology_key: labels::HOSTNAME.into(),
+        match_label_keys: vec![],
+        mismatch_label_keys: vec![],
+    };
+    let pods: Vec<_> = (0..3)
+        .map(|i| {
+            let mut p = pod(&format!("web-{i}"), 100, 100);
+            p.labels.insert("app".into(), "web".into());
+            p.pod_anti_affinity.push(term.clone());
+            p
+        })
+        .collect();
+    let r = solve(&snapshot(pods), &small_catalog());
+    assert_eq!(r.new_claims.len(), 3, "{r:#?}");
+    // Three nodes at least: three times the cheapest node (m.small spot, 0.04).
+    assert!(
+        r.lower_bound >= 3.0 * 0.04 * (1.0 - 1e-6),
+        "{}",
+        r.lower_bound
+    );
+    assert!(r.lower_bound <= r.cost() + 1e-9);
 }
