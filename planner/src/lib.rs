@@ -22,6 +22,7 @@ pub mod catalog;
 pub mod client;
 #[cfg(feature = "grpc")]
 pub mod config;
+pub mod consolidation;
 pub mod labels;
 pub mod manifests;
 #[cfg(feature = "grpc")]
@@ -60,5 +61,25 @@ pub fn plan(snapshot: &ClusterSnapshot, catalog: &Catalog, options: &PlanOptions
         .map(|(pod, reason)| plan::Unschedulable { pod, reason })
         .collect();
     plan.notes = results.notes;
+    if !options.no_disruption {
+        let launch: Vec<(String, Vec<model::PodKey>)> = plan
+            .existing_nodes
+            .iter()
+            .map(|e| (e.name.clone(), e.pods.clone()))
+            .collect();
+        match consolidation::disrupt_after_launch(
+            snapshot,
+            catalog,
+            options,
+            &consolidation::with_scheduler,
+            &launch,
+        ) {
+            Ok(outcome) => {
+                plan.disruptions = outcome.decisions;
+                plan.notes.extend(outcome.notes);
+            }
+            Err(e) => plan.notes.push(format!("disruption not planned: {e}")),
+        }
+    }
     plan
 }
