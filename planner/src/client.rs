@@ -113,9 +113,12 @@ pub enum Error {
 /// Result of a client call.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The generated client over one replica's channel, with the bearer token added.
+type GrpcClient = pb::planner_client::PlannerClient<InterceptedService<Channel, AddBearer>>;
+
 struct Replica {
     name: String,
-    client: pb::planner_client::PlannerClient<InterceptedService<Channel, AddBearer>>,
+    client: GrpcClient,
     ejected_until: Mutex<Option<Instant>>,
 }
 
@@ -246,42 +249,13 @@ impl PlannerClient {
     /// # Errors
     /// As [`PlannerClient::plan`].
     pub async fn plan_request(&self, req: pb::PlanRequest) -> Result<pb::PlanResponse> {
-        let n = self.replicas.len();
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
-        let now = Instant::now();
-        // Healthy replicas first (in round-robin order), then the ones set aside.
-        let mut order: Vec<usize> = (0..n).map(|i| (start + i) % n).collect();
-        order.sort_by_key(|&i| self.replicas[i].is_ejected(now));
-        let mut last = None;
-        for i in order {
-            let replica = &self.replicas[i];
+        let timeout = self.timeout;
+        self.with_failover(|mut client| {
             let mut request = tonic::Request::new(req.clone());
-            request.set_timeout(self.timeout);
-            match replica.client.clone().plan(request).await {
-                Ok(resp) => {
-                    replica.restore();
-                    return Ok(resp.into_inner());
-                }
-                Err(status) if is_retryable(&status) => {
-                    tracing::debug!(replica = %replica.name, code = ?status.code(), "Plan failed; trying another replica");
-                    replica.eject(Instant::now() + EJECT_FOR);
-                    last = Some((replica.name.clone(), status));
-                }
-                Err(status) => {
-                    return Err(Error::Rpc {
-                        replica: replica.name.clone(),
-                        status,
-                    });
-                }
-            }
-        }
-        let (replica, status) = last.unwrap_or_else(|| {
-            (
-                String::new(),
-                tonic::Status::unavailable("no planner replica"),
-            )
-        });
-        Err(Error::Rpc { replica, status })
+            request.set_timeout(timeout);
+            async move { client.plan(request).await }
+        })
+        .await
     }
 }
 
@@ -300,6 +274,21 @@ impl PlannerClient {
         F: FnMut() -> S,
         S: futures::Stream<Item = pb::ClusterUpdate> + Send + 'static,
     {
+        self.with_failover(|mut client| {
+            let updates = make();
+            async move { client.session(updates).await }
+        })
+        .await
+    }
+
+    /// Calls replicas in round-robin order, healthy ones first, until one answers or refuses
+    /// with a status another replica would not change. A replica that fails with a retryable
+    /// status is set aside for [`EJECT_FOR`].
+    async fn with_failover<T, F, Fut>(&self, mut call: F) -> Result<T>
+    where
+        F: FnMut(GrpcClient) -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+    {
         let n = self.replicas.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let now = Instant::now();
@@ -308,12 +297,13 @@ impl PlannerClient {
         let mut last = None;
         for i in order {
             let replica = &self.replicas[i];
-            match replica.client.clone().session(make()).await {
+            match call(replica.client.clone()).await {
                 Ok(resp) => {
                     replica.restore();
                     return Ok(resp.into_inner());
                 }
                 Err(status) if is_retryable(&status) => {
+                    tracing::debug!(replica = %replica.name, code = ?status.code(), "Call failed; trying another replica");
                     replica.eject(Instant::now() + EJECT_FOR);
                     last = Some((replica.name.clone(), status));
                 }
