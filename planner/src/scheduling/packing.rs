@@ -881,43 +881,61 @@ fn greedy_pack(
                 break;
             }
             let te = &pool.types[t];
-            counts.iter_mut().for_each(|c| *c = 0);
-            used.iter_mut().for_each(|u| *u = 0);
-            let mut worth = 0.0;
-            loop {
-                let mut pick: Option<(f64, usize)> = None;
-                for (b, (_, v)) in buckets.iter().enumerate() {
-                    if counts[b] >= v.len() || !fit[b][t] {
-                        continue;
-                    }
-                    let q = req(b);
-                    if !slots.iter().all(|&r| used[r] + q[r] <= te.free[r]) {
-                        continue;
-                    }
-                    // Only resources with a price steer the fill: the others are slack in
-                    // the cheapest fractional fleet.
-                    let mut dot = 0.0;
-                    for &r in &priced {
-                        if te.free[r] > 0 {
-                            let cap = te.free[r] as f64;
-                            dot += q[r] as f64 / cap * ((cap - used[r] as f64) / cap);
+            for fill in [Fill::DotProduct, Fill::Cosine] {
+                counts.iter_mut().for_each(|c| *c = 0);
+                used.iter_mut().for_each(|u| *u = 0);
+                let mut worth = 0.0;
+                loop {
+                    let mut pick: Option<(f64, usize)> = None;
+                    for (b, (_, v)) in buckets.iter().enumerate() {
+                        if counts[b] >= v.len() || !fit[b][t] {
+                            continue;
+                        }
+                        let q = req(b);
+                        if !slots.iter().all(|&r| used[r] + q[r] <= te.free[r]) {
+                            continue;
+                        }
+                        // Only resources with a price steer the fill: the others are slack
+                        // in the cheapest fractional fleet.
+                        let (mut dot, mut nq, mut nf, mut size) = (0.0, 0.0, 0.0, 0.0f64);
+                        for &r in &priced {
+                            if te.free[r] > 0 {
+                                let cap = te.free[r] as f64;
+                                let qr = q[r] as f64 / cap;
+                                let free = (cap - used[r] as f64) / cap;
+                                dot += qr * free;
+                                nq += qr * qr;
+                                nf += free * free;
+                                size = size.max(qr);
+                            }
+                        }
+                        let score = match fill {
+                            Fill::DotProduct => dot,
+                            Fill::Cosine => {
+                                let cos = if nq > 0.0 && nf > 0.0 {
+                                    dot / (nq.sqrt() * nf.sqrt())
+                                } else {
+                                    0.0
+                                };
+                                (cos * 1e3).round() + size
+                            }
+                        };
+                        if pick.is_none_or(|(d, _)| score > d + 1e-15) {
+                            pick = Some((score, b));
                         }
                     }
-                    if pick.is_none_or(|(d, _)| dot > d + 1e-15) {
-                        pick = Some((dot, b));
+                    let Some((_, b)) = pick else { break };
+                    counts[b] += 1;
+                    worth += value[b];
+                    for &r in &slots {
+                        used[r] += req(b)[r];
                     }
                 }
-                let Some((_, b)) = pick else { break };
-                counts[b] += 1;
-                worth += value[b];
-                for &r in &slots {
-                    used[r] += req(b)[r];
+                let ratio = worth / te.price;
+                if worth > 0.0 && best.is_none_or(|(r, _)| ratio > r + 1e-12) {
+                    best = Some((ratio, t));
+                    best_counts.copy_from_slice(&counts);
                 }
-            }
-            let ratio = worth / te.price;
-            if worth > 0.0 && best.is_none_or(|(r, _)| ratio > r + 1e-12) {
-                best = Some((ratio, t));
-                best_counts.copy_from_slice(&counts);
             }
         }
         let (_, t) = best?;
