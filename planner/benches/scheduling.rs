@@ -136,8 +136,7 @@ fn run_case(name: &str, n: usize) {
     };
     let unsched = plan.unschedulable.len();
     if std::env::args().any(|a| a == "--detail") {
-        let mut by: std::collections::BTreeMap<(String, String), (usize, f64)> =
-            Default::default();
+        let mut by: std::collections::BTreeMap<(String, String), (usize, f64)> = Default::default();
         for c in &plan.node_claims {
             let t = c.instance_types.first().cloned().unwrap_or_default();
             let e = by.entry((c.node_pool.clone(), t)).or_default();
