@@ -1,10 +1,12 @@
 //! Commands of the `dovetail` binary and how their failures map to exit codes.
 //!
 //! Exit codes: 0 success; 2 bad input (a manifest, catalog file, flag value or path that cannot
-//! be used; clap's usage errors use 2 as well); 1 any other failure (e.g. writing the output).
+//! be used, or input a `--server` rejects as invalid; clap's usage errors use 2 as well); 1 any
+//! other failure (e.g. writing the output, a `--server` that cannot be reached).
 
 mod backend;
 mod plan;
+mod remote;
 mod table;
 
 use std::process::ExitCode;
@@ -38,6 +40,9 @@ pub(crate) enum CliError {
     /// A flag value or an input other than the manifests is unusable (catalog file, `--now`).
     #[error("{0}")]
     Input(String),
+    /// The remote planner (`--server`) could not be reached or failed.
+    #[error("remote planner: {0}")]
+    Remote(String),
     /// The output could not be written.
     #[error("writing the output: {0}")]
     Output(#[from] std::io::Error),
@@ -47,7 +52,7 @@ impl CliError {
     fn exit_code(&self) -> u8 {
         match self {
             CliError::Manifests(_) | CliError::Input(_) => 2,
-            CliError::Output(_) => 1,
+            CliError::Output(_) | CliError::Remote(_) => 1,
         }
     }
 }

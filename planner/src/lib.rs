@@ -7,14 +7,32 @@
 //! The core (`model`, `requirements`, `catalog` types, `scheduling`, `consolidation`) does no IO,
 //! reads no clock and sees no wire types. Edge modules convert inputs into the model:
 //! `manifests` reads Kubernetes YAML/JSON.
+//!
+//! With the default `grpc` feature the crate also holds the network edge: [`api`] (the
+//! `dovetail.v1.Planner` service and the wire conversions), [`server`] and [`config`] (the
+//! `dovetail-planner` binary), [`client`] (balanced, retrying calls to several replicas),
+//! [`auth`] and [`metrics`]. Wire types never leave `api` and `client`.
 
+#[cfg(feature = "grpc")]
+pub mod api;
+#[cfg(feature = "grpc")]
+pub mod auth;
 pub mod catalog;
+#[cfg(feature = "grpc")]
+pub mod client;
+#[cfg(feature = "grpc")]
+pub mod config;
+pub mod consolidation;
 pub mod labels;
 pub mod manifests;
+#[cfg(feature = "grpc")]
+pub mod metrics;
 pub mod model;
 pub mod plan;
 pub mod requirements;
 pub mod scheduling;
+#[cfg(feature = "grpc")]
+pub mod server;
 pub mod test_util;
 
 use catalog::Catalog;
@@ -43,5 +61,25 @@ pub fn plan(snapshot: &ClusterSnapshot, catalog: &Catalog, options: &PlanOptions
         .map(|(pod, reason)| plan::Unschedulable { pod, reason })
         .collect();
     plan.notes = results.notes;
+    if !options.no_disruption {
+        let launch: Vec<(String, Vec<model::PodKey>)> = plan
+            .existing_nodes
+            .iter()
+            .map(|e| (e.name.clone(), e.pods.clone()))
+            .collect();
+        match consolidation::disrupt_after_launch(
+            snapshot,
+            catalog,
+            options,
+            &consolidation::with_scheduler,
+            &launch,
+        ) {
+            Ok(outcome) => {
+                plan.disruptions = outcome.decisions;
+                plan.notes.extend(outcome.notes);
+            }
+            Err(e) => plan.notes.push(format!("disruption not planned: {e}")),
+        }
+    }
     plan
 }

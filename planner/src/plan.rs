@@ -21,7 +21,9 @@ pub struct Plan {
     /// Totals.
     pub summary: Summary,
     /// Things a person should know about how the plan was made (e.g. how spot was priced).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Always printed, even when empty, because the plan's JSON is the proto3 JSON of
+    /// `PlanResponse` with default values emitted.
+    #[serde(default)]
     pub notes: Vec<String>,
 }
 

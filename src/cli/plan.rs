@@ -8,6 +8,7 @@ use planner::model::{MinValuesPolicy, PlanOptions, PreferencePolicy};
 
 use super::CliError;
 use super::backend::{CatalogChoice, Local, PlanBackend, PlanRequest, Planned};
+use super::remote::Remote;
 use super::table;
 
 /// Arguments of `dovetail plan`.
@@ -39,6 +40,19 @@ pub(crate) struct PlanArgs {
     /// Compute only the launch plan (no consolidation, drift or expiry).
     #[arg(long)]
     no_disruption: bool,
+    /// Plan on a dovetail-planner service instead of in-process: HOST:PORT, several separated
+    /// by commas (or a name that resolves to several addresses); a failed call is retried on
+    /// another replica. The output is the same.
+    #[arg(long, value_name = "HOST:PORT[,HOST:PORT...]", value_delimiter = ',')]
+    server: Vec<String>,
+    /// Bearer token for --server.
+    #[arg(
+        long,
+        env = "DOVETAIL_TOKEN",
+        hide_env_values = true,
+        requires = "server"
+    )]
+    token: Option<String>,
     /// Output format. Default: `table` when standard output is a terminal, `json` otherwise.
     #[arg(short = 'o', long, value_enum, ignore_case = true)]
     output: Option<OutputFormat>,
@@ -107,7 +121,15 @@ pub(super) fn run(args: &PlanArgs, clock_now: i64) -> Result<(), CliError> {
             no_disruption: args.no_disruption,
         },
     };
-    let planned = Local.plan(&request)?;
+    let planned = if args.server.is_empty() {
+        Local.plan(&request)?
+    } else {
+        Remote {
+            endpoints: args.server.clone(),
+            token: args.token.clone(),
+        }
+        .plan(&request)?
+    };
     let format = args.output.unwrap_or(if std::io::stdout().is_terminal() {
         OutputFormat::Table
     } else {

@@ -29,8 +29,9 @@ const EPHEMERAL_TAINTS: &[&str] = &[
 pub(crate) struct ExistingNode {
     /// Node name (or claim name when it has no node yet).
     pub(crate) name: String,
-    /// Its labels as requirements, plus its hostname.
-    pub(crate) reqs: Requirements,
+    /// Its labels as requirements, plus its hostname. Shared: every simulation clones the
+    /// existing nodes, and the requirements never change during one.
+    pub(crate) reqs: std::sync::Arc<Requirements>,
     /// Taints pods must tolerate.
     pub(crate) taints: Vec<Taint>,
     /// What is left: allocatable minus bound pods minus DaemonSets not yet running there.
@@ -195,7 +196,7 @@ fn from_node(
     reqs.add(Requirement::is_in(labels::HOSTNAME, [hostname]));
     ExistingNode {
         name: n.name.clone(),
-        reqs,
+        reqs: std::sync::Arc::new(reqs),
         taints: node_taints,
         available,
         used: d.zero(),
@@ -265,7 +266,7 @@ fn from_claim(
     reqs.add(Requirement::is_in(labels::HOSTNAME, [c.name.clone()]));
     ExistingNode {
         name: c.name.clone(),
-        reqs,
+        reqs: std::sync::Arc::new(reqs),
         taints: taints_,
         available,
         used: d.zero(),

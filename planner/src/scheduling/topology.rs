@@ -451,9 +451,21 @@ impl Topology {
     pub(crate) fn new(input: &TopologyInput<'_>) -> Self {
         let snapshot = input.snapshot;
         let pending_uids: BTreeSet<&str> = input.pending.iter().map(|p| p.uid.as_str()).collect();
+        // Node and bound-pod views only serve groups, and groups only come from constrained
+        // pods being placed or from bound pods' anti-affinity. Without either (the common case
+        // of a disruption simulation, run thousands of times per plan) they are not built.
+        let needed = input
+            .pending
+            .iter()
+            .any(|p| super::has_topology_constraints(p))
+            || snapshot
+                .pods
+                .iter()
+                .any(|p| !p.pod_anti_affinity.is_empty() && p.is_bound_active());
         let nodes: Vec<NodeInfo> = snapshot
             .nodes
             .iter()
+            .filter(|_| needed)
             .filter(|n| !input.excluded_nodes.contains(&n.name))
             .map(|n| NodeInfo {
                 name: n.name.clone(),
@@ -483,7 +495,7 @@ impl Topology {
             .collect();
         let mut bound = Vec::new();
         let mut bound_anti = Vec::new();
-        for p in &snapshot.pods {
+        for p in snapshot.pods.iter().filter(|_| needed) {
             if !p.is_bound_active()
                 || p.deletion_time.is_some()
                 || pending_uids.contains(p.uid.as_str())

@@ -1,0 +1,181 @@
+//! Prometheus metrics of the planner service, exposed on `/metrics` on their own port.
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(String, String)>;
+
+/// The planner's metrics. Cheap to clone (every metric is shared).
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    requests: Family<Labels, Counter>,
+    latency: Family<Labels, Histogram>,
+    pods_planned: Counter,
+    plan_cost: Histogram,
+    shed: Counter,
+    sessions: Gauge,
+    session_objects: Gauge,
+    actuator_commands: Counter,
+    actuator_failures: Counter,
+}
+
+// === impl Metrics ===
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric in a fresh registry.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("dovetail_planner");
+        let requests = Family::<Labels, Counter>::default();
+        registry.register(
+            "requests",
+            "gRPC requests served, by method and status code",
+            requests.clone(),
+        );
+        let latency = Family::<Labels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.0005, 2.0, 18))
+        });
+        registry.register(
+            "request_duration_seconds",
+            "Time to answer a request (a session batch for Session), by method",
+            latency.clone(),
+        );
+        let pods_planned = Counter::default();
+        registry.register(
+            "pods_planned",
+            "Pending pods in the snapshots planned",
+            pods_planned.clone(),
+        );
+        let plan_cost = Histogram::new(exponential_buckets(0.01, 2.0, 20));
+        registry.register(
+            "plan_cost_per_hour_dollars",
+            "Hourly cost of the new capacity of each plan (summary.costPerHour)",
+            plan_cost.clone(),
+        );
+        let shed = Counter::default();
+        registry.register(
+            "requests_shed",
+            "Requests refused with RESOURCE_EXHAUSTED because the concurrency limit was reached",
+            shed.clone(),
+        );
+        let sessions = Gauge::default();
+        registry.register("sessions", "Open Session streams", sessions.clone());
+        let session_objects = Gauge::default();
+        registry.register(
+            "session_objects",
+            "Objects held by open Session streams",
+            session_objects.clone(),
+        );
+        let actuator_commands = Counter::default();
+        registry.register(
+            "actuator_commands_submitted",
+            "Commands submitted to the actuator",
+            actuator_commands.clone(),
+        );
+        let actuator_failures = Counter::default();
+        registry.register(
+            "actuator_submit_failures",
+            "Submissions to the actuator that failed",
+            actuator_failures.clone(),
+        );
+        Self {
+            registry: Arc::new(registry),
+            requests,
+            latency,
+            pods_planned,
+            plan_cost,
+            shed,
+            sessions,
+            session_objects,
+            actuator_commands,
+            actuator_failures,
+        }
+    }
+
+    /// Counts one finished request.
+    pub fn request(&self, method: &str, code: tonic::Code, seconds: f64) {
+        let code = format!("{code:?}");
+        self.requests
+            .get_or_create(&vec![
+                ("method".to_string(), method.to_string()),
+                ("code".to_string(), code),
+            ])
+            .inc();
+        self.latency
+            .get_or_create(&vec![("method".to_string(), method.to_string())])
+            .observe(seconds);
+    }
+
+    /// Records one computed plan.
+    pub fn plan(&self, pending_pods: u32, cost_per_hour: f64) {
+        self.pods_planned.inc_by(u64::from(pending_pods));
+        if cost_per_hour.is_finite() {
+            self.plan_cost.observe(cost_per_hour);
+        }
+    }
+
+    /// Counts a request refused by load shedding.
+    pub fn shed(&self) {
+        self.shed.inc();
+    }
+
+    /// The gauge of open sessions.
+    pub fn sessions(&self) -> &Gauge {
+        &self.sessions
+    }
+
+    /// The gauge of objects held by open sessions.
+    pub fn session_objects(&self) -> &Gauge {
+        &self.session_objects
+    }
+
+    /// Counts a submission to the actuator.
+    pub fn actuator_submitted(&self, commands: usize, ok: bool) {
+        self.actuator_commands.inc_by(commands as u64);
+        if !ok {
+            self.actuator_failures.inc();
+        }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_recorded_values() {
+        let m = Metrics::new();
+        m.request("Plan", tonic::Code::Ok, 0.002);
+        m.plan(7, 1.5);
+        let text = m.render();
+        assert!(
+            text.contains(r#"dovetail_planner_requests_total{method="Plan",code="Ok"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains("dovetail_planner_pods_planned_total 7"),
+            "{text}"
+        );
+        assert!(text.contains("dovetail_planner_plan_cost_per_hour_dollars_count 1"));
+    }
+}

@@ -1,0 +1,108 @@
+//! The request guard: a load-shedding concurrency limit and a timeout, as one tower layer.
+//!
+//! It applies to the `dovetail.v1` services only, so that health probes and reflection are never
+//! shed. A request over the limit is answered at once with RESOURCE_EXHAUSTED (never queued), and
+//! one that runs past the timeout with DEADLINE_EXCEEDED. For a streaming call the timeout covers
+//! opening the stream, not its whole life.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tonic::Status;
+use tonic::body::Body;
+use tower::{BoxError, Layer, Service};
+
+use crate::metrics::Metrics;
+
+const GUARDED_PREFIX: &str = "/dovetail.v1.";
+
+/// Builds [`Guard`]s that share one limit across all connections.
+#[derive(Clone)]
+pub struct GuardLayer {
+    permits: Arc<Semaphore>,
+    limit: usize,
+    timeout: Duration,
+    metrics: Metrics,
+}
+
+// === impl GuardLayer ===
+
+impl GuardLayer {
+    /// At most `limit` guarded requests at once, each given `timeout`.
+    pub fn new(limit: usize, timeout: Duration, metrics: Metrics) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(limit)),
+            limit,
+            timeout,
+            metrics,
+        }
+    }
+}
+
+impl<S> Layer<S> for GuardLayer {
+    type Service = Guard<S>;
+
+    fn layer(&self, inner: S) -> Guard<S> {
+        Guard {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+/// See the module documentation.
+#[derive(Clone)]
+pub struct Guard<S> {
+    inner: S,
+    layer: GuardLayer,
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, B> Service<http::Request<B>> for Guard<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<Body>>,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+{
+    type Response = http::Response<Body>;
+    type Error = BoxError;
+    type Future = BoxFuture<Result<Self::Response, BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        if !req.uri().path().starts_with(GUARDED_PREFIX) {
+            let fut = self.inner.call(req);
+            return Box::pin(async move { fut.await.map_err(Into::into) });
+        }
+        let Ok(permit) = self.layer.permits.clone().try_acquire_owned() else {
+            self.layer.metrics.shed();
+            let status = Status::resource_exhausted(format!(
+                "the planner is serving its limit of {} concurrent requests; retry later or on \
+                 another replica",
+                self.layer.limit
+            ));
+            return Box::pin(async move { Ok(status.into_http()) });
+        };
+        let timeout = self.layer.timeout;
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let r = tokio::time::timeout(timeout, fut).await;
+            drop(permit);
+            match r {
+                Ok(r) => r.map_err(Into::into),
+                Err(_) => Ok(Status::deadline_exceeded(format!(
+                    "the planner did not answer within {timeout:?}"
+                ))
+                .into_http()),
+            }
+        })
+    }
+}
