@@ -91,6 +91,20 @@ fn run_case(name: &str, n: usize) {
             realistic_workload(n),
             aws::builtin("us-east-1").expect("built-in catalog"),
         ),
+        // One NodePool's pods of the realistic workload (for a per-pool cost ÷ bound).
+        "realistic-general" | "realistic-batch" | "realistic-gpu" => {
+            let mut snap = realistic_workload(n);
+            snap.pods.retain(|p| {
+                let batch = p.node_selector.contains_key("workload");
+                let gpu = !p.requests.extended.is_empty();
+                match name {
+                    "realistic-batch" => batch,
+                    "realistic-gpu" => gpu,
+                    _ => !batch && !gpu,
+                }
+            });
+            (snap, aws::builtin("us-east-1").expect("built-in catalog"))
+        }
         other => {
             let g = other.trim_start_matches("karpenter-");
             let idx = GROUPS.iter().position(|x| *x == g).expect("known group");
@@ -121,6 +135,18 @@ fn run_case(name: &str, n: usize) {
         f64::NAN
     };
     let unsched = plan.unschedulable.len();
+    if std::env::args().any(|a| a == "--detail") {
+        let mut by: std::collections::BTreeMap<(String, String), (usize, f64)> = Default::default();
+        for c in &plan.node_claims {
+            let t = c.instance_types.first().cloned().unwrap_or_default();
+            let e = by.entry((c.node_pool.clone(), t)).or_default();
+            e.0 += 1;
+            e.1 += c.price;
+        }
+        for ((pool, t), (k, cost)) in by {
+            eprintln!("  {pool:<10} {t:<16} {k:>6} {cost:>10.3}");
+        }
+    }
     println!(
         "{:<28} {:>7} {:>10.1} {:>12.0} {:>7} {:>11.3} {:>11.3} {:>8.4} {:>9.1}{}",
         name,

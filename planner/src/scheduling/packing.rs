@@ -2,8 +2,9 @@
 //! new claims without breaking any rule. Every move is re-validated through the same fit check
 //! as scheduling ([`super::node_claim::Claim::check`]).
 //!
-//! Moves are only made when no pod in the snapshot has topology constraints, so that domain
-//! counts that other pods' constraints depend on cannot change.
+//! With topology constraints in play, only pods no constraint can see move anywhere, and pods
+//! only zone-keyed constraints can see move between claims pinned to the same zone, so that no
+//! domain count any constraint depends on changes.
 
 use super::scheduler::Run;
 
@@ -14,12 +15,209 @@ pub(super) fn improve(run: &mut Run<'_, '_>) {
     }
     if run.s.topology_active {
         fill_gaps(run);
+        empty_zoned_claims(run);
         return;
     }
     for p in 0..run.s.pools.len() {
         repack_pool(run, p);
     }
-    empty_claims(run);
+    let n = run.claims.len();
+    empty_claims(run, &vec![true; n], &vec![Some(String::new()); n]);
+}
+
+/// With topology constraints in play: a claim pinned to one zone whose pods only zone-keyed
+/// constraints can see (their own constraints are all zone-keyed, and every selector of a
+/// constraint with another key, of any pod, matches none of them) is emptied into other claims
+/// of its pool pinned to the same zone when that is cheaper. Per-zone domain counts do not
+/// change when a pod moves between two nodes of the same zone, and no constraint counts these
+/// pods per node, so every constraint that held still holds.
+fn empty_zoned_claims(run: &mut Run<'_, '_>) {
+    let zone_key = crate::labels::ZONE;
+    let s = run.s;
+    let mut other_keyed: Vec<crate::model::LabelSelector> = Vec::new();
+    for p in s
+        .snapshot
+        .pods
+        .iter()
+        .chain(run.items.iter().map(|it| it.pod.as_ref()))
+    {
+        // A zone spread that counts only pods on nodes matching its pod's node affinity
+        // could count a pod differently on another node of the zone.
+        let narrowed = !p.node_selector.is_empty() || !p.required_node_affinity.is_empty();
+        for t in &p.topology_spread {
+            if t.topology_key != zone_key
+                || (narrowed && t.node_affinity_policy == crate::model::NodeInclusionPolicy::Honor)
+            {
+                other_keyed.extend(t.label_selector.iter().cloned());
+            }
+        }
+        let terms = p
+            .pod_affinity
+            .iter()
+            .chain(&p.pod_anti_affinity)
+            .chain(p.preferred_pod_affinity.iter().map(|w| &w.term))
+            .chain(p.preferred_pod_anti_affinity.iter().map(|w| &w.term));
+        for t in terms {
+            if t.topology_key != zone_key {
+                other_keyed.extend(t.label_selector.iter().cloned());
+            }
+        }
+    }
+    other_keyed.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    other_keyed.dedup();
+    let zone_only = |pod: &crate::model::Pod| -> bool {
+        pod.topology_spread
+            .iter()
+            .all(|t| t.topology_key == zone_key)
+            && pod
+                .pod_affinity
+                .iter()
+                .chain(&pod.pod_anti_affinity)
+                .chain(pod.preferred_pod_affinity.iter().map(|w| &w.term))
+                .chain(pod.preferred_pod_anti_affinity.iter().map(|w| &w.term))
+                .all(|t| t.topology_key == zone_key)
+            && !other_keyed.iter().any(|sel| sel.matches(&pod.labels))
+    };
+    let movable: Vec<bool> = run.items.iter().map(|it| zone_only(&it.pod)).collect();
+    let may_empty: Vec<bool> = run
+        .claims
+        .iter()
+        .map(|c| c.pods.iter().all(|&i| movable[i as usize]))
+        .collect();
+    if !may_empty.iter().any(|m| *m) {
+        return;
+    }
+    let group: Vec<Option<String>> = run
+        .claims
+        .iter()
+        .map(|c| {
+            c.reqs
+                .get(zone_key)
+                .and_then(|r| r.single_value())
+                .map(str::to_string)
+        })
+        .collect();
+    repack_zones(run, &may_empty, &group);
+    let may_empty: Vec<bool> = run
+        .claims
+        .iter()
+        .map(|c| c.pods.iter().all(|&i| movable[i as usize]))
+        .collect();
+    let group: Vec<Option<String>> = run
+        .claims
+        .iter()
+        .map(|c| {
+            c.reqs
+                .get(zone_key)
+                .and_then(|r| r.single_value())
+                .map(str::to_string)
+        })
+        .collect();
+    empty_claims(run, &may_empty, &group);
+}
+
+/// Per NodePool without limits and zone: the pods of the claims that may be emptied (see
+/// [`empty_zoned_claims`]) and are pinned to that zone are re-packed onto fresh claims pinned
+/// to the same zone (the cheapest of the packings, each claim rebuilt through
+/// [`super::node_claim::Claim::check`] with the zone requirement), kept when cheaper.
+fn repack_zones(run: &mut Run<'_, '_>, may_empty: &[bool], group: &[Option<String>]) {
+    let s = run.s;
+    let mut keys: Vec<(usize, String)> = (0..run.claims.len())
+        .filter(|&c| may_empty[c] && !run.claims[c].pods.is_empty())
+        .filter_map(|c| group[c].clone().map(|z| (run.claims[c].pool, z)))
+        .filter(|(p, _)| s.pools[*p].limits.is_empty())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    for (p, zone) in keys {
+        // Claims added by an earlier key come after `may_empty`'s end and are left alone.
+        let old: Vec<usize> = (0..may_empty.len())
+            .filter(|&c| {
+                may_empty[c]
+                    && run.claims[c].pool == p
+                    && !run.claims[c].pods.is_empty()
+                    && group[c].as_deref() == Some(zone.as_str())
+            })
+            .collect();
+        let mut items: Vec<u32> = old
+            .iter()
+            .flat_map(|&c| run.claims[c].pods.iter().copied())
+            .collect();
+        items.sort_unstable();
+        let before: f64 = old.iter().map(|&c| claim_price(run, c)).sum();
+        let lp = super::lower_bound::problem(run, &items, &[p])
+            .map(|(cols, dem)| super::lower_bound::covering(&cols, &dem))
+            .unwrap_or(0.0);
+        let mut best: Option<(f64, Vec<super::node_claim::Claim>)> = None;
+        // The greedy (the slowest) only when the LP-guided packing leaves a gap.
+        for step in 0..2 {
+            let cl = if step == 0 {
+                lp_pack(run, p, &items, Fill::DotProduct, Target::Most)
+            } else if best.as_ref().map_or(before, |b| b.0) > lp * (1.0 + GREEDY_GAP) {
+                greedy_pack(run, p, &items)
+            } else {
+                None
+            };
+            let Some(cl) = cl else { continue };
+            let Some(pinned) = pin_to_zone(run, p, &zone, cl) else {
+                continue;
+            };
+            let after: f64 = pinned.iter().map(|c| price_of(run, c)).sum();
+            if after < before - 1e-9 && best.as_ref().is_none_or(|(b, _)| after < *b - 1e-9) {
+                best = Some((after, pinned));
+            }
+        }
+        if let Some((_, new_claims)) = best {
+            for &c in &old {
+                run.claims[c].pods.clear();
+            }
+            run.claims.extend(new_claims);
+        }
+    }
+}
+
+/// `claims` rebuilt pinned to `zone` (types without an offering there dropped), through
+/// [`super::node_claim::Claim::check`]; `None` when some pod no longer fits.
+fn pin_to_zone(
+    run: &Run<'_, '_>,
+    p: usize,
+    zone: &str,
+    claims: Vec<super::node_claim::Claim>,
+) -> Option<Vec<super::node_claim::Claim>> {
+    let s = run.s;
+    let pool = &s.pools[p];
+    let mut pinned = Vec::with_capacity(claims.len());
+    for (k, c) in claims.into_iter().enumerate() {
+        let mut reqs = pool.reqs.clone();
+        reqs.add(crate::requirements::Requirement::is_in(
+            crate::labels::HOSTNAME,
+            [format!("hostname-placeholder-zoned-{p}-{zone}-{k}")],
+        ));
+        reqs.add(crate::requirements::Requirement::is_in(
+            crate::labels::ZONE,
+            [zone.to_string()],
+        ));
+        let types: Vec<u32> = c
+            .types
+            .iter()
+            .copied()
+            .filter(|&t| {
+                let te = &pool.types[t as usize];
+                te.reqs.intersects(&reqs).is_ok() && te.cheapest_allowed(&reqs).is_some()
+            })
+            .collect();
+        let mut nc = super::node_claim::Claim::new(p, pool, types, String::new());
+        nc.reqs = reqs;
+        for &i in &c.pods {
+            let sig = run.sigs.get(run.items[i as usize].sig);
+            let n = nc
+                .check(pool, sig, None, s.options.min_values_policy)
+                .ok()?;
+            nc.commit(pool, sig, i, n);
+        }
+        pinned.push(nc);
+    }
+    Some(pinned)
 }
 
 /// Re-packs the pods of one NodePool's claims in the order of their value under the LP's dual
@@ -45,7 +243,7 @@ fn repack_pool(run: &mut Run<'_, '_>, p: usize) {
     let Some((columns, demand)) = super::lower_bound::problem(run, &items, &[p]) else {
         return;
     };
-    let (_, prices) = super::lower_bound::covering_with_duals(&columns, &demand);
+    let (lp, prices) = super::lower_bound::covering_with_duals(&columns, &demand);
     let value = |i: u32| -> f64 {
         let sig = run.sigs.get(run.items[i as usize].sig);
         sig.requests
@@ -70,6 +268,16 @@ fn repack_pool(run: &mut Run<'_, '_>, p: usize) {
     for new_claims in candidates.into_iter().flatten() {
         let after: f64 = new_claims.iter().map(|c| price_of(run, c)).sum();
         if after < before - 1e-9 && best.as_ref().is_none_or(|(b, _)| after < *b - 1e-9) {
+            best = Some((after, new_claims));
+        }
+    }
+    // The greedy is the slowest: only when the others leave a gap to the fractional optimum.
+    let so_far = best.as_ref().map_or(before, |b| b.0);
+    if so_far > lp * (1.0 + GREEDY_GAP)
+        && let Some(new_claims) = greedy_pack(run, p, &items)
+    {
+        let after: f64 = new_claims.iter().map(|c| price_of(run, c)).sum();
+        if after < so_far - 1e-9 {
             best = Some((after, new_claims));
         }
     }
@@ -264,13 +472,15 @@ pub(super) fn claim_price(run: &Run<'_, '_>, c: usize) -> f64 {
 /// For each claim, cheapest first: move all its pods onto the other claims of the same NodePool
 /// when that lowers the total price (the freed claim's price exceeds the increase of the
 /// receivers'). Pods never change NodePool: weights decide which pool takes a pod.
-fn empty_claims(run: &mut Run<'_, '_>) {
+/// Only claims with `may_empty` are emptied, and only into claims of the same `group` (claims
+/// with no group take part in nothing).
+fn empty_claims(run: &mut Run<'_, '_>, may_empty: &[bool], group: &[Option<String>]) {
     let mut order: Vec<usize> = (0..run.claims.len()).collect();
     let prices: Vec<f64> = order.iter().map(|&c| claim_price(run, c)).collect();
     order.sort_by(|&a, &b| prices[a].total_cmp(&prices[b]).then(a.cmp(&b)));
     let mut budget: usize = 2_000_000;
     for v in order {
-        if run.claims[v].pods.is_empty() {
+        if run.claims[v].pods.is_empty() || !may_empty[v] || group[v].is_none() {
             continue;
         }
         let saved = claim_price(run, v);
@@ -284,6 +494,7 @@ fn empty_claims(run: &mut Run<'_, '_>) {
                 if c == v
                     || run.claims[c].pods.is_empty()
                     || run.claims[c].pool != run.claims[v].pool
+                    || group[c] != group[v]
                 {
                     continue;
                 }
@@ -547,31 +758,7 @@ fn lp_pack(
         }
         claims.push(claim);
     }
-    // Widen every claim to all the types that hold its pods.
-    let mut out = Vec::with_capacity(claims.len());
-    for (k, c) in claims.into_iter().enumerate() {
-        let first_sig = run.items[*c.pods.first()? as usize].sig;
-        let b = buckets.iter().position(|(sig, _)| *sig == first_sig)?;
-        let mut wide = super::node_claim::Claim::new(
-            p,
-            pool,
-            fit_list[b].to_vec(),
-            format!("hostname-placeholder-lp-{k}"),
-        );
-        let mut ok = true;
-        for &i in &c.pods {
-            let sig = run.sigs.get(run.items[i as usize].sig);
-            match wide.check(pool, sig, None, s.options.min_values_policy) {
-                Ok(n) => wide.commit(pool, sig, i, n),
-                Err(_) => {
-                    ok = false;
-                    break;
-                }
-            }
-        }
-        out.push(if ok { wide } else { c });
-    }
-    Some(out)
+    widen(run, p, &buckets, &fit_list, claims, "lp")
 }
 
 /// With topology constraints in play: pods that no constraint can see (no constraint of their
@@ -728,11 +915,22 @@ fn fill_gaps(run: &mut Run<'_, '_>) {
             lp_pack(run, p, &rest, Fill::DotProduct, Target::Most),
             lp_pack(run, p, &rest, Fill::Cosine, Target::Fewest),
         ];
-        let best = candidates
+        let mut best = candidates
             .into_iter()
             .flatten()
             .map(|cl| (cl.iter().map(|c| price_of(run, c)).sum::<f64>(), cl))
             .min_by(|a, b| a.0.total_cmp(&b.0));
+        let lp = super::lower_bound::problem(run, &rest, &[p])
+            .map(|(cols, dem)| super::lower_bound::covering(&cols, &dem))
+            .unwrap_or(0.0);
+        if best.as_ref().is_some_and(|b| b.0 > lp * (1.0 + GREEDY_GAP))
+            && let Some(cl) = greedy_pack(run, p, &rest)
+        {
+            let after: f64 = cl.iter().map(|c| price_of(run, c)).sum();
+            if best.as_ref().is_some_and(|b| after < b.0 - 1e-9) {
+                best = Some((after, cl));
+            }
+        }
         match best {
             Some((_, cl)) => run.claims.extend(cl),
             None => {
@@ -748,4 +946,275 @@ fn fill_gaps(run: &mut Run<'_, '_>) {
     if !ok || after >= before - 1e-9 {
         run.claims = saved;
     }
+}
+
+/// [`greedy_pack`] runs only when the best packing so far costs more than the fractional
+/// optimum by this share.
+const GREEDY_GAP: f64 = 0.005;
+
+/// Most types [`greedy_pack`] fills in trial per claim before it settles for the best so far.
+const GREEDY_MAX_TRIALS: usize = 64;
+
+/// Greedy by value for money: each new claim is the instance type, filled in trial with the
+/// pods left that best use its free room (the "dot product" rule, or the best-aligned pod; see
+/// [`Fill`]; only resources the LP prices steer the fill), whose pods are worth the
+/// most at the LP's dual resource prices per dollar of its price. Dual prices are those of the
+/// covering LP over the pods left, so a type in the cheapest fractional fleet filled to the
+/// brim is worth its price, a big type at the tail (few pods left) is worth little, and the
+/// tail ends on small types. Types are tried in the order of the most their price could buy
+/// (their free room capped at the demand left, at dual prices), and the search stops when no
+/// type left can beat the best fill; the chosen claim (type and pods per signature) repeats while
+/// its pods last. The trial is arithmetic only; the claim is then built
+/// through [`super::node_claim::Claim::check`] (a pod it rejects waits for a later claim) and
+/// finally widened to every type that fits its pods. `None` when some pod fits nowhere or
+/// there are too many signatures.
+fn greedy_pack(
+    run: &mut Run<'_, '_>,
+    p: usize,
+    items: &[u32],
+) -> Option<Vec<super::node_claim::Claim>> {
+    let s = run.s;
+    let pool = &s.pools[p];
+    let mut buckets: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+    for &i in items {
+        buckets
+            .entry(run.items[i as usize].sig)
+            .or_default()
+            .push(i);
+    }
+    if buckets.len() > BALANCED_MAX_SIGNATURES {
+        return None;
+    }
+    let mut buckets: Vec<(u32, Vec<u32>)> = buckets
+        .into_iter()
+        .map(|(sig, mut v)| {
+            v.sort_unstable();
+            v.reverse();
+            (sig, v)
+        })
+        .collect();
+    let mut fit: Vec<Vec<bool>> = Vec::with_capacity(buckets.len());
+    let mut fit_list = Vec::with_capacity(buckets.len());
+    let mut usable = vec![false; pool.types.len()];
+    for (sig, _) in &buckets {
+        let types = run.pool_fit(*sig, p).ok()?;
+        let mut mask = vec![false; pool.types.len()];
+        for &t in types.iter() {
+            mask[t as usize] = true;
+            usable[t as usize] = true;
+        }
+        fit.push(mask);
+        fit_list.push(types);
+    }
+    let run: &Run<'_, '_> = run;
+    let nd = s.dims.len();
+    let slots: Vec<usize> = (0..nd).filter(|&r| r != super::dims::EPHEMERAL).collect();
+    let col_types: Vec<usize> = (0..pool.types.len())
+        .filter(|&t| usable[t] && pool.types[t].price > 0.0)
+        .collect();
+    let columns: Vec<super::lower_bound::Column> = col_types
+        .iter()
+        .map(|&t| super::lower_bound::Column {
+            price: pool.types[t].price,
+            alloc: pool.types[t]
+                .free
+                .iter()
+                .map(|a| (*a).max(0) as f64)
+                .collect(),
+        })
+        .collect();
+    let sig_of: Vec<u32> = buckets.iter().map(|(sig, _)| *sig).collect();
+    let req = |b: usize| -> &[i64] { &run.sigs.get(sig_of[b]).requests };
+    let mut left: usize = items.len();
+    let mut claims = Vec::new();
+    let mut lp_budget: usize = 200;
+    let mut duals: Vec<f64> = Vec::new();
+    // Trial fill state, reused.
+    let mut counts = vec![0usize; buckets.len()];
+    let mut used = vec![0i64; nd];
+    let mut best_counts = vec![0usize; buckets.len()];
+    // The last claim's type and pods per bucket: repeated while the pods last.
+    let mut last: Option<usize> = None;
+    while left > 0 {
+        if let Some(t) = last
+            && best_counts
+                .iter()
+                .zip(&buckets)
+                .all(|(k, (_, v))| *k <= v.len())
+        {
+            let claim = greedy_claim(run, p, t, &mut buckets, &best_counts, claims.len())?;
+            left -= claim.pods.len();
+            claims.push(claim);
+            continue;
+        }
+        let mut demand = vec![0.0f64; nd];
+        for (b, (_, v)) in buckets.iter().enumerate() {
+            for &r in &slots {
+                demand[r] += req(b)[r] as f64 * v.len() as f64;
+            }
+        }
+        if lp_budget > 0 || duals.is_empty() {
+            duals = super::lower_bound::covering_with_duals(&columns, &demand).1;
+            lp_budget = lp_budget.saturating_sub(1);
+        }
+        let priced: Vec<usize> = slots.iter().copied().filter(|&r| duals[r] > 0.0).collect();
+        let value: Vec<f64> = (0..buckets.len())
+            .map(|b| slots.iter().map(|&r| req(b)[r] as f64 * duals[r]).sum())
+            .collect();
+        // The most each type's price could buy, per dollar.
+        let mut order: Vec<(f64, usize)> = col_types
+            .iter()
+            .map(|&t| {
+                let te = &pool.types[t];
+                let ub: f64 = slots
+                    .iter()
+                    .map(|&r| (te.free[r].max(0) as f64).min(demand[r]) * duals[r])
+                    .sum();
+                (ub / te.price, t)
+            })
+            .collect();
+        order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut best: Option<(f64, usize)> = None;
+        for &(ub, t) in order.iter().take(GREEDY_MAX_TRIALS) {
+            if best.is_some_and(|(r, _)| ub <= r + 1e-12) {
+                break;
+            }
+            let te = &pool.types[t];
+            for fill in [Fill::DotProduct, Fill::Cosine] {
+                counts.iter_mut().for_each(|c| *c = 0);
+                used.iter_mut().for_each(|u| *u = 0);
+                let mut worth = 0.0;
+                loop {
+                    let mut pick: Option<(f64, usize)> = None;
+                    for (b, (_, v)) in buckets.iter().enumerate() {
+                        if counts[b] >= v.len() || !fit[b][t] {
+                            continue;
+                        }
+                        let q = req(b);
+                        if !slots.iter().all(|&r| used[r] + q[r] <= te.free[r]) {
+                            continue;
+                        }
+                        // Only resources with a price steer the fill: the others are slack
+                        // in the cheapest fractional fleet.
+                        let (mut dot, mut nq, mut nf, mut size) = (0.0, 0.0, 0.0, 0.0f64);
+                        for &r in &priced {
+                            if te.free[r] > 0 {
+                                let cap = te.free[r] as f64;
+                                let qr = q[r] as f64 / cap;
+                                let free = (cap - used[r] as f64) / cap;
+                                dot += qr * free;
+                                nq += qr * qr;
+                                nf += free * free;
+                                size = size.max(qr);
+                            }
+                        }
+                        let score = match fill {
+                            Fill::DotProduct => dot,
+                            Fill::Cosine => {
+                                let cos = if nq > 0.0 && nf > 0.0 {
+                                    dot / (nq.sqrt() * nf.sqrt())
+                                } else {
+                                    0.0
+                                };
+                                (cos * 1e3).round() + size
+                            }
+                        };
+                        if pick.is_none_or(|(d, _)| score > d + 1e-15) {
+                            pick = Some((score, b));
+                        }
+                    }
+                    let Some((_, b)) = pick else { break };
+                    counts[b] += 1;
+                    worth += value[b];
+                    for &r in &slots {
+                        used[r] += req(b)[r];
+                    }
+                }
+                let ratio = worth / te.price;
+                if worth > 0.0 && best.is_none_or(|(r, _)| ratio > r + 1e-12) {
+                    best = Some((ratio, t));
+                    best_counts.copy_from_slice(&counts);
+                }
+            }
+        }
+        let (_, t) = best?;
+        last = Some(t);
+        let claim = greedy_claim(run, p, t, &mut buckets, &best_counts, claims.len())?;
+        left -= claim.pods.len();
+        claims.push(claim);
+    }
+    widen(run, p, &buckets, &fit_list, claims, "greedy")
+}
+
+/// A claim of type `t` of pool `p` with `counts[b]` pods of each bucket (taken off the
+/// buckets), through [`super::node_claim::Claim::check`]: a pod it rejects stays in its
+/// bucket. `None` when it takes no pod.
+fn greedy_claim(
+    run: &Run<'_, '_>,
+    p: usize,
+    t: usize,
+    buckets: &mut [(u32, Vec<u32>)],
+    counts: &[usize],
+    k: usize,
+) -> Option<super::node_claim::Claim> {
+    let s = run.s;
+    let pool = &s.pools[p];
+    let mut claim = super::node_claim::Claim::new(
+        p,
+        pool,
+        vec![t as u32],
+        format!("hostname-placeholder-greedy-{k}"),
+    );
+    for (b, &n) in counts.iter().enumerate() {
+        let sig = run.sigs.get(buckets[b].0);
+        for _ in 0..n {
+            match claim.check(pool, sig, None, s.options.min_values_policy) {
+                Ok(nw) => {
+                    let i = buckets[b].1.pop()?;
+                    claim.commit(pool, sig, i, nw);
+                }
+                Err(_) => break,
+            }
+        }
+    }
+    (!claim.pods.is_empty()).then_some(claim)
+}
+
+/// Rebuilds every claim with all the types of its first pod's signature that hold its pods,
+/// so that its price is the cheapest that holds them (the claim is kept as it is when the
+/// rebuild fails).
+fn widen(
+    run: &Run<'_, '_>,
+    p: usize,
+    buckets: &[(u32, Vec<u32>)],
+    fit_list: &[std::rc::Rc<[u32]>],
+    claims: Vec<super::node_claim::Claim>,
+    prefix: &str,
+) -> Option<Vec<super::node_claim::Claim>> {
+    let s = run.s;
+    let pool = &s.pools[p];
+    let mut out = Vec::with_capacity(claims.len());
+    for (k, c) in claims.into_iter().enumerate() {
+        let first_sig = run.items[*c.pods.first()? as usize].sig;
+        let b = buckets.iter().position(|(sig, _)| *sig == first_sig)?;
+        let mut wide = super::node_claim::Claim::new(
+            p,
+            pool,
+            fit_list[b].to_vec(),
+            format!("hostname-placeholder-{prefix}-{k}"),
+        );
+        let mut ok = true;
+        for &i in &c.pods {
+            let sig = run.sigs.get(run.items[i as usize].sig);
+            match wide.check(pool, sig, None, s.options.min_values_policy) {
+                Ok(n) => wide.commit(pool, sig, i, n),
+                Err(_) => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        out.push(if ok { wide } else { c });
+    }
+    Some(out)
 }
