@@ -761,6 +761,26 @@ fn lp_pack(
     widen(run, p, &buckets, &fit_list, claims, "lp")
 }
 
+/// The label selectors of a pod's spread, affinity and anti-affinity terms (required and
+/// preferred).
+fn pod_selectors(p: &crate::model::Pod) -> impl Iterator<Item = &crate::model::LabelSelector> {
+    let spread = p
+        .topology_spread
+        .iter()
+        .filter_map(|t| t.label_selector.as_ref());
+    let required = p
+        .pod_affinity
+        .iter()
+        .chain(&p.pod_anti_affinity)
+        .filter_map(|t| t.label_selector.as_ref());
+    let preferred = p
+        .preferred_pod_affinity
+        .iter()
+        .chain(&p.preferred_pod_anti_affinity)
+        .filter_map(|t| t.term.label_selector.as_ref());
+    spread.chain(required).chain(preferred)
+}
+
 /// With topology constraints in play: pods that no constraint can see (no constraint of their
 /// own, and matched by no selector of any pod) are taken off their claims, the claims are
 /// rebuilt with the remaining pods (keeping their requirements, so topology's choices stand),
@@ -770,35 +790,31 @@ fn lp_pack(
 /// since no constraint counts these pods.
 fn fill_gaps(run: &mut Run<'_, '_>) {
     let s = run.s;
-    let pods_iter = s
-        .snapshot
-        .pods
-        .iter()
-        .chain(run.items.iter().map(|it| it.pod.as_ref()));
-    let mut collected: Vec<crate::model::LabelSelector> = Vec::new();
-    for p in pods_iter {
-        for t in &p.topology_spread {
-            collected.extend(t.label_selector.iter().cloned());
+    // The snapshot's selectors do not change between simulations: collected once per
+    // scheduler. Only membership matters (`any` below), so order and duplicates do not.
+    let base = s.snapshot_selectors.get_or_init(|| {
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for p in &s.snapshot.pods {
+            for sel in pod_selectors(p) {
+                if seen.insert(sel) {
+                    out.push(sel.clone());
+                }
+            }
         }
-        for t in p.pod_affinity.iter().chain(&p.pod_anti_affinity) {
-            collected.extend(t.label_selector.iter().cloned());
-        }
-        for t in p
-            .preferred_pod_affinity
-            .iter()
-            .chain(&p.preferred_pod_anti_affinity)
-        {
-            collected.extend(t.term.label_selector.iter().cloned());
-        }
+        out
+    });
+    let mut collected: Vec<&crate::model::LabelSelector> = Vec::new();
+    for it in &run.items {
+        collected.extend(pod_selectors(&it.pod));
     }
-    collected.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
-    collected.dedup();
     let movable: Vec<bool> = run
         .items
         .iter()
         .map(|it| {
             // Inverse anti-affinity is covered by the selectors.
             !super::has_topology_constraints(&it.pod)
+                && !base.iter().any(|sel| sel.matches(&it.pod.labels))
                 && !collected.iter().any(|sel| sel.matches(&it.pod.labels))
         })
         .collect();

@@ -44,6 +44,10 @@ pub struct Scheduler<'a> {
     /// PersistentVolumeClaims, volumes and classes, for volume topology.
     pub(super) volumes: VolumeTopology<'a>,
     pub(super) notes: Vec<String>,
+    /// The distinct label selectors of every pod in the snapshot (spread, affinity and
+    /// anti-affinity terms, required and preferred), built on first use and shared by every
+    /// simulation of this scheduler (see `packing::fill_gaps`).
+    pub(super) snapshot_selectors: std::sync::OnceLock<Vec<crate::model::LabelSelector>>,
 }
 
 // === impl Scheduler ===
@@ -138,6 +142,7 @@ impl<'a> Scheduler<'a> {
             domains,
             volumes: VolumeTopology::new(snapshot),
             notes,
+            snapshot_selectors: std::sync::OnceLock::new(),
         }
     }
 
