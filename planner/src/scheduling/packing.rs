@@ -565,6 +565,61 @@ enum Target {
     Fewest,
 }
 
+/// The pods of one re-pack grouped by signature (largest index first within a bucket), with
+/// the pool's instance types each signature fits, as a mask and as a list, and which types any
+/// of them fits. `None` when some pod fits nowhere or there are too many signatures.
+struct Buckets {
+    buckets: Vec<(u32, Vec<u32>)>,
+    fit: Vec<Vec<bool>>,
+    fit_list: Vec<std::rc::Rc<[u32]>>,
+    usable: Vec<bool>,
+}
+
+// === impl Buckets ===
+
+impl Buckets {
+    fn new(run: &mut Run<'_, '_>, p: usize, items: &[u32]) -> Option<Self> {
+        let pool = &run.s.pools[p];
+        let mut grouped: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+        for &i in items {
+            grouped
+                .entry(run.items[i as usize].sig)
+                .or_default()
+                .push(i);
+        }
+        if grouped.len() > BALANCED_MAX_SIGNATURES {
+            return None;
+        }
+        let buckets: Vec<(u32, Vec<u32>)> = grouped
+            .into_iter()
+            .map(|(sig, mut v)| {
+                v.sort_unstable();
+                v.reverse();
+                (sig, v)
+            })
+            .collect();
+        let mut fit = Vec::with_capacity(buckets.len());
+        let mut fit_list = Vec::with_capacity(buckets.len());
+        let mut usable = vec![false; pool.types.len()];
+        for (sig, _) in &buckets {
+            let types = run.pool_fit(*sig, p).ok()?;
+            let mut mask = vec![false; pool.types.len()];
+            for &t in types.iter() {
+                mask[t as usize] = true;
+                usable[t as usize] = true;
+            }
+            fit.push(mask);
+            fit_list.push(types);
+        }
+        Some(Self {
+            buckets,
+            fit,
+            fit_list,
+            usable,
+        })
+    }
+}
+
 /// Packs claims shaped like the fractional optimum: the LP over the pods left says which
 /// instance types the cheapest fractional fleet uses; a claim of one of them (see [`Target`])
 /// is opened and filled with the pods that best match its shape (see [`Fill`]: the "dot
@@ -582,37 +637,12 @@ fn lp_pack(
 ) -> Option<Vec<super::node_claim::Claim>> {
     let s = run.s;
     let pool = &s.pools[p];
-    let mut buckets: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
-    for &i in items {
-        buckets
-            .entry(run.items[i as usize].sig)
-            .or_default()
-            .push(i);
-    }
-    if buckets.len() > BALANCED_MAX_SIGNATURES {
-        return None;
-    }
-    let mut buckets: Vec<(u32, Vec<u32>)> = buckets
-        .into_iter()
-        .map(|(sig, mut v)| {
-            v.sort_unstable();
-            v.reverse();
-            (sig, v)
-        })
-        .collect();
-    let mut fit: Vec<Vec<bool>> = Vec::with_capacity(buckets.len());
-    let mut fit_list = Vec::with_capacity(buckets.len());
-    let mut usable = vec![false; pool.types.len()];
-    for (sig, _) in &buckets {
-        let types = run.pool_fit(*sig, p).ok()?;
-        let mut mask = vec![false; pool.types.len()];
-        for &t in types.iter() {
-            mask[t as usize] = true;
-            usable[t as usize] = true;
-        }
-        fit.push(mask);
-        fit_list.push(types);
-    }
+    let Buckets {
+        mut buckets,
+        fit,
+        fit_list,
+        usable,
+    } = Buckets::new(run, p, items)?;
     let run: &Run<'_, '_> = run;
     let nd = s.dims.len();
     let slots: Vec<usize> = (0..nd).filter(|&r| r != super::dims::EPHEMERAL).collect();
@@ -991,37 +1021,12 @@ fn greedy_pack(
 ) -> Option<Vec<super::node_claim::Claim>> {
     let s = run.s;
     let pool = &s.pools[p];
-    let mut buckets: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
-    for &i in items {
-        buckets
-            .entry(run.items[i as usize].sig)
-            .or_default()
-            .push(i);
-    }
-    if buckets.len() > BALANCED_MAX_SIGNATURES {
-        return None;
-    }
-    let mut buckets: Vec<(u32, Vec<u32>)> = buckets
-        .into_iter()
-        .map(|(sig, mut v)| {
-            v.sort_unstable();
-            v.reverse();
-            (sig, v)
-        })
-        .collect();
-    let mut fit: Vec<Vec<bool>> = Vec::with_capacity(buckets.len());
-    let mut fit_list = Vec::with_capacity(buckets.len());
-    let mut usable = vec![false; pool.types.len()];
-    for (sig, _) in &buckets {
-        let types = run.pool_fit(*sig, p).ok()?;
-        let mut mask = vec![false; pool.types.len()];
-        for &t in types.iter() {
-            mask[t as usize] = true;
-            usable[t as usize] = true;
-        }
-        fit.push(mask);
-        fit_list.push(types);
-    }
+    let Buckets {
+        mut buckets,
+        fit,
+        fit_list,
+        usable,
+    } = Buckets::new(run, p, items)?;
     let run: &Run<'_, '_> = run;
     let nd = s.dims.len();
     let slots: Vec<usize> = (0..nd).filter(|&r| r != super::dims::EPHEMERAL).collect();
