@@ -305,29 +305,12 @@ fn balanced_pack(
 ) -> Option<Vec<super::node_claim::Claim>> {
     let s = run.s;
     let pool = &s.pools[p];
-    let mut buckets: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
-    for &i in items {
-        buckets
-            .entry(run.items[i as usize].sig)
-            .or_default()
-            .push(i);
-    }
-    if buckets.len() > BALANCED_MAX_SIGNATURES {
-        return None;
-    }
-    // Stacks: pop from the end, so reverse each bucket (queue order first).
-    let mut buckets: Vec<(u32, Vec<u32>)> = buckets
-        .into_iter()
-        .map(|(sig, mut v)| {
-            v.sort_unstable();
-            v.reverse();
-            (sig, v)
-        })
-        .collect();
-    let mut fit = Vec::with_capacity(buckets.len());
-    for (sig, _) in &buckets {
-        fit.push(run.pool_fit(*sig, p).ok()?);
-    }
+    // Buckets are stacks: pop from the end (each is reversed, queue order first).
+    let Buckets {
+        mut buckets,
+        fit_list: fit,
+        ..
+    } = Buckets::new(run, p, items)?;
     let run: &Run<'_, '_> = run;
     let nd = s.dims.len();
     let slots: Vec<usize> = (0..nd).filter(|&r| r != super::dims::EPHEMERAL).collect();
