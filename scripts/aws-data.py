@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Copies the AWS facts in ../shared/data/aws/ into planner/data/aws/ for the built-in catalog.
+"""Copies the AWS facts in ../shared/data/aws/ into planner/engine/data/aws/ for the built-in catalog.
 
 instance-types.json and on-demand-prices-us-east-1.json are copied unchanged. The zones file
-(1.2 MB, 30 regions) is split into one small file per region, planner/data/aws/zones/<region>.json,
+(1.2 MB, 30 regions) is split into one small file per region, planner/engine/data/aws/zones/<region>.json,
 so that the planner parses only the region it is asked for. Each maps an instance type to the
 letters of the zones that offer it: {"region": "us-east-1", "types": {"m5.large": "abcdf"}} means
 us-east-1a, us-east-1b, us-east-1c, us-east-1d and us-east-1f.
@@ -16,7 +16,7 @@ import sys
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "..", "shared", "data", "aws")
-dst = os.path.join(root, "planner", "data", "aws")
+dst = os.path.join(root, "planner", "engine", "data", "aws")
 os.makedirs(os.path.join(dst, "zones"), exist_ok=True)
 
 for name in ["instance-types.json", "on-demand-prices-us-east-1.json"]:
@@ -28,7 +28,7 @@ readme += """
 `instance-types.json` and `on-demand-prices-us-east-1.json` are unchanged. `zones-by-region.json`
 is split by `scripts/aws-data.py` into `zones/<region>.json`, one file per region mapping each
 instance type to the letters of its zones (`"m5.large": "abcdf"` is us-east-1a, -b, -c, -d and -f),
-so that the planner parses only the region it plans for. `planner/src/catalog/aws.rs` embeds them.
+so that the planner parses only the region it plans for. `planner/engine/src/catalog/aws.rs` embeds them.
 """
 with open(os.path.join(dst, "README.md"), "w") as f:
     f.write(readme)

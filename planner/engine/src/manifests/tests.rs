@@ -1171,7 +1171,7 @@ fn as_json_stream(yaml: &str) -> String {
 
 #[test]
 fn the_direct_yaml_path_gives_what_the_general_path_gives() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/realistic");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/realistic");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -3,7 +3,7 @@
 //! They run against [`FakeSim`], a deliberately simple test double of the scheduler's
 //! simulation (first fit on remaining nodes by cpu, memory and pods, then new claims of the
 //! cheapest type that fits), so that the disruption rules are tested on their own. The real
-//! scheduler is exercised by the tests in `planner/tests/disruption.rs`.
+//! scheduler is exercised by the tests in `planner/engine/tests/disruption.rs`.
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,4 @@
-//! The built-in AWS catalog, compiled in from `planner/data/aws/`.
+//! The built-in AWS catalog, compiled in from `planner/engine/data/aws/`.
 //!
 //! The data are EC2 facts (DescribeInstanceTypes, the zones of 30 regions) and on-demand Linux
 //! prices for us-east-1; `scripts/aws-data.py` copies them from the shared data folder. For every
