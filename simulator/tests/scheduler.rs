@@ -1,5 +1,5 @@
-//! The simulated kube-scheduler: binds pending pods to Ready nodes where the planner's
-//! scheduling places them and marks the rest Unschedulable.
+//! The simulated kube-scheduler through the API: binds pending pods to Ready nodes where they
+//! fit and marks the rest Unschedulable (filters and scoring have unit tests next to the code).
 
 mod common;
 
@@ -94,14 +94,27 @@ async fn binds_what_fits_and_marks_the_rest_unschedulable() {
         .await;
         assert_eq!(p.spec.unwrap().node_name.as_deref(), Some("small"));
     }
-    for name in ["too-big", "wrong-disk"] {
+    for (name, expected) in [
+        (
+            "too-big",
+            "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were not ready.",
+        ),
+        (
+            "wrong-disk",
+            "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) were not ready.",
+        ),
+    ] {
         let (status, reason, message) = eventually(&format!("{name} unschedulable"), || async {
             scheduled_condition(&pods.get(name).await.ok()?)
         })
         .await;
         assert_eq!(status, "False");
         assert_eq!(reason.as_deref(), Some("Unschedulable"));
-        assert!(message.is_some_and(|m| !m.is_empty()));
+        assert_eq!(
+            message.as_deref(),
+            Some(expected),
+            "kube-scheduler's FitError format"
+        );
         assert!(
             pods.get(name)
                 .await

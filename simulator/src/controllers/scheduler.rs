@@ -258,3 +258,39 @@ fn mark_unschedulable(
         failed_scheduling_event(ctx, pod, message, stamp);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fit_error_counts_nodes_per_reason_sorted() {
+        let reasons = HashMap::from([
+            ("node(s) were not ready".to_string(), 2),
+            ("Insufficient cpu".to_string(), 1),
+        ]);
+        assert_eq!(
+            fit_error(3, &reasons),
+            "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) were not ready."
+        );
+        assert_eq!(fit_error(0, &HashMap::new()), "0/0 nodes are available.");
+    }
+
+    #[test]
+    fn queue_order_is_priority_then_age_then_name() {
+        let p = |name: &str, priority: i64, created: &str| {
+            json!({"metadata": {"name": name, "namespace": "d", "creationTimestamp": created},
+                   "spec": {"priority": priority}})
+        };
+        let pods = [
+            p("late", 0, "2026-01-01T00:00:02Z"),
+            p("b", 0, "2026-01-01T00:00:01Z"),
+            p("a", 0, "2026-01-01T00:00:01Z"),
+            p("urgent", 100, "2026-01-01T00:00:09Z"),
+        ];
+        let mut order: Vec<&Value> = pods.iter().collect();
+        order.sort_by(queue_order);
+        let names: Vec<&str> = order.iter().map(|p| name_of(p)).collect();
+        assert_eq!(names, ["urgent", "a", "b", "late"]);
+    }
+}
