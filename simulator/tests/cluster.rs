@@ -17,7 +17,7 @@ use kube::api::{
 };
 use serde_json::json;
 
-use common::{client_without_retries, eventually, start};
+use common::{client_without_retries, eventually, poll_until, start};
 
 fn launch(token: &str, claim: &str, ct: CapacityType) -> LaunchRequest {
     LaunchRequest {
@@ -70,7 +70,7 @@ async fn kubelet_registers_nodes_for_running_instances_and_removes_them() {
         .await
         .unwrap();
     let nodes: Api<Node> = Api::all(client.clone());
-    let node = eventually("a ready node", || async {
+    let node = eventually(&sim, "a ready node", || async {
         let n = nodes.get_opt(&inst.private_dns_name).await.ok()??;
         let ready = n
             .status
@@ -127,7 +127,7 @@ async fn kubelet_registers_nodes_for_running_instances_and_removes_them() {
     CloudProvider::delete(sim.cloud(), &inst.provider_id)
         .await
         .unwrap();
-    eventually("the node removed", || async {
+    eventually(&sim, "the node removed", || async {
         nodes
             .get_opt(&inst.private_dns_name)
             .await
@@ -197,7 +197,7 @@ async fn deployments_scale_and_pods_land_on_ready_nodes() {
         .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let lp = ListParams::default().labels("app=web");
-    eventually("3 pods", || async {
+    eventually(&sim, "3 pods", || async {
         (pods.list(&lp).await.ok()?.items.len() == 3).then_some(())
     })
     .await;
@@ -214,7 +214,7 @@ async fn deployments_scale_and_pods_land_on_ready_nodes() {
         )
         .await
         .unwrap();
-    eventually("1 pod", || async {
+    eventually(&sim, "1 pod", || async {
         (pods.list(&lp).await.ok()?.items.len() == 1).then_some(())
     })
     .await;
@@ -249,7 +249,7 @@ async fn deployments_scale_and_pods_land_on_ready_nodes() {
     )
     .await
     .unwrap();
-    eventually("deployment ready", || async {
+    eventually(&sim, "deployment ready", || async {
         let d = deploys.get("web").await.ok()?;
         (d.status?.ready_replicas == Some(1)).then_some(())
     })
@@ -257,7 +257,7 @@ async fn deployments_scale_and_pods_land_on_ready_nodes() {
 
     // Deleting the Deployment collects its ReplicaSet and pods.
     deploys.delete("web", &Default::default()).await.unwrap();
-    eventually("pods collected", || async {
+    eventually(&sim, "pods collected", || async {
         pods.list(&lp).await.ok()?.items.is_empty().then_some(())
     })
     .await;
@@ -302,7 +302,7 @@ async fn fault_injection_fails_and_slows_requests() {
         let nodes = nodes.clone();
         async move { nodes.list(&Default::default()).await }
     });
-    eventually("the delay applied", || async {
+    poll_until("the delay applied", || async {
         (sim.faults().injected() > injected).then_some(())
     })
     .await;
@@ -422,7 +422,7 @@ async fn daemonsets_run_on_matching_ready_nodes() {
         v.sort();
         Some(v)
     };
-    eventually("one agent on the linux node", || async {
+    eventually(&sim, "one agent on the linux node", || async {
         (on().await? == ["n-linux"]).then_some(())
     })
     .await;
@@ -434,11 +434,11 @@ async fn daemonsets_run_on_matching_ready_nodes() {
     )
     .await
     .unwrap();
-    eventually("agents on both linux nodes", || async {
+    eventually(&sim, "agents on both linux nodes", || async {
         (on().await? == ["n-linux", "n-tainted"]).then_some(())
     })
     .await;
-    eventually("status", || async {
+    eventually(&sim, "status", || async {
         let s = ds.get("agent").await.ok()?.status?;
         (s.desired_number_scheduled == 2 && s.number_ready == 2).then_some(())
     })

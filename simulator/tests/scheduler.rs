@@ -87,7 +87,7 @@ async fn binds_what_fits_and_marks_the_rest_unschedulable() {
     .unwrap();
 
     for name in ["fits-1", "fits-2"] {
-        let p = eventually(&format!("{name} bound"), || async {
+        let p = eventually(&sim, &format!("{name} bound"), || async {
             let p = pods.get(name).await.ok()?;
             p.spec.as_ref()?.node_name.is_some().then_some(p)
         })
@@ -104,10 +104,11 @@ async fn binds_what_fits_and_marks_the_rest_unschedulable() {
             "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) were not ready.",
         ),
     ] {
-        let (status, reason, message) = eventually(&format!("{name} unschedulable"), || async {
-            scheduled_condition(&pods.get(name).await.ok()?)
-        })
-        .await;
+        let (status, reason, message) =
+            eventually(&sim, &format!("{name} unschedulable"), || async {
+                scheduled_condition(&pods.get(name).await.ok()?)
+            })
+            .await;
         assert_eq!(status, "False");
         assert_eq!(reason.as_deref(), Some("Unschedulable"));
         assert_eq!(
@@ -146,7 +147,7 @@ async fn binds_what_fits_and_marks_the_rest_unschedulable() {
     )
     .await
     .unwrap();
-    let (status, _, _) = eventually("fits-3 unschedulable", || async {
+    let (status, _, _) = eventually(&sim, "fits-3 unschedulable", || async {
         scheduled_condition(&pods.get("fits-3").await.ok()?)
     })
     .await;
@@ -159,7 +160,7 @@ async fn binds_what_fits_and_marks_the_rest_unschedulable() {
         json!({"kubernetes.io/hostname": "second"}),
     )
     .await;
-    let p = eventually("fits-3 bound to the new node", || async {
+    let p = eventually(&sim, "fits-3 bound to the new node", || async {
         let p = pods.get("fits-3").await.ok()?;
         p.spec.as_ref()?.node_name.clone()
     })
@@ -190,7 +191,7 @@ async fn pending_pods_run_once_a_launched_instance_becomes_a_node() {
         .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let lp = kube::api::ListParams::default().labels("app=web");
-    eventually("3 unschedulable pods", || async {
+    eventually(&sim, "3 unschedulable pods", || async {
         let l = pods.list(&lp).await.ok()?;
         let n = l
             .items
@@ -215,7 +216,7 @@ async fn pending_pods_run_once_a_launched_instance_becomes_a_node() {
         })
         .await
         .unwrap();
-    eventually("3 running pods on the new node", || async {
+    eventually(&sim, "3 running pods on the new node", || async {
         let l = pods.list(&lp).await.ok()?;
         let ok = l.items.iter().all(|p| {
             p.spec.as_ref().and_then(|s| s.node_name.as_deref())
@@ -225,7 +226,7 @@ async fn pending_pods_run_once_a_launched_instance_becomes_a_node() {
         (ok && l.items.len() == 3).then_some(())
     })
     .await;
-    eventually("the deployment ready", || async {
+    eventually(&sim, "the deployment ready", || async {
         (deploys.get("web").await.ok()?.status?.ready_replicas == Some(3)).then_some(())
     })
     .await;
