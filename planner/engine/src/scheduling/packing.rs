@@ -6,7 +6,7 @@
 //! only zone-keyed constraints can see move between claims pinned to the same zone, so that no
 //! domain count any constraint depends on changes.
 
-use super::scheduler::Run;
+use super::run::Run;
 
 /// Improves the packing of `run`'s new claims in place.
 pub(super) fn improve(run: &mut Run<'_, '_>) {
@@ -146,7 +146,7 @@ fn repack_zones(run: &mut Run<'_, '_>, may_empty: &[bool], group: &[Option<Strin
         items.sort_unstable();
         let before: f64 = old.iter().map(|&c| claim_price(run, c)).sum();
         let lp = super::lower_bound::problem(run, &items, &[p])
-            .map(|(cols, dem)| super::lower_bound::covering(&cols, &dem))
+            .map(|(cols, dem)| super::lp::covering(&cols, &dem))
             .unwrap_or(0.0);
         let mut best: Option<(f64, Vec<super::node_claim::Claim>)> = None;
         // The greedy (the slowest) only when the LP-guided packing leaves a gap.
@@ -243,7 +243,7 @@ fn repack_pool(run: &mut Run<'_, '_>, p: usize) {
     let Some((columns, demand)) = super::lower_bound::problem(run, &items, &[p]) else {
         return;
     };
-    let (lp, prices) = super::lower_bound::covering_with_duals(&columns, &demand);
+    let (lp, prices) = super::lp::covering_with_duals(&columns, &demand);
     let value = |i: u32| -> f64 {
         let sig = run.sigs.get(run.items[i as usize].sig);
         sig.requests
@@ -630,9 +630,9 @@ fn lp_pack(
     let nd = s.dims.len();
     let slots: Vec<usize> = (0..nd).filter(|&r| r != super::dims::EPHEMERAL).collect();
     let col_types: Vec<usize> = (0..pool.types.len()).filter(|&t| usable[t]).collect();
-    let columns: Vec<super::lower_bound::Column> = col_types
+    let columns: Vec<super::lp::Column> = col_types
         .iter()
-        .map(|&t| super::lower_bound::Column {
+        .map(|&t| super::lp::Column {
             price: pool.types[t].price,
             alloc: pool.types[t]
                 .free
@@ -654,7 +654,7 @@ fn lp_pack(
                     demand[r] += run.sigs.get(*sig).requests[r] as f64 * v.len() as f64;
                 }
             }
-            x = super::lower_bound::covering_primal(&columns, &demand).1;
+            x = super::lp::covering_primal(&columns, &demand).1;
             lp_budget = lp_budget.saturating_sub(1);
         }
         let target = (0..x.len())
@@ -892,7 +892,7 @@ fn fill_gaps(run: &mut Run<'_, '_>) {
         items.sort_unstable();
         let pool = &s.pools[p];
         let prices = super::lower_bound::problem(run, items, &[p])
-            .map(|(cols, dem)| super::lower_bound::covering_with_duals(&cols, &dem).1)
+            .map(|(cols, dem)| super::lp::covering_with_duals(&cols, &dem).1)
             .unwrap_or_default();
         let mut cursor: std::collections::HashMap<u32, usize> = Default::default();
         let mut rest = Vec::new();
@@ -950,7 +950,7 @@ fn fill_gaps(run: &mut Run<'_, '_>) {
             .map(|cl| (cl.iter().map(|c| price_of(run, c)).sum::<f64>(), cl))
             .min_by(|a, b| a.0.total_cmp(&b.0));
         let lp = super::lower_bound::problem(run, &rest, &[p])
-            .map(|(cols, dem)| super::lower_bound::covering(&cols, &dem))
+            .map(|(cols, dem)| super::lp::covering(&cols, &dem))
             .unwrap_or(0.0);
         if best.as_ref().is_some_and(|b| b.0 > lp * (1.0 + GREEDY_GAP))
             && let Some(cl) = greedy_pack(run, p, &rest)
@@ -1016,9 +1016,9 @@ fn greedy_pack(
     let col_types: Vec<usize> = (0..pool.types.len())
         .filter(|&t| usable[t] && pool.types[t].price > 0.0)
         .collect();
-    let columns: Vec<super::lower_bound::Column> = col_types
+    let columns: Vec<super::lp::Column> = col_types
         .iter()
-        .map(|&t| super::lower_bound::Column {
+        .map(|&t| super::lp::Column {
             price: pool.types[t].price,
             alloc: pool.types[t]
                 .free
@@ -1058,7 +1058,7 @@ fn greedy_pack(
             }
         }
         if lp_budget > 0 || duals.is_empty() {
-            duals = super::lower_bound::covering_with_duals(&columns, &demand).1;
+            duals = super::lp::covering_with_duals(&columns, &demand).1;
             lp_budget = lp_budget.saturating_sub(1);
         }
         let priced: Vec<usize> = slots.iter().copied().filter(|&r| duals[r] > 0.0).collect();
