@@ -30,6 +30,7 @@ pub mod lp;
 mod node_claim;
 mod packing;
 mod pools;
+mod ports;
 pub(crate) mod preferences;
 mod queue;
 mod results;
