@@ -62,6 +62,7 @@ mod cluster;
 mod duration;
 pub mod hash;
 mod karpenter;
+mod kinds;
 mod pods;
 mod raw;
 mod source;
@@ -543,17 +544,7 @@ enum Object {
 
 /// `Kind namespace/name` for messages; namespaced kinds without a namespace are in `default`.
 fn object_label(kind: &str, namespace: Option<&str>, name: Option<&str>) -> String {
-    let namespaced = matches!(
-        kind,
-        "Pod"
-            | "Deployment"
-            | "ReplicaSet"
-            | "StatefulSet"
-            | "Job"
-            | "DaemonSet"
-            | "PodDisruptionBudget"
-            | "PersistentVolumeClaim"
-    );
+    let namespaced = kinds::is_namespaced(kind);
     let namespace = namespace
         .filter(|ns| !ns.is_empty())
         .or(namespaced.then_some("default"));
@@ -796,25 +787,7 @@ fn convert_kind(api_version: &str, kind: &str, value: &Value) -> Result<Object, 
             Object::NodeClass(Box::new(karpenter::node_class(value)?))
         }
         _ => {
-            let known = matches!(
-                kind,
-                "Pod"
-                    | "Deployment"
-                    | "ReplicaSet"
-                    | "StatefulSet"
-                    | "Job"
-                    | "DaemonSet"
-                    | "PodDisruptionBudget"
-                    | "Node"
-                    | "Namespace"
-                    | "PersistentVolumeClaim"
-                    | "PersistentVolume"
-                    | "StorageClass"
-                    | "PriorityClass"
-                    | "NodePool"
-                    | "NodeClaim"
-                    | "EC2NodeClass"
-            );
+            let known = kinds::is_known(kind);
             Object::Skipped(if known {
                 format!("{api_version} {kind} (unsupported apiVersion)")
             } else {
