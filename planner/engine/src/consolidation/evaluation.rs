@@ -1,13 +1,13 @@
-//! A disruption session: candidates, budgets, PDB allowances and the working cluster state that
-//! committed decisions leave behind, plus the evaluation of a group of candidates through the
-//! scheduler (Karpenter's `SimulateScheduling` + `computeConsolidation` + validation).
+//! The state of one disruption evaluation ([`Evaluation`]): candidates, budgets, PDB allowances
+//! and the working cluster state that committed decisions leave behind, plus the evaluation of a
+//! group of candidates through the scheduler (Karpenter's `SimulateScheduling` + `computeConsolidation` + validation).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::budgets::Budgets;
 use super::candidate::{self, Candidate, PdbState, PodsByNode};
-use super::{BuildSimulator, Error, Outcome, Reason, Simulate, Simulation, Stats};
+use super::{BuildSimulator, Error, Outcome, Reason, Relocation, Simulate, Stats};
 use crate::catalog::{Catalog, InstanceType};
 use crate::labels;
 use crate::model::{
@@ -29,7 +29,7 @@ pub const MIN_SPOT_TO_SPOT_TYPES: usize = 15;
 pub struct Command {
     /// Why.
     pub reason: Reason,
-    /// Candidate indices (into [`Session::candidates`]).
+    /// Candidate indices (into [`Evaluation::candidates`]).
     pub nodes: Vec<usize>,
     /// New claims; their `pods` are the pods that move onto them.
     pub replacements: Vec<PlannedNodeClaim>,
@@ -60,7 +60,7 @@ type ClaimOptions<'t> = (Vec<String>, Vec<(f64, &'t InstanceType)>);
 /// The state of one disruption run. Cloning it forks the run (to compare two searches from the
 /// same state).
 #[derive(Clone)]
-pub struct Session<'a> {
+pub struct Evaluation<'a> {
     catalog: &'a Catalog,
     options: &'a PlanOptions,
     types: BTreeMap<&'a str, &'a InstanceType>,
@@ -86,9 +86,9 @@ pub struct Session<'a> {
     rebuilds: Cell<usize>,
 }
 
-// === impl Session ===
+// === impl Evaluation ===
 
-impl<'a> Session<'a> {
+impl<'a> Evaluation<'a> {
     /// Builds candidates, budgets and PDB allowances for a snapshot at `options.now`.
     ///
     /// # Errors
@@ -371,8 +371,8 @@ impl<'a> Session<'a> {
             removed.sort_unstable();
             removed.dedup();
         }
-        let result: Simulation = if displaced.is_empty() {
-            Simulation::default()
+        let result: Relocation = if displaced.is_empty() {
+            Relocation::default()
         } else {
             self.simulations.set(self.simulations.get() + 1);
             sim.simulate(&removed, &displaced)
@@ -818,7 +818,7 @@ impl<'a> Session<'a> {
 
     /// Adds another fork's simulation and rebuild counters to this one's (work done on a
     /// search that was not kept still counts).
-    pub fn absorb_counters(&self, other: &Session<'_>) {
+    pub fn absorb_counters(&self, other: &Evaluation<'_>) {
         self.simulations
             .set(self.simulations.get() + other.simulations.get());
         self.rebuilds
