@@ -30,6 +30,7 @@ pub mod metrics;
 pub mod model;
 pub mod plan;
 pub mod requirements;
+mod scalar_text;
 pub mod scheduling;
 #[cfg(feature = "grpc")]
 pub mod server;

@@ -1,19 +1,20 @@
-//! A disruption session: candidates, budgets, PDB allowances and the working cluster state that
-//! committed decisions leave behind, plus the evaluation of a group of candidates through the
-//! scheduler (Karpenter's `SimulateScheduling` + `computeConsolidation` + validation).
+//! The state of one disruption evaluation ([`Evaluation`]): candidates, budgets, PDB allowances
+//! and the working cluster state that committed decisions leave behind, plus the evaluation of a
+//! group of candidates through the scheduler (Karpenter's `SimulateScheduling` +
+//! `computeConsolidation` + validation). The price filter for replacements is in
+//! `evaluation/replacement.rs`, committing a decision in `evaluation/commit.rs`.
+
+mod commit;
+mod replacement;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::budgets::Budgets;
 use super::candidate::{self, Candidate, PdbState, PodsByNode};
-use super::{BuildSimulator, Error, Outcome, Reason, Simulate, Simulation, Stats};
+use super::{BuildSimulator, Error, Outcome, Reason, Relocation, Simulate, Stats};
 use crate::catalog::{Catalog, InstanceType};
-use crate::labels;
-use crate::model::{
-    ClusterSnapshot, ConsolidationPolicy, MinValuesPolicy, Node, NodePool, PlanOptions, Pod,
-    PodKey, Taint, TaintEffect,
-};
+use crate::model::{ClusterSnapshot, ConsolidationPolicy, NodePool, PlanOptions, Pod, PodKey};
 use crate::plan::{DisruptionDecision, PlannedNodeClaim};
 
 /// The least share of the removed nodes' price that a repack (two or more nodes onto new ones)
@@ -29,7 +30,7 @@ pub const MIN_SPOT_TO_SPOT_TYPES: usize = 15;
 pub struct Command {
     /// Why.
     pub reason: Reason,
-    /// Candidate indices (into [`Session::candidates`]).
+    /// Candidate indices (into [`Evaluation::candidates`]).
     pub nodes: Vec<usize>,
     /// New claims; their `pods` are the pods that move onto them.
     pub replacements: Vec<PlannedNodeClaim>,
@@ -53,14 +54,10 @@ pub enum Rejection {
     NotCheaper(String),
 }
 
-/// A replacement claim's capacity types and its instance types with their worst-case launch
-/// prices, cheapest first.
-type ClaimOptions<'t> = (Vec<String>, Vec<(f64, &'t InstanceType)>);
-
 /// The state of one disruption run. Cloning it forks the run (to compare two searches from the
 /// same state).
 #[derive(Clone)]
-pub struct Session<'a> {
+pub struct Evaluation<'a> {
     catalog: &'a Catalog,
     options: &'a PlanOptions,
     types: BTreeMap<&'a str, &'a InstanceType>,
@@ -86,9 +83,9 @@ pub struct Session<'a> {
     rebuilds: Cell<usize>,
 }
 
-// === impl Session ===
+// === impl Evaluation ===
 
-impl<'a> Session<'a> {
+impl<'a> Evaluation<'a> {
     /// Builds candidates, budgets and PDB allowances for a snapshot at `options.now`.
     ///
     /// # Errors
@@ -371,8 +368,8 @@ impl<'a> Session<'a> {
             removed.sort_unstable();
             removed.dedup();
         }
-        let result: Simulation = if displaced.is_empty() {
-            Simulation::default()
+        let result: Relocation = if displaced.is_empty() {
+            Relocation::default()
         } else {
             self.simulations.set(self.simulations.get() + 1);
             sim.simulate(&removed, &displaced)
@@ -474,338 +471,6 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// The worst-case launch price of an instance type under a claim's zones and capacity types.
-    fn worst_price(it: &InstanceType, zones: &[String], cts: &[String]) -> Option<f64> {
-        Self::offer_prices(it, zones, cts).reduce(f64::max)
-    }
-
-    fn cheapest_price(it: &InstanceType, zones: &[String], cts: &[String]) -> Option<f64> {
-        Self::offer_prices(it, zones, cts).reduce(f64::min)
-    }
-
-    fn offer_prices<'i>(
-        it: &'i InstanceType,
-        zones: &'i [String],
-        cts: &'i [String],
-    ) -> impl Iterator<Item = f64> + 'i {
-        it.offerings
-            .iter()
-            .filter(|o| o.available && o.price.is_finite())
-            .filter(move |o| zones.is_empty() || zones.contains(&o.zone))
-            .filter(move |o| cts.is_empty() || cts.contains(&o.capacity_type))
-            .map(|o| o.price)
-    }
-
-    /// Karpenter's price filter generalised to k claims: each claim keeps only the instance
-    /// types whose worst-case launch price is below its share of the nodes' price, so that the
-    /// replacements together are strictly cheaper whatever launches. Spot→spot needs the
-    /// option, and for a single node at least 15 cheaper types (or minValues).
-    fn cheaper_replacements(
-        &self,
-        group: &[usize],
-        claims: Vec<PlannedNodeClaim>,
-        price: f64,
-    ) -> Result<Vec<PlannedNodeClaim>, Rejection> {
-        if claims.is_empty() {
-            return Ok(claims);
-        }
-        if group.iter().any(|&c| self.candidates[c].price.is_none()) {
-            return Err(Rejection::NotCheaper("a node's price is unknown".into()));
-        }
-        let all_spot = group
-            .iter()
-            .all(|&c| self.candidates[c].capacity_type.as_deref() == Some(labels::CAPACITY_SPOT));
-        // Per claim: capacity types, and (worst price, type) cheapest first.
-        let mut options: Vec<ClaimOptions<'_>> = Vec::new();
-        for claim in &claims {
-            let mut cts = claim.capacity_types.clone();
-            let has = |v: &str| cts.iter().any(|c| c == v);
-            if has(labels::CAPACITY_SPOT) && has(labels::CAPACITY_ON_DEMAND) {
-                // Priced as spot; an on-demand fallback would not be cheaper.
-                cts = vec![labels::CAPACITY_SPOT.to_string()];
-            }
-            if all_spot
-                && cts.iter().any(|c| c == labels::CAPACITY_SPOT)
-                && !self.options.spot_to_spot_consolidation
-            {
-                return Err(Rejection::NotCheaper(
-                    "spot-to-spot consolidation is disabled".into(),
-                ));
-            }
-            let mut types: Vec<(f64, &InstanceType)> = claim
-                .instance_types
-                .iter()
-                .filter_map(|n| self.types.get(n.as_str()).copied())
-                .filter_map(|t| Self::worst_price(t, &claim.zones, &cts).map(|w| (w, t)))
-                .collect();
-            types.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.name.cmp(&b.1.name)));
-            if types.is_empty() {
-                return Err(Rejection::NotCheaper(format!(
-                    "replacement {} has no priced offering",
-                    claim.name
-                )));
-            }
-            options.push((cts, types));
-        }
-        let sum_min: f64 = options.iter().map(|(_, t)| t[0].0).sum();
-        if sum_min >= price {
-            return Err(Rejection::NotCheaper(format!(
-                "replacements would cost {sum_min:.4}/h, not less than {price:.4}/h"
-            )));
-        }
-        let slack = price - sum_min;
-        let k = options.len() as f64;
-        let mut out = Vec::with_capacity(claims.len());
-        for (claim, (cts, types)) in claims.into_iter().zip(options) {
-            let min = types[0].0;
-            let share = if sum_min > 0.0 {
-                min + slack * min / sum_min
-            } else {
-                min + slack / k
-            };
-            let mut kept: Vec<&InstanceType> = types
-                .iter()
-                .filter(|(w, _)| *w < share)
-                .map(|(_, t)| *t)
-                .collect();
-            let pool = self.pools.get(claim.node_pool.as_str()).copied();
-            let min_values = pool
-                .map(|p| {
-                    p.requirements
-                        .iter()
-                        .filter_map(|r| r.min_values)
-                        .max()
-                        .unwrap_or(0) as usize
-                })
-                .unwrap_or(0);
-            if all_spot && cts.iter().any(|c| c == labels::CAPACITY_SPOT) && group.len() == 1 {
-                let need = MIN_SPOT_TO_SPOT_TYPES.max(min_values);
-                if kept.len() < need {
-                    return Err(Rejection::NotCheaper(format!(
-                        "spot-to-spot replacement keeps {} cheaper types, {need} needed",
-                        kept.len()
-                    )));
-                }
-                kept.truncate(need);
-            }
-            if self.options.min_values_policy == MinValuesPolicy::Strict
-                && let Some(pool) = pool
-            {
-                for r in pool.requirements.iter().filter(|r| r.min_values.is_some()) {
-                    let distinct: BTreeSet<&str> = kept
-                        .iter()
-                        .filter_map(|t| {
-                            if r.key == labels::INSTANCE_TYPE {
-                                Some(t.name.as_str())
-                            } else {
-                                t.labels.get(&r.key).map(String::as_str)
-                            }
-                        })
-                        .collect();
-                    let want = r.min_values.unwrap_or(0) as usize;
-                    if distinct.len() < want {
-                        return Err(Rejection::NotCheaper(format!(
-                            "cheaper types keep {} values of {}, minValues {want}",
-                            distinct.len(),
-                            r.key
-                        )));
-                    }
-                }
-            }
-            kept.sort_by(|a, b| {
-                let pa = Self::cheapest_price(a, &claim.zones, &cts).unwrap_or(f64::MAX);
-                let pb = Self::cheapest_price(b, &claim.zones, &cts).unwrap_or(f64::MAX);
-                pa.total_cmp(&pb).then(a.name.cmp(&b.name))
-            });
-            let new_price = kept
-                .iter()
-                .filter_map(|t| Self::cheapest_price(t, &claim.zones, &cts))
-                .reduce(f64::min)
-                .unwrap_or(claim.price);
-            out.push(PlannedNodeClaim {
-                instance_types: kept.iter().map(|t| t.name.clone()).collect(),
-                capacity_types: cts,
-                price: new_price,
-                ..claim
-            });
-        }
-        Ok(out)
-    }
-
-    /// Applies a command: the nodes go, their pods move where the command says, replacements
-    /// appear as nodes, budgets and PDB allowances are consumed, and the decision is recorded.
-    pub fn commit(&mut self, mut cmd: Command) {
-        // Replacement names must not collide with nodes of the working state.
-        let mut names: BTreeSet<String> =
-            self.working.nodes.iter().map(|n| n.name.clone()).collect();
-        for claim in &mut cmd.replacements {
-            if names.contains(&claim.name) {
-                let base = claim.name.clone();
-                let mut i = 2;
-                while names.contains(&format!("{base}-{i}")) {
-                    i += 1;
-                }
-                let new = format!("{base}-{i}");
-                for target in cmd.placements.values_mut() {
-                    if *target == base {
-                        *target = new.clone();
-                    }
-                }
-                claim.name = new;
-            }
-            names.insert(claim.name.clone());
-        }
-        let removed: BTreeSet<&str> = cmd
-            .nodes
-            .iter()
-            .map(|&c| self.candidates[c].name.as_str())
-            .collect();
-        let mut per_pool: BTreeMap<String, u32> = BTreeMap::new();
-        for &c in &cmd.nodes {
-            self.used[c] = true;
-            *per_pool
-                .entry(self.candidates[c].node_pool.clone())
-                .or_default() += 1;
-        }
-        for (pool, n) in per_pool {
-            self.budgets.consume(&pool, n);
-        }
-        for key in cmd.placements.keys() {
-            if let Some(v) = self.pod_pdbs.get(key) {
-                for &i in v {
-                    self.pdb_remaining[i] -= 1;
-                }
-            }
-        }
-        // Working state.
-        self.working
-            .nodes
-            .retain(|n| !removed.contains(n.name.as_str()));
-        let claims: BTreeSet<&str> = cmd
-            .nodes
-            .iter()
-            .filter_map(|&c| self.candidates[c].claim.as_deref())
-            .collect();
-        self.working
-            .node_claims
-            .retain(|c| !claims.contains(c.name.as_str()));
-        let placements = &cmd.placements;
-        self.working.pods.retain_mut(|p| {
-            let Some(n) = p.node_name.as_deref() else {
-                return true;
-            };
-            if !removed.contains(n) {
-                return true;
-            }
-            match placements.get(&p.key()) {
-                Some(target) => {
-                    p.node_name = Some(target.clone());
-                    true
-                }
-                // DaemonSet, mirror and terminal pods go with the node; unschedulable pods of
-                // a forced expiry become pending.
-                None if candidate::is_reschedulable(p) => {
-                    p.node_name = None;
-                    p.phase = crate::model::PodPhase::Pending;
-                    true
-                }
-                None => false,
-            }
-        });
-        for claim in &cmd.replacements {
-            if let Some(node) = self.replacement_node(claim) {
-                self.working.nodes.push(node);
-            }
-        }
-        self.pods_on = candidate::pods_by_node(&self.working);
-        // Decision.
-        let mut nodes: Vec<String> = removed.iter().map(|s| s.to_string()).collect();
-        nodes.sort();
-        if cmd.replacements.len() >= 2 && cmd.reason == Reason::Underutilized {
-            self.notes.push(format!(
-                "Underutilized: {} nodes ({}) repacked onto {} cheaper new nodes, saving {:.4}/h (a many→k repack; Karpenter's search stops at many→1)",
-                nodes.len(),
-                nodes.join(", "),
-                cmd.replacements.len(),
-                cmd.savings_per_hour
-            ));
-        }
-        for (pod, why) in &cmd.unschedulable {
-            self.notes.push(format!(
-                "{}: pod {pod} has no place after expiry: {why}",
-                cmd.reason.as_str()
-            ));
-        }
-        let mut replacements = cmd.replacements;
-        replacements.sort_by(|a, b| a.name.cmp(&b.name));
-        for r in &mut replacements {
-            r.pods.sort();
-        }
-        self.decisions.push(DisruptionDecision {
-            reason: cmd.reason.as_str().to_string(),
-            nodes,
-            replacements,
-            // `+ 0.0` turns an empty sum's -0.0 into 0.0.
-            savings_per_hour: cmd.savings_per_hour + 0.0,
-        });
-    }
-
-    /// A node standing for a replacement claim in the working state: its cheapest type's
-    /// allocatable, the claim's labels and taints, and the cheapest allowed offering's zone and
-    /// capacity type.
-    fn replacement_node(&self, claim: &PlannedNodeClaim) -> Option<Node> {
-        let it = claim
-            .instance_types
-            .first()
-            .and_then(|n| self.types.get(n.as_str()).copied())?;
-        let offering = it
-            .offerings
-            .iter()
-            .filter(|o| o.available)
-            .filter(|o| claim.zones.is_empty() || claim.zones.contains(&o.zone))
-            .filter(|o| {
-                claim.capacity_types.is_empty() || claim.capacity_types.contains(&o.capacity_type)
-            })
-            .min_by(|a, b| a.price.total_cmp(&b.price).then(a.zone.cmp(&b.zone)))?;
-        let mut node_labels = it.labels.clone();
-        node_labels.extend(claim.labels.clone());
-        node_labels.insert(labels::INSTANCE_TYPE.into(), it.name.clone());
-        node_labels.insert(labels::ZONE.into(), offering.zone.clone());
-        node_labels.insert(labels::CAPACITY_TYPE.into(), offering.capacity_type.clone());
-        node_labels.insert(labels::NODEPOOL.into(), claim.node_pool.clone());
-        node_labels.insert(labels::HOSTNAME.into(), claim.name.clone());
-        node_labels
-            .entry(labels::OS.into())
-            .or_insert_with(|| "linux".into());
-        node_labels.insert(labels::INITIALIZED.into(), "true".into());
-        let taints = claim
-            .taints
-            .iter()
-            .map(|t| Taint {
-                key: t.key.clone(),
-                value: t.value.clone(),
-                effect: match t.effect.as_str() {
-                    "PreferNoSchedule" => TaintEffect::PreferNoSchedule,
-                    "NoExecute" => TaintEffect::NoExecute,
-                    _ => TaintEffect::NoSchedule,
-                },
-            })
-            .collect();
-        Some(Node {
-            name: claim.name.clone(),
-            labels: node_labels,
-            annotations: Default::default(),
-            taints,
-            allocatable: it.allocatable(),
-            capacity: it.capacity.clone(),
-            unschedulable: false,
-            provider_id: None,
-            ready: true,
-            creation_time: Some(self.options.now),
-            deletion_time: None,
-        })
-    }
-
     /// Hourly savings of the decisions committed so far.
     pub fn savings(&self) -> f64 {
         self.decisions.iter().map(|d| d.savings_per_hour).sum()
@@ -818,7 +483,7 @@ impl<'a> Session<'a> {
 
     /// Adds another fork's simulation and rebuild counters to this one's (work done on a
     /// search that was not kept still counts).
-    pub fn absorb_counters(&self, other: &Session<'_>) {
+    pub fn absorb_counters(&self, other: &Evaluation<'_>) {
         self.simulations
             .set(self.simulations.get() + other.simulations.get());
         self.rebuilds
