@@ -402,8 +402,11 @@ const EVICTION_SIGNALS: &str = "['memory.available','nodefs.available','nodefs.i
 fn reserved_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "object",
-        "additionalProperties": {"type": "string", "pattern": r"^\d+(E|P|T|G|M|K|Ei|Pi|Ti|Gi|Mi|Ki)?$"},
-        "x-kubernetes-validations": [{"rule": "self.all(x, x=='cpu' || x=='memory' || x=='ephemeral-storage' || x=='pid')", "message": "valid keys for systemReserved and kubeReserved are ['cpu','memory','ephemeral-storage','pid']"}]
+        "additionalProperties": {"type": "string", "pattern": crate::common::QUANTITY_PATTERN},
+        "x-kubernetes-validations": [
+            {"rule": "self.all(x, x=='cpu' || x=='memory' || x=='ephemeral-storage' || x=='pid')", "message": "valid keys for systemReserved and kubeReserved are ['cpu','memory','ephemeral-storage','pid']"},
+            {"rule": "self.all(x, !self[x].startsWith('-'))", "message": "systemReserved and kubeReserved values cannot be negative resource quantities"}
+        ]
     })
 }
 
