@@ -10,7 +10,9 @@ pub mod ec2nodeclass;
 pub mod nodeclaim;
 pub mod nodepool;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+};
 use kube::CustomResourceExt;
 use thiserror::Error;
 
@@ -43,7 +45,63 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The three CRDs, in the order they are printed: NodePool, NodeClaim, EC2NodeClass.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![NodePool::crd(), NodeClaim::crd(), EC2NodeClass::crd()]
+    vec![
+        finish(
+            NodePool::crd(),
+            "NodePool is the Schema for the NodePools API",
+        ),
+        finish(
+            NodeClaim::crd(),
+            "NodeClaim is the Schema for the NodeClaims API",
+        ),
+        finish(
+            EC2NodeClass::crd(),
+            "EC2NodeClass is the Schema for the EC2NodeClass API",
+        ),
+    ]
+}
+
+/// Brings a derived CRD to what Karpenter's controller-gen output says: `listKind`, a root
+/// description, and typed `anyOf` branches for int-or-string quantities (kube's structural
+/// rewrite leaves them empty, which the API server accepts but `kubectl explain` shows poorly).
+fn finish(mut crd: CustomResourceDefinition, description: &str) -> CustomResourceDefinition {
+    crd.spec.names.list_kind = Some(format!("{}List", crd.spec.names.kind));
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            schema.description = Some(description.to_owned());
+            schema.title = None;
+            type_int_or_string(schema);
+        }
+    }
+    crd
+}
+
+fn type_int_or_string(schema: &mut JSONSchemaProps) {
+    if schema.x_kubernetes_int_or_string == Some(true) {
+        schema.any_of = Some(vec![
+            JSONSchemaProps {
+                type_: Some("integer".to_owned()),
+                ..JSONSchemaProps::default()
+            },
+            JSONSchemaProps {
+                type_: Some("string".to_owned()),
+                ..JSONSchemaProps::default()
+            },
+        ]);
+    }
+    for child in schema.properties.iter_mut().flat_map(|p| p.values_mut()) {
+        type_int_or_string(child);
+    }
+    if let Some(JSONSchemaPropsOrBool::Schema(child)) = schema.additional_properties.as_mut() {
+        type_int_or_string(child);
+    }
+    if let Some(JSONSchemaPropsOrArray::Schema(child)) = schema.items.as_mut() {
+        type_int_or_string(child);
+    }
 }
 
 /// One CRD as a YAML document (without the `---` separator).

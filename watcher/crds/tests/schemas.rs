@@ -131,11 +131,14 @@ fn python() -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
+/// Errors as `(field path, message)`.
+type FieldErrors = Vec<(String, String)>;
+
 /// The OpenAPI errors of each document as `(path, message)`, from the `jsonschema` package;
 /// `None` when the validator is not installed (outside CI).
 fn jsonschema_errors(
     docs: &[(String, Value)],
-) -> anyhow::Result<Option<BTreeMap<String, Vec<(String, String)>>>> {
+) -> anyhow::Result<Option<BTreeMap<String, FieldErrors>>> {
     let Some(py) = python() else {
         if std::env::var_os("CI").is_some() {
             bail!(
@@ -191,7 +194,7 @@ fn jsonschema_errors(
 }
 
 /// The CEL errors of a document as `(field path, message)`, from kube-cel; `old` for updates.
-fn cel_errors(obj: &Value, old: Option<&Value>) -> Vec<(String, String)> {
+fn cel_errors(obj: &Value, old: Option<&Value>) -> FieldErrors {
     let schemas = schemas();
     let schema = schemas.get(&key_of(obj)).expect("a schema for the kind");
     match kube_cel::Validator::new().validate(schema, obj, old) {
