@@ -22,7 +22,6 @@
 mod budgets;
 mod candidate;
 pub mod cron;
-mod duration;
 mod session;
 #[cfg(test)]
 mod tests;

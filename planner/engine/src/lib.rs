@@ -23,7 +23,7 @@ pub mod client;
 #[cfg(feature = "grpc")]
 pub mod config;
 pub mod consolidation;
-pub mod labels;
+pub use common::labels;
 pub mod manifests;
 #[cfg(feature = "grpc")]
 pub mod metrics;

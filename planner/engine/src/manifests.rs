@@ -59,8 +59,7 @@
 //! [`Loaded::warnings`]). A document without `apiVersion` or `kind` is an error.
 
 mod cluster;
-mod duration;
-pub mod hash;
+pub use common::hash;
 mod karpenter;
 mod pods;
 mod raw;
@@ -79,7 +78,7 @@ use crate::model::{
     ClusterSnapshot, DaemonSet, Namespace, Node, NodeClaim, NodeClass, NodePool, PersistentVolume,
     PersistentVolumeClaim, Pod, PodDisruptionBudget, PriorityClass, StorageClass,
 };
-pub use duration::parse_go_duration;
+pub use common::duration::parse_go_duration;
 use pods::PriorityRef;
 use workloads::Controller;
 

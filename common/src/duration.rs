@@ -1,5 +1,20 @@
-//! Go duration strings (`720h`, `1h30m`, `10s`, `1.5h`, `300ms`), the syntax of Karpenter's
-//! `expireAfter`, `consolidateAfter` and budget `duration`.
+//! Go duration strings (`720h`, `1h30m`, `10s`, `1.5h`, `300ms`): the one parser for the syntax
+//! of Karpenter's `expireAfter`, `consolidateAfter`, budget `duration`, the
+//! `karpenter.sh/do-not-disrupt` annotation and the planner service's duration settings.
+
+use std::time::Duration;
+
+use thiserror::Error;
+
+/// A text that is not a Go duration.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("invalid duration {input:?}: {why} (expected e.g. 720h, 1h30m, 10s)")]
+pub struct DurationError {
+    /// The text that was given.
+    pub input: String,
+    /// What is wrong with it.
+    pub why: &'static str,
+}
 
 /// Parses a Go duration into whole seconds, rounded toward zero (`1500ms` is 1 s).
 ///
@@ -7,9 +22,43 @@
 /// `<number><unit>` parts with units `ns`, `us`, `µs`, `ms`, `s`, `m`, `h`, and `0` alone.
 ///
 /// # Errors
-/// A message saying what is wrong when `s` is not a Go duration.
-pub fn parse_go_duration(s: &str) -> Result<i64, String> {
-    let bad = |why: &str| format!("invalid duration {s:?}: {why} (expected e.g. 720h, 1h30m, 10s)");
+/// [`DurationError`] naming `s` when it is not a Go duration.
+pub fn parse_go_duration(s: &str) -> Result<i64, DurationError> {
+    let nanos = parse_go_duration_nanos(s)?;
+    i64::try_from(nanos / 1_000_000_000).map_err(|_| DurationError {
+        input: s.to_string(),
+        why: "too large",
+    })
+}
+
+/// Parses a non-negative Go duration into a [`Duration`], keeping sub-second parts (`500ms`).
+///
+/// # Errors
+/// [`DurationError`] naming `s` when it is not a Go duration or is negative.
+pub fn parse_std_duration(s: &str) -> Result<Duration, DurationError> {
+    let nanos = parse_go_duration_nanos(s)?;
+    let bad = |why| DurationError {
+        input: s.to_string(),
+        why,
+    };
+    if nanos < 0 {
+        return Err(bad("negative"));
+    }
+    let secs = u64::try_from(nanos / 1_000_000_000).map_err(|_| bad("too large"))?;
+    // The remainder of a division by 10^9 always fits.
+    let sub = u32::try_from(nanos % 1_000_000_000).unwrap_or(0);
+    Ok(Duration::new(secs, sub))
+}
+
+/// Parses a Go duration into nanoseconds (the sign applied).
+///
+/// # Errors
+/// [`DurationError`] naming `s` when it is not a Go duration.
+pub fn parse_go_duration_nanos(s: &str) -> Result<i128, DurationError> {
+    let bad = |why: &'static str| DurationError {
+        input: s.to_string(),
+        why,
+    };
     let (neg, mut rest) = match s.strip_prefix('-') {
         Some(r) => (true, r),
         None => (false, s.strip_prefix('+').unwrap_or(s)),
@@ -63,8 +112,7 @@ pub fn parse_go_duration(s: &str) -> Result<i64, String> {
         }
         rest = next;
     }
-    let secs = i64::try_from(total / 1_000_000_000).map_err(|_| bad("too large"))?;
-    Ok(if neg { -secs } else { secs })
+    Ok(if neg { -total } else { total })
 }
 
 #[cfg(test)]
@@ -83,6 +131,22 @@ mod tests {
         assert_eq!(parse_go_duration("1500ms").unwrap(), 1);
         assert_eq!(parse_go_duration("720h0m0s").unwrap(), 720 * 3600);
         assert_eq!(parse_go_duration("-5m").unwrap(), -300);
+        assert_eq!(parse_go_duration("-1500ms").unwrap(), -1);
+    }
+
+    #[test]
+    fn std_durations_keep_milliseconds_and_refuse_negatives() {
+        assert_eq!(
+            parse_std_duration("500ms").unwrap(),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            parse_std_duration("1m30s").unwrap(),
+            Duration::from_secs(90)
+        );
+        assert!(parse_std_duration("-1s").is_err());
+        let e = parse_std_duration("5 parsecs").unwrap_err();
+        assert!(e.to_string().contains("\"5 parsecs\""), "{e}");
     }
 
     #[test]

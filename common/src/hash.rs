@@ -11,7 +11,7 @@
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::duration::parse_go_duration;
+use crate::duration::parse_go_duration;
 
 /// The value dovetail writes as `karpenter.sh/nodepool-hash-version` and
 /// `karpenter.k8s.aws/ec2nodeclass-hash-version` next to its hashes. Hashes are comparable only

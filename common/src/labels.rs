@@ -78,3 +78,6 @@ pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
 pub const NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";
 /// Taint Karpenter puts on nodes it is disrupting.
 pub const DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
+
+/// Labels (or annotations) of an object: key to value, in key order.
+pub type Labels = std::collections::BTreeMap<String, String>;

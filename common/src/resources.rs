@@ -1,4 +1,4 @@
-//! Resource quantities as scheduling counts them.
+//! Resource amounts as scheduling counts them: [`Resources`] in fixed integer units.
 
 use std::collections::BTreeMap;
 use std::fmt;
