@@ -2,29 +2,19 @@
 #![allow(dead_code, unreachable_pub)] // each test binary uses a different subset
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use planner::api::{PlanFn, PlannerService, ServiceOptions, fixtures};
-use planner::config::{Auth, Config};
-use planner::metrics::Metrics;
-use planner::server::Running;
+use planner_service::api::{PlanFn, PlannerService, ServiceOptions};
+use planner_service::config::{Auth, Config};
+use planner_service::metrics::Metrics;
+use planner_service::server::Running;
+use planner_wire::fixtures;
 use tonic::transport::Channel;
 
 pub fn config(auth: Auth) -> Config {
     Config {
-        listen: "127.0.0.1:0".parse().expect("addr"),
         metrics_listen: Some("127.0.0.1:0".parse().expect("addr")),
-        region: "us-east-1".into(),
-        request_timeout: Duration::from_secs(10),
-        max_concurrent_requests: 8,
-        max_message_bytes: 64 << 20,
-        session_max_objects: 10_000,
         auth,
-        tls: None,
-        actuator_endpoint: None,
-        actuator_token: None,
-        drain_delay: Duration::ZERO,
-        instance: "test".into(),
+        ..Config::for_tests()
     }
 }
 
@@ -65,7 +55,7 @@ pub struct Server {
 }
 
 pub async fn start(config: Config, service: PlannerService, metrics: Metrics) -> Server {
-    let running = planner::server::start(&config, service, metrics.clone())
+    let running = planner_service::server::start(&config, service, metrics.clone())
         .await
         .expect("server starts");
     running.set_serving().await;

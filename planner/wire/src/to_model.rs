@@ -1,216 +1,25 @@
-//! Conversions between the `dovetail.v1` wire messages and the planner's model.
-//!
-//! Wire → model is fallible and every error names the offending field by its path in the
-//! request, e.g. `snapshot.pods[17].requests.cpu`. Model → wire is total. Paths are only
-//! rendered when something is wrong, so a 50k-pod snapshot converts without building strings.
+//! Wire → model: decoding `dovetail.v1` messages into the planner's model. Every error names
+//! the field at fault by its path in the request.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use proto::v1 as pb;
-use thiserror::Error;
 
-use crate::catalog::{Catalog, InstanceType, Offering, Overhead};
-use crate::model::{
+use planner::catalog::{Catalog, InstanceType, Offering, Overhead};
+use planner::model::{
     self, BudgetNodes, ClusterSnapshot, ConsolidationPolicy, IntOrPercent, MinValuesPolicy,
     NodeInclusionPolicy, Operator, PlanOptions, PodPhase, PreferencePolicy, Resources,
-    SelectorOperator, TaintEffect, TolerationOperator, VolumeBindingMode, WhenUnsatisfiable,
-    format_bytes, format_cpu, names, quantity,
+    SelectorOperator, TaintEffect, TolerationOperator, VolumeBindingMode, WhenUnsatisfiable, names,
+    quantity,
 };
-use crate::plan::{
+use planner::plan::{
     DisruptionDecision, ExistingNodePlacement, Plan, PlannedNodeClaim, Summary, TaintOut,
     Unschedulable,
 };
 
-/// Input that cannot be converted into the model.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum Error {
-    /// A field has a value the planner cannot use.
-    #[error("{field}: {reason}")]
-    InvalidField {
-        /// Path of the field in the request, e.g. `snapshot.pods[17].requests.cpu`.
-        field: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-}
-
-// === impl Error ===
-
-impl Error {
-    /// Path of the field at fault.
-    pub fn field(&self) -> &str {
-        match self {
-            Error::InvalidField { field, .. } => field,
-        }
-    }
-
-    /// What is wrong with the field.
-    pub fn reason(&self) -> &str {
-        match self {
-            Error::InvalidField { reason, .. } => reason,
-        }
-    }
-}
-
-/// Result of a conversion.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// Where the catalog of a request comes from.
-#[derive(Clone, Debug, PartialEq)]
-pub enum CatalogChoice {
-    /// Sent inline with the request.
-    Inline(Catalog),
-    /// The built-in AWS catalog of a region.
-    Builtin {
-        /// Region name, e.g. `us-east-1`.
-        region: String,
-    },
-    /// Neither: the server's default.
-    Default,
-}
-
-/// A decoded `PlanRequest` (or session snapshot): everything `planner::plan` needs except the
-/// resolved catalog.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PlanInput {
-    /// The snapshot.
-    pub snapshot: ClusterSnapshot,
-    /// The catalog to resolve.
-    pub catalog: CatalogChoice,
-    /// Options, `now` included.
-    pub options: PlanOptions,
-}
-
-// === paths ===
-
-/// A field path, rendered only on error.
-#[derive(Clone, Copy)]
-pub(crate) struct At<'a> {
-    parent: Option<&'a At<'a>>,
-    seg: Seg<'a>,
-}
-
-#[derive(Clone, Copy)]
-enum Seg<'a> {
-    Root,
-    Field(&'static str),
-    Index(usize),
-    Key(&'a str),
-}
-
-// === impl At ===
-
-impl<'a> At<'a> {
-    pub(crate) const ROOT: At<'static> = At {
-        parent: None,
-        seg: Seg::Root,
-    };
-
-    pub(crate) fn field(&'a self, name: &'static str) -> At<'a> {
-        At {
-            parent: Some(self),
-            seg: Seg::Field(name),
-        }
-    }
-
-    pub(crate) fn index(&'a self, i: usize) -> At<'a> {
-        At {
-            parent: Some(self),
-            seg: Seg::Index(i),
-        }
-    }
-
-    fn key(&'a self, k: &'a str) -> At<'a> {
-        At {
-            parent: Some(self),
-            seg: Seg::Key(k),
-        }
-    }
-
-    fn render(&self) -> String {
-        let mut segs = Vec::new();
-        let mut cur = Some(self);
-        while let Some(a) = cur {
-            segs.push(a.seg);
-            cur = a.parent;
-        }
-        let mut out = String::new();
-        for seg in segs.into_iter().rev() {
-            match seg {
-                Seg::Root => {}
-                Seg::Field(f) => {
-                    if !out.is_empty() {
-                        out.push('.');
-                    }
-                    out.push_str(f);
-                }
-                Seg::Index(i) => {
-                    let _ = write!(out, "[{i}]");
-                }
-                Seg::Key(k) => {
-                    if !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                        if !out.is_empty() {
-                            out.push('.');
-                        }
-                        out.push_str(k);
-                    } else {
-                        let _ = write!(out, "[{k:?}]");
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    pub(crate) fn err(&self, reason: impl Into<String>) -> Error {
-        Error::InvalidField {
-            field: self.render(),
-            reason: reason.into(),
-        }
-    }
-}
-
-fn list<T, U>(items: Vec<T>, at: At<'_>, f: impl Fn(T, At<'_>) -> Result<U>) -> Result<Vec<U>> {
-    items
-        .into_iter()
-        .enumerate()
-        .map(|(i, x)| f(x, at.index(i)))
-        .collect()
-}
-
-fn required<T>(x: Option<T>, at: At<'_>) -> Result<T> {
-    x.ok_or_else(|| at.err("is required"))
-}
-
-fn non_empty(s: String, at: At<'_>) -> Result<String> {
-    if s.is_empty() {
-        Err(at.err("must not be empty"))
-    } else {
-        Ok(s)
-    }
-}
-
-fn non_negative(v: i64, at: At<'_>) -> Result<i64> {
-    if v < 0 {
-        Err(at.err(format!("must not be negative, got {v}")))
-    } else {
-        Ok(v)
-    }
-}
-
-fn one_of<T: Copy>(s: &str, at: At<'_>, allowed: &[(&str, T)]) -> Result<T> {
-    allowed
-        .iter()
-        .find(|(name, _)| *name == s)
-        .map(|(_, v)| *v)
-        .ok_or_else(|| {
-            let names: Vec<&str> = allowed.iter().map(|(n, _)| *n).collect();
-            at.err(format!("{s:?} is not one of {}", names.join(", ")))
-        })
-}
-
-// === wire → model ===
+use crate::{
+    At, CatalogChoice, Error, PlanInput, Result, list, non_empty, non_negative, one_of, required,
+};
 
 /// Decodes a whole `PlanRequest`.
 ///
@@ -241,7 +50,7 @@ impl TryFrom<pb::PlanRequest> for PlanInput {
 ///
 /// # Errors
 /// [`Error::InvalidField`] naming the first field at fault (paths start at `snapshot.`).
-pub(crate) fn session_snapshot(s: pb::SessionSnapshot, at: At<'_>) -> Result<PlanInput> {
+pub fn session_snapshot(s: pb::SessionSnapshot, at: At<'_>) -> Result<PlanInput> {
     let snapshot = snapshot(s.snapshot.unwrap_or_default(), at.field("snapshot"))?;
     let catalog = session_catalog_choice(s.catalog_source, at)?;
     let options = options(s.options.unwrap_or_default(), at.field("options"))?;
@@ -281,7 +90,7 @@ fn session_catalog_choice(
 ///
 /// # Errors
 /// An unknown policy name.
-pub(crate) fn options(o: pb::PlanOptions, at: At<'_>) -> Result<PlanOptions> {
+pub fn options(o: pb::PlanOptions, at: At<'_>) -> Result<PlanOptions> {
     let preference_policy = match o.preference_policy.as_str() {
         "" => PreferencePolicy::default(),
         s => one_of(
@@ -317,7 +126,7 @@ pub(crate) fn options(o: pb::PlanOptions, at: At<'_>) -> Result<PlanOptions> {
 ///
 /// # Errors
 /// [`Error::InvalidField`] naming the first field at fault.
-pub(crate) fn snapshot(s: pb::ClusterSnapshot, at: At<'_>) -> Result<ClusterSnapshot> {
+pub fn snapshot(s: pb::ClusterSnapshot, at: At<'_>) -> Result<ClusterSnapshot> {
     Ok(ClusterSnapshot {
         pods: list(s.pods, at.field("pods"), pod)?,
         nodes: list(s.nodes, at.field("nodes"), node)?,
@@ -338,7 +147,7 @@ pub(crate) fn snapshot(s: pb::ClusterSnapshot, at: At<'_>) -> Result<ClusterSnap
 }
 
 /// Kubernetes quantities by name → [`Resources`].
-pub(crate) fn resources(map: BTreeMap<String, String>, at: At<'_>) -> Result<Resources> {
+pub fn resources(map: BTreeMap<String, String>, at: At<'_>) -> Result<Resources> {
     let mut r = Resources::default();
     for (k, v) in &map {
         let a = at.key(k);
@@ -576,7 +385,8 @@ fn weighted_term(
     })
 }
 
-pub(crate) fn pod(p: pb::Pod, at: At<'_>) -> Result<model::Pod> {
+/// Decodes a wire `Pod`; errors name the field below `at`.
+pub fn pod(p: pb::Pod, at: At<'_>) -> Result<model::Pod> {
     let namespace = non_empty(p.namespace, at.field("namespace"))?;
     let name = non_empty(p.name, at.field("name"))?;
     let uid = if p.uid.is_empty() {
@@ -673,7 +483,8 @@ pub(crate) fn pod(p: pb::Pod, at: At<'_>) -> Result<model::Pod> {
     })
 }
 
-pub(crate) fn node(n: pb::Node, at: At<'_>) -> Result<model::Node> {
+/// Decodes a wire `Node`; errors name the field below `at`.
+pub fn node(n: pb::Node, at: At<'_>) -> Result<model::Node> {
     Ok(model::Node {
         name: non_empty(n.name, at.field("name"))?,
         labels: n.labels,
@@ -689,7 +500,8 @@ pub(crate) fn node(n: pb::Node, at: At<'_>) -> Result<model::Node> {
     })
 }
 
-pub(crate) fn node_claim(c: pb::NodeClaim, at: At<'_>) -> Result<model::NodeClaim> {
+/// Decodes a wire `NodeClaim`; errors name the field below `at`.
+pub fn node_claim(c: pb::NodeClaim, at: At<'_>) -> Result<model::NodeClaim> {
     Ok(model::NodeClaim {
         name: non_empty(c.name, at.field("name"))?,
         labels: c.labels,
@@ -786,7 +598,8 @@ fn disruption(d: Option<pb::Disruption>, at: At<'_>) -> Result<model::Disruption
     })
 }
 
-pub(crate) fn node_pool(p: pb::NodePool, at: At<'_>) -> Result<model::NodePool> {
+/// Decodes a wire `NodePool`; errors name the field below `at`.
+pub fn node_pool(p: pb::NodePool, at: At<'_>) -> Result<model::NodePool> {
     Ok(model::NodePool {
         name: non_empty(p.name, at.field("name"))?,
         weight: p.weight,
@@ -809,7 +622,8 @@ pub(crate) fn node_pool(p: pb::NodePool, at: At<'_>) -> Result<model::NodePool> 
     })
 }
 
-pub(crate) fn node_class(c: pb::NodeClass, at: At<'_>) -> Result<model::NodeClass> {
+/// Decodes a wire `NodeClass`; errors name the field below `at`.
+pub fn node_class(c: pb::NodeClass, at: At<'_>) -> Result<model::NodeClass> {
     let k = c.kubelet.unwrap_or_default();
     let ka = at.field("kubelet");
     Ok(model::NodeClass {
@@ -863,21 +677,8 @@ fn percentages(m: BTreeMap<String, String>, at: At<'_>) -> Result<BTreeMap<Strin
     Ok(out)
 }
 
-fn percentages_out(m: &BTreeMap<String, i64>) -> BTreeMap<String, String> {
-    m.iter()
-        .map(|(k, v)| {
-            let text = if v % 1000 == 0 {
-                format!("{}%", v / 1000)
-            } else {
-                let frac = format!("{:03}", v % 1000);
-                format!("{}.{}%", v / 1000, frac.trim_end_matches('0'))
-            };
-            (k.clone(), text)
-        })
-        .collect()
-}
-
-pub(crate) fn daemon_set(d: pb::DaemonSet, at: At<'_>) -> Result<model::DaemonSet> {
+/// Decodes a wire `DaemonSet`; errors name the field below `at`.
+pub fn daemon_set(d: pb::DaemonSet, at: At<'_>) -> Result<model::DaemonSet> {
     let namespace = non_empty(d.namespace, at.field("namespace"))?;
     let name = non_empty(d.name, at.field("name"))?;
     let mut template = required(d.template, at.field("template"))?;
@@ -895,7 +696,8 @@ pub(crate) fn daemon_set(d: pb::DaemonSet, at: At<'_>) -> Result<model::DaemonSe
     })
 }
 
-pub(crate) fn pdb(p: pb::PodDisruptionBudget, at: At<'_>) -> Result<model::PodDisruptionBudget> {
+/// Decodes a wire `PodDisruptionBudget`; errors name the field below `at`.
+pub fn pdb(p: pb::PodDisruptionBudget, at: At<'_>) -> Result<model::PodDisruptionBudget> {
     Ok(model::PodDisruptionBudget {
         namespace: non_empty(p.namespace, at.field("namespace"))?,
         name: non_empty(p.name, at.field("name"))?,
@@ -912,17 +714,16 @@ pub(crate) fn pdb(p: pb::PodDisruptionBudget, at: At<'_>) -> Result<model::PodDi
     })
 }
 
-pub(crate) fn namespace(n: pb::Namespace, at: At<'_>) -> Result<model::Namespace> {
+/// Decodes a wire `Namespace`; errors name the field below `at`.
+pub fn namespace(n: pb::Namespace, at: At<'_>) -> Result<model::Namespace> {
     Ok(model::Namespace {
         name: non_empty(n.name, at.field("name"))?,
         labels: n.labels,
     })
 }
 
-pub(crate) fn pvc(
-    c: pb::PersistentVolumeClaim,
-    at: At<'_>,
-) -> Result<model::PersistentVolumeClaim> {
+/// Decodes a wire `PersistentVolumeClaim`; errors name the field below `at`.
+pub fn pvc(c: pb::PersistentVolumeClaim, at: At<'_>) -> Result<model::PersistentVolumeClaim> {
     Ok(model::PersistentVolumeClaim {
         namespace: non_empty(c.namespace, at.field("namespace"))?,
         name: non_empty(c.name, at.field("name"))?,
@@ -931,7 +732,8 @@ pub(crate) fn pvc(
     })
 }
 
-pub(crate) fn pv(v: pb::PersistentVolume, at: At<'_>) -> Result<model::PersistentVolume> {
+/// Decodes a wire `PersistentVolume`; errors name the field below `at`.
+pub fn pv(v: pb::PersistentVolume, at: At<'_>) -> Result<model::PersistentVolume> {
     Ok(model::PersistentVolume {
         name: non_empty(v.name, at.field("name"))?,
         storage_class: v.storage_class,
@@ -939,7 +741,8 @@ pub(crate) fn pv(v: pb::PersistentVolume, at: At<'_>) -> Result<model::Persisten
     })
 }
 
-pub(crate) fn storage_class(s: pb::StorageClass, at: At<'_>) -> Result<model::StorageClass> {
+/// Decodes a wire `StorageClass`; errors name the field below `at`.
+pub fn storage_class(s: pb::StorageClass, at: At<'_>) -> Result<model::StorageClass> {
     let volume_binding_mode = match s.volume_binding_mode.as_str() {
         "" => VolumeBindingMode::Immediate,
         m => one_of(
@@ -965,7 +768,7 @@ pub(crate) fn storage_class(s: pb::StorageClass, at: At<'_>) -> Result<model::St
 ///
 /// # Errors
 /// [`Error::InvalidField`] naming the first field at fault, e.g. a negative price.
-pub(crate) fn catalog(c: pb::Catalog, at: At<'_>) -> Result<Catalog> {
+pub fn catalog(c: pb::Catalog, at: At<'_>) -> Result<Catalog> {
     let instance_types = list(c.instance_types, at.field("instance_types"), |t, at| {
         let overhead = t.overhead.unwrap_or_default();
         let oa = at.field("overhead");
@@ -1014,495 +817,6 @@ pub(crate) fn catalog(c: pb::Catalog, at: At<'_>) -> Result<Catalog> {
     })
 }
 
-// === model → wire ===
-
-/// [`Resources`] → Kubernetes quantities by name (zeros omitted).
-pub(crate) fn quantities(r: &Resources) -> BTreeMap<String, String> {
-    let mut m = BTreeMap::new();
-    if r.cpu != 0 {
-        m.insert(names::CPU.to_string(), format_cpu(r.cpu));
-    }
-    if r.memory != 0 {
-        m.insert(names::MEMORY.to_string(), format_bytes(r.memory));
-    }
-    if r.ephemeral_storage != 0 {
-        m.insert(
-            names::EPHEMERAL_STORAGE.to_string(),
-            format_bytes(r.ephemeral_storage),
-        );
-    }
-    if r.pods != 0 {
-        m.insert(names::PODS.to_string(), r.pods.to_string());
-    }
-    for (k, v) in &r.extended {
-        if *v != 0 {
-            m.insert(k.clone(), format_cpu(*v));
-        }
-    }
-    m
-}
-
-fn resource_list_out(r: &Option<Resources>) -> Option<pb::ResourceList> {
-    r.as_ref().map(|r| pb::ResourceList {
-        quantities: quantities(r),
-    })
-}
-
-fn requirement_out(r: &model::Requirement) -> pb::Requirement {
-    pb::Requirement {
-        key: r.key.clone(),
-        operator: format!("{:?}", r.operator),
-        values: r.values.clone(),
-        min_values: r.min_values,
-    }
-}
-
-fn term_out(t: &model::NodeSelectorTerm) -> pb::NodeSelectorTerm {
-    pb::NodeSelectorTerm {
-        requirements: t.requirements.iter().map(requirement_out).collect(),
-    }
-}
-
-fn selector_out(s: &model::LabelSelector) -> pb::LabelSelector {
-    pb::LabelSelector {
-        match_labels: s.match_labels.clone(),
-        match_expressions: s
-            .match_expressions
-            .iter()
-            .map(|e| pb::SelectorExpression {
-                key: e.key.clone(),
-                operator: format!("{:?}", e.operator),
-                values: e.values.clone(),
-            })
-            .collect(),
-    }
-}
-
-fn taint_out(t: &model::Taint) -> pb::Taint {
-    pb::Taint {
-        key: t.key.clone(),
-        value: t.value.clone(),
-        effect: format!("{:?}", t.effect),
-    }
-}
-
-fn affinity_term_out(t: &model::PodAffinityTerm) -> pb::PodAffinityTerm {
-    pb::PodAffinityTerm {
-        label_selector: t.label_selector.as_ref().map(selector_out),
-        namespaces: t.namespaces.clone(),
-        namespace_selector: t.namespace_selector.as_ref().map(selector_out),
-        topology_key: t.topology_key.clone(),
-        match_label_keys: t.match_label_keys.clone(),
-        mismatch_label_keys: t.mismatch_label_keys.clone(),
-    }
-}
-
-fn weighted_out(t: &model::WeightedPodAffinityTerm) -> pb::WeightedPodAffinityTerm {
-    pb::WeightedPodAffinityTerm {
-        weight: t.weight,
-        term: Some(affinity_term_out(&t.term)),
-    }
-}
-
-impl From<&model::Pod> for pb::Pod {
-    fn from(p: &model::Pod) -> Self {
-        pb::Pod {
-            namespace: p.namespace.clone(),
-            name: p.name.clone(),
-            uid: p.uid.clone(),
-            labels: p.labels.clone(),
-            annotations: p.annotations.clone(),
-            owner: p.owner.as_ref().map(|o| pb::OwnerRef {
-                kind: o.kind.clone(),
-                name: o.name.clone(),
-                controller: o.controller,
-            }),
-            requests: quantities(&p.requests),
-            node_selector: p.node_selector.clone(),
-            required_node_affinity: p.required_node_affinity.iter().map(term_out).collect(),
-            preferred_node_affinity: p
-                .preferred_node_affinity
-                .iter()
-                .map(|t| pb::PreferredTerm {
-                    weight: t.weight,
-                    term: Some(term_out(&t.term)),
-                })
-                .collect(),
-            tolerations: p
-                .tolerations
-                .iter()
-                .map(|t| pb::Toleration {
-                    key: t.key.clone(),
-                    operator: format!("{:?}", t.operator),
-                    value: t.value.clone(),
-                    effect: t.effect.map(|e| format!("{e:?}")).unwrap_or_default(),
-                })
-                .collect(),
-            topology_spread: p
-                .topology_spread
-                .iter()
-                .map(|t| pb::TopologySpreadConstraint {
-                    max_skew: t.max_skew,
-                    topology_key: t.topology_key.clone(),
-                    when_unsatisfiable: format!("{:?}", t.when_unsatisfiable),
-                    label_selector: t.label_selector.as_ref().map(selector_out),
-                    min_domains: t.min_domains,
-                    match_label_keys: t.match_label_keys.clone(),
-                    node_affinity_policy: format!("{:?}", t.node_affinity_policy),
-                    node_taints_policy: format!("{:?}", t.node_taints_policy),
-                })
-                .collect(),
-            pod_affinity: p.pod_affinity.iter().map(affinity_term_out).collect(),
-            preferred_pod_affinity: p.preferred_pod_affinity.iter().map(weighted_out).collect(),
-            pod_anti_affinity: p.pod_anti_affinity.iter().map(affinity_term_out).collect(),
-            preferred_pod_anti_affinity: p
-                .preferred_pod_anti_affinity
-                .iter()
-                .map(weighted_out)
-                .collect(),
-            host_ports: p
-                .host_ports
-                .iter()
-                .map(|h| pb::HostPort {
-                    ip: h.ip.clone(),
-                    protocol: h.protocol.clone(),
-                    port: h.port,
-                })
-                .collect(),
-            priority: p.priority,
-            volume_claims: p.volume_claims.clone(),
-            node_name: p.node_name.clone(),
-            phase: format!("{:?}", p.phase),
-            creation_time: p.creation_time,
-            start_time: p.start_time,
-            deletion_time: p.deletion_time,
-        }
-    }
-}
-
-impl From<&model::Node> for pb::Node {
-    fn from(n: &model::Node) -> Self {
-        pb::Node {
-            name: n.name.clone(),
-            labels: n.labels.clone(),
-            annotations: n.annotations.clone(),
-            taints: n.taints.iter().map(taint_out).collect(),
-            allocatable: quantities(&n.allocatable),
-            capacity: quantities(&n.capacity),
-            unschedulable: n.unschedulable,
-            provider_id: n.provider_id.clone(),
-            ready: n.ready,
-            creation_time: n.creation_time,
-            deletion_time: n.deletion_time,
-            uid: String::new(),
-        }
-    }
-}
-
-impl From<&model::NodeClaim> for pb::NodeClaim {
-    fn from(c: &model::NodeClaim) -> Self {
-        pb::NodeClaim {
-            name: c.name.clone(),
-            labels: c.labels.clone(),
-            annotations: c.annotations.clone(),
-            requirements: c.requirements.iter().map(requirement_out).collect(),
-            taints: c.taints.iter().map(taint_out).collect(),
-            startup_taints: c.startup_taints.iter().map(taint_out).collect(),
-            requests: quantities(&c.requests),
-            node_class: c.node_class.clone(),
-            expire_after: c.expire_after,
-            node_name: c.node_name.clone(),
-            provider_id: c.provider_id.clone(),
-            capacity: quantities(&c.capacity),
-            allocatable: quantities(&c.allocatable),
-            last_pod_event_time: c.last_pod_event_time,
-            creation_time: c.creation_time,
-            deletion_time: c.deletion_time,
-            uid: String::new(),
-        }
-    }
-}
-
-impl From<&model::NodePool> for pb::NodePool {
-    fn from(p: &model::NodePool) -> Self {
-        let d = &p.disruption;
-        pb::NodePool {
-            name: p.name.clone(),
-            weight: p.weight,
-            labels: p.labels.clone(),
-            annotations: p.annotations.clone(),
-            taints: p.taints.iter().map(taint_out).collect(),
-            startup_taints: p.startup_taints.iter().map(taint_out).collect(),
-            requirements: p.requirements.iter().map(requirement_out).collect(),
-            node_class: p.node_class.clone(),
-            expire_after: p.expire_after,
-            limits: resource_list_out(&p.limits),
-            limited_resources: p.limited_resources.clone(),
-            disruption: Some(pb::Disruption {
-                consolidation_policy: format!("{:?}", d.consolidation_policy),
-                consolidate_after: d.consolidate_after,
-                budgets: d
-                    .budgets
-                    .iter()
-                    .map(|b| pb::Budget {
-                        nodes: match b.nodes {
-                            BudgetNodes::Count(n) => n.to_string(),
-                            BudgetNodes::Percent(p) => format!("{p}%"),
-                        },
-                        reasons: b.reasons.clone(),
-                        schedule: b.schedule.clone(),
-                        duration: b.duration,
-                    })
-                    .collect(),
-            }),
-            template_hash: p.template_hash.clone(),
-            uid: String::new(),
-            metadata_annotations: p.metadata_annotations.clone(),
-            deletion_time: p.deletion_time,
-        }
-    }
-}
-
-impl From<&model::NodeClass> for pb::NodeClass {
-    fn from(c: &model::NodeClass) -> Self {
-        let k = &c.kubelet;
-        pb::NodeClass {
-            name: c.name.clone(),
-            ami_family: c.ami_family.clone(),
-            kubelet: Some(pb::KubeletConfig {
-                max_pods: k.max_pods,
-                pods_per_core: k.pods_per_core,
-                kube_reserved: resource_list_out(&k.kube_reserved),
-                system_reserved: resource_list_out(&k.system_reserved),
-                eviction_hard: resource_list_out(&k.eviction_hard),
-                eviction_hard_percent: percentages_out(&k.eviction_hard_percent),
-            }),
-            spec_hash: c.spec_hash.clone(),
-            uid: String::new(),
-            root_volume_size: c.root_volume_size.map(format_bytes),
-            metadata_annotations: c.metadata_annotations.clone(),
-        }
-    }
-}
-
-fn int_or_percent_out(v: IntOrPercent) -> String {
-    match v {
-        IntOrPercent::Int(i) => i.to_string(),
-        IntOrPercent::Percent(p) => format!("{p}%"),
-    }
-}
-
-impl From<&ClusterSnapshot> for pb::ClusterSnapshot {
-    fn from(s: &ClusterSnapshot) -> Self {
-        pb::ClusterSnapshot {
-            pods: s.pods.iter().map(Into::into).collect(),
-            nodes: s.nodes.iter().map(Into::into).collect(),
-            node_claims: s.node_claims.iter().map(Into::into).collect(),
-            node_pools: s.node_pools.iter().map(Into::into).collect(),
-            node_classes: s.node_classes.iter().map(Into::into).collect(),
-            daemon_sets: s
-                .daemon_sets
-                .iter()
-                .map(|d| pb::DaemonSet {
-                    namespace: d.namespace.clone(),
-                    name: d.name.clone(),
-                    template: Some((&d.template).into()),
-                    uid: String::new(),
-                })
-                .collect(),
-            pdbs: s
-                .pdbs
-                .iter()
-                .map(|p| pb::PodDisruptionBudget {
-                    namespace: p.namespace.clone(),
-                    name: p.name.clone(),
-                    selector: p.selector.as_ref().map(selector_out),
-                    min_available: p.min_available.map(int_or_percent_out),
-                    max_unavailable: p.max_unavailable.map(int_or_percent_out),
-                    disruptions_allowed: p.disruptions_allowed,
-                    uid: String::new(),
-                })
-                .collect(),
-            namespaces: s
-                .namespaces
-                .iter()
-                .map(|n| pb::Namespace {
-                    name: n.name.clone(),
-                    labels: n.labels.clone(),
-                    uid: String::new(),
-                })
-                .collect(),
-            pvcs: s
-                .pvcs
-                .iter()
-                .map(|c| pb::PersistentVolumeClaim {
-                    namespace: c.namespace.clone(),
-                    name: c.name.clone(),
-                    storage_class: c.storage_class.clone(),
-                    volume_name: c.volume_name.clone(),
-                    uid: String::new(),
-                })
-                .collect(),
-            pvs: s
-                .pvs
-                .iter()
-                .map(|v| pb::PersistentVolume {
-                    name: v.name.clone(),
-                    storage_class: v.storage_class.clone(),
-                    node_affinity: v.node_affinity.iter().map(term_out).collect(),
-                    uid: String::new(),
-                })
-                .collect(),
-            storage_classes: s
-                .storage_classes
-                .iter()
-                .map(|c| pb::StorageClass {
-                    name: c.name.clone(),
-                    volume_binding_mode: format!("{:?}", c.volume_binding_mode),
-                    allowed_topologies: c.allowed_topologies.iter().map(term_out).collect(),
-                    uid: String::new(),
-                })
-                .collect(),
-        }
-    }
-}
-
-impl From<&Catalog> for pb::Catalog {
-    fn from(c: &Catalog) -> Self {
-        pb::Catalog {
-            instance_types: c
-                .instance_types
-                .iter()
-                .map(|t| pb::InstanceType {
-                    name: t.name.clone(),
-                    capacity: quantities(&t.capacity),
-                    overhead: Some(pb::Overhead {
-                        kube_reserved: quantities(&t.overhead.kube_reserved),
-                        system_reserved: quantities(&t.overhead.system_reserved),
-                        eviction_threshold: quantities(&t.overhead.eviction_threshold),
-                    }),
-                    labels: t.labels.clone(),
-                    os: t.os.clone(),
-                    offerings: t
-                        .offerings
-                        .iter()
-                        .map(|o| pb::Offering {
-                            zone: o.zone.clone(),
-                            capacity_type: o.capacity_type.clone(),
-                            price: o.price,
-                            available: o.available,
-                        })
-                        .collect(),
-                })
-                .collect(),
-            notes: c.notes.clone(),
-        }
-    }
-}
-
-impl From<&PlanOptions> for pb::PlanOptions {
-    fn from(o: &PlanOptions) -> Self {
-        pb::PlanOptions {
-            preference_policy: format!("{:?}", o.preference_policy),
-            min_values_policy: format!("{:?}", o.min_values_policy),
-            spot_to_spot_consolidation: o.spot_to_spot_consolidation,
-            no_disruption: o.no_disruption,
-        }
-    }
-}
-
-/// Builds a `PlanRequest` from model values (the client side of [`plan_request`]).
-pub fn to_plan_request(
-    snapshot: &ClusterSnapshot,
-    catalog: &CatalogChoice,
-    options: &PlanOptions,
-) -> pb::PlanRequest {
-    use pb::plan_request::CatalogSource as S;
-    pb::PlanRequest {
-        snapshot: Some(snapshot.into()),
-        catalog_source: match catalog {
-            CatalogChoice::Inline(c) => Some(S::Catalog(c.into())),
-            CatalogChoice::Builtin { region } => Some(S::CatalogRef(pb::CatalogRef {
-                region: region.clone(),
-            })),
-            CatalogChoice::Default => None,
-        },
-        options: Some(options.into()),
-        now: options.now,
-    }
-}
-
-// === plan ⇄ wire ===
-
-fn claim_out(c: &PlannedNodeClaim) -> pb::PlannedNodeClaim {
-    pb::PlannedNodeClaim {
-        name: c.name.clone(),
-        node_pool: c.node_pool.clone(),
-        instance_types: c.instance_types.clone(),
-        zones: c.zones.clone(),
-        capacity_types: c.capacity_types.clone(),
-        price: c.price,
-        labels: c.labels.clone(),
-        taints: c
-            .taints
-            .iter()
-            .map(|t| pb::Taint {
-                key: t.key.clone(),
-                value: t.value.clone(),
-                effect: t.effect.clone(),
-            })
-            .collect(),
-        pods: c.pods.clone(),
-    }
-}
-
-pub(crate) fn decision_out(d: &DisruptionDecision) -> pb::DisruptionDecision {
-    pb::DisruptionDecision {
-        reason: d.reason.clone(),
-        nodes: d.nodes.clone(),
-        replacements: d.replacements.iter().map(claim_out).collect(),
-        savings_per_hour: d.savings_per_hour,
-    }
-}
-
-pub(crate) fn planned_claim_out(c: &PlannedNodeClaim) -> pb::PlannedNodeClaim {
-    claim_out(c)
-}
-
-impl From<&Plan> for pb::PlanResponse {
-    fn from(p: &Plan) -> Self {
-        let s = &p.summary;
-        pb::PlanResponse {
-            node_claims: p.node_claims.iter().map(claim_out).collect(),
-            existing_nodes: p
-                .existing_nodes
-                .iter()
-                .map(|e| pb::ExistingNodePlacement {
-                    name: e.name.clone(),
-                    pods: e.pods.clone(),
-                })
-                .collect(),
-            unschedulable: p
-                .unschedulable
-                .iter()
-                .map(|u| pb::Unschedulable {
-                    pod: u.pod.clone(),
-                    reason: u.reason.clone(),
-                })
-                .collect(),
-            disruptions: p.disruptions.iter().map(decision_out).collect(),
-            summary: Some(pb::Summary {
-                pending_pods: s.pending_pods,
-                scheduled_pods: s.scheduled_pods,
-                new_node_claims: s.new_node_claims,
-                cost_per_hour: s.cost_per_hour,
-                lower_bound_cost_per_hour: s.lower_bound_cost_per_hour,
-            }),
-            notes: p.notes.clone(),
-        }
-    }
-}
-
 fn claim_in(c: pb::PlannedNodeClaim) -> PlannedNodeClaim {
     PlannedNodeClaim {
         name: c.name,
@@ -1525,8 +839,10 @@ fn claim_in(c: pb::PlannedNodeClaim) -> PlannedNodeClaim {
     }
 }
 
-impl From<pb::PlanResponse> for Plan {
-    fn from(p: pb::PlanResponse) -> Self {
+/// Decodes a `PlanResponse` into the plan it carries (the client side of
+/// [`crate::to_wire::plan_response`]).
+pub fn plan(p: pb::PlanResponse) -> Plan {
+    {
         let s = p.summary.unwrap_or_default();
         Plan {
             node_claims: p.node_claims.into_iter().map(claim_in).collect(),
@@ -1567,7 +883,3 @@ impl From<pb::PlanResponse> for Plan {
         }
     }
 }
-
-#[cfg(test)]
-#[path = "convert_tests.rs"]
-mod tests;

@@ -257,20 +257,14 @@ fn positive(v: Option<(String, String)>, default: usize) -> Result<usize> {
     }
 }
 
-/// Parses `30s`, `500ms`, `2m`, `1h` or a plain number of seconds.
+/// Parses a Go duration (`30s`, `500ms`, `2m`, `1h30m`; the one parser in `common`) or a
+/// plain number of seconds. `None` when it is neither, or negative.
 pub fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
-    let (num, unit) = s
-        .find(|c: char| !c.is_ascii_digit())
-        .map_or((s, ""), |i| s.split_at(i));
-    let n: u64 = num.parse().ok()?;
-    match unit {
-        "" | "s" => Some(Duration::from_secs(n)),
-        "ms" => Some(Duration::from_millis(n)),
-        "m" => Some(Duration::from_secs(n.checked_mul(60)?)),
-        "h" => Some(Duration::from_secs(n.checked_mul(3600)?)),
-        _ => None,
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s.parse().ok().map(Duration::from_secs);
     }
+    common::duration::parse_std_duration(s).ok()
 }
 
 fn duration(v: Option<(String, String)>, default: Duration) -> Result<Duration> {
@@ -295,6 +289,28 @@ fn read(v: Option<(String, String)>) -> Result<Option<Vec<u8>>> {
 // === impl Config ===
 
 impl Config {
+    /// Settings for tests: gRPC on 127.0.0.1 with an OS-chosen port, no metrics port, region
+    /// `us-east-1`, no auth, no TLS, no actuator, no drain delay, a 10 s request timeout. Change
+    /// fields as a test needs (`Config { auth, ..Config::for_tests() }`).
+    #[cfg(any(test, feature = "test-util"))]
+    pub fn for_tests() -> Config {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            metrics_listen: None,
+            region: "us-east-1".into(),
+            request_timeout: Duration::from_secs(10),
+            max_concurrent_requests: 8,
+            max_message_bytes: 64 << 20,
+            session_max_objects: 10_000,
+            auth: Auth::Disabled,
+            tls: None,
+            actuator_endpoint: None,
+            actuator_token: None,
+            drain_delay: Duration::ZERO,
+            instance: "test".into(),
+        }
+    }
+
     /// Loads and validates the configuration from `flags` and `env`, reading the files they
     /// name.
     ///

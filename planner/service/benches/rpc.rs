@@ -4,7 +4,7 @@
 //! `cargo bench -p planner --bench rpc` (add `-- --quick` for fewer rounds). Replicas are real
 //! processes of this package's `dovetail-planner` binary on 127.0.0.1, planning against the
 //! built-in us-east-1 catalog by reference; callers share one balanced, retrying
-//! `planner::client::PlannerClient`. On a 2-core machine the replicas and the callers compete
+//! `planner_client::PlannerClient`. On a 2-core machine the replicas and the callers compete
 //! for the same cores, so more replicas cannot add throughput beyond the cores: the per-replica
 //! efficiency column says how much each added replica actually contributes.
 #![allow(missing_docs)]
@@ -15,10 +15,11 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use planner::api::convert::{CatalogChoice, to_plan_request};
-use planner::api::fixtures;
-use planner::client::{ClientConfig, PlannerClient};
 use planner::model::{ClusterSnapshot, PlanOptions};
+use planner_client::{ClientConfig, PlannerClient};
+use planner_service::api::RemotePlan;
+use planner_wire::fixtures;
+use planner_wire::{CatalogChoice, to_wire::plan_request as to_plan_request};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -172,7 +173,7 @@ fn main() {
             bytes = buf.len();
             let back: proto::v1::PlanRequest =
                 prost::Message::decode(buf.as_slice()).expect("decodes");
-            let _ = planner::api::convert::plan_request(back).expect("converts");
+            let _ = planner_service::api::convert::to_model::plan_request(back).expect("converts");
             wire.push(t.elapsed());
         }
         wire.sort();

@@ -1,12 +1,14 @@
 //! Bearer-token authentication for dovetail's gRPC services, both sides.
 //!
 //! The server side is a tonic interceptor ([`RequireBearer`]) on the services that need it
-//! (health stays open for probes); the client side ([`AddBearer`]) adds the header. mTLS is the
+//! (health stays open for probes); the client side ([`AddBearer`], from `planner-client`, which
+//! the watcher shares) adds the header. mTLS is the
 //! other option and lives in the server's TLS config, not here.
 
-use tonic::metadata::MetadataValue;
 use tonic::service::Interceptor;
 use tonic::{Request, Status};
+
+pub use planner_client::auth::{AddBearer, InvalidToken};
 
 /// Rejects requests without `authorization: Bearer <token>` with UNAUTHENTICATED.
 #[derive(Clone)]
@@ -46,41 +48,6 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     }
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
-
-/// Adds `authorization: Bearer <token>` to every request when a token is set.
-#[derive(Clone, Default)]
-pub struct AddBearer {
-    value: Option<MetadataValue<tonic::metadata::Ascii>>,
-}
-
-// === impl AddBearer ===
-
-impl AddBearer {
-    /// Adds `token`, if any.
-    ///
-    /// # Errors
-    /// When the token is not a valid header value (non-ASCII or control characters).
-    pub fn new(token: Option<&str>) -> Result<Self, InvalidToken> {
-        let value = token
-            .map(|t| format!("Bearer {t}").parse().map_err(|_| InvalidToken))
-            .transpose()?;
-        Ok(Self { value })
-    }
-}
-
-impl Interceptor for AddBearer {
-    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        if let Some(v) = &self.value {
-            request.metadata_mut().insert("authorization", v.clone());
-        }
-        Ok(request)
-    }
-}
-
-/// A token that cannot be sent as a header value.
-#[derive(Debug, Clone, Copy, thiserror::Error)]
-#[error("the bearer token must be printable ASCII")]
-pub struct InvalidToken;
 
 #[cfg(test)]
 mod tests {

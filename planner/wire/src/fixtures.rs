@@ -3,12 +3,12 @@
 //! Not used by the service itself. The shapes are small but touch every message type so that
 //! round trips and error paths are exercised.
 
-use crate::catalog::{Catalog, InstanceType, Offering, Overhead};
-use crate::model::{
+use planner::catalog::{Catalog, InstanceType, Offering, Overhead};
+use planner::model::{
     ClusterSnapshot, Node, NodeClaim, NodePool, Operator, Pod, Requirement, Resources, Taint,
     TaintEffect, Toleration, TolerationOperator,
 };
-use crate::plan::{
+use planner::plan::{
     DisruptionDecision, ExistingNodePlacement, Plan, PlannedNodeClaim, Summary, TaintOut,
     Unschedulable,
 };
@@ -49,7 +49,7 @@ pub fn snapshot(pods: usize) -> ClusterSnapshot {
         weight: 10,
         node_class: Some("default".into()),
         requirements: vec![Requirement {
-            key: crate::labels::CAPACITY_TYPE.into(),
+            key: planner::labels::CAPACITY_TYPE.into(),
             operator: Operator::In,
             values: vec!["spot".into(), "on-demand".into()],
             min_values: None,
@@ -64,10 +64,10 @@ pub fn snapshot(pods: usize) -> ClusterSnapshot {
     };
     pool.taints.clear();
     s.node_pools.push(pool);
-    s.node_classes.push(crate::model::NodeClass {
+    s.node_classes.push(planner::model::NodeClass {
         name: "default".into(),
         ami_family: Some("AL2023".into()),
-        ..crate::model::NodeClass::default()
+        ..planner::model::NodeClass::default()
     });
     let mut node = Node {
         name: "ip-10-0-1-5.ec2.internal".into(),
@@ -83,9 +83,9 @@ pub fn snapshot(pods: usize) -> ClusterSnapshot {
         ..Node::default()
     };
     node.labels
-        .insert(crate::labels::INSTANCE_TYPE.into(), "m5.large".into());
+        .insert(planner::labels::INSTANCE_TYPE.into(), "m5.large".into());
     node.labels
-        .insert(crate::labels::ZONE.into(), "us-east-1a".into());
+        .insert(planner::labels::ZONE.into(), "us-east-1a".into());
     s.nodes.push(node);
     s.node_claims.push(NodeClaim {
         name: "default-inflight".into(),
@@ -118,9 +118,9 @@ pub fn catalog() -> Catalog {
             });
         }
         let name = format!("m5.{size}");
-        let mut labels = crate::model::Labels::new();
-        labels.insert(crate::labels::INSTANCE_TYPE.into(), name.clone());
-        labels.insert(crate::labels::ARCH.into(), "amd64".into());
+        let mut labels = planner::model::Labels::new();
+        labels.insert(planner::labels::INSTANCE_TYPE.into(), name.clone());
+        labels.insert(planner::labels::ARCH.into(), "amd64".into());
         types.push(InstanceType {
             name,
             capacity: Resources {
@@ -149,7 +149,7 @@ pub fn catalog() -> Catalog {
 /// with a replacement, notes and fractional prices.
 pub fn plan() -> Plan {
     let claim = |name: &str, pods: &[&str], price: f64| {
-        let mut labels = crate::model::Labels::new();
+        let mut labels = planner::model::Labels::new();
         labels.insert("karpenter.sh/nodepool".into(), "default".into());
         labels.insert("team".into(), "web".into());
         PlannedNodeClaim {

@@ -7,11 +7,11 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use planner::api::actuator::Forwarder;
-use planner::api::fixtures;
-use planner::auth::AddBearer;
-use planner::metrics::Metrics;
 use planner::model::ClusterSnapshot;
+use planner_service::api::actuator::Forwarder;
+use planner_service::auth::AddBearer;
+use planner_service::metrics::Metrics;
+use planner_wire::fixtures;
 use proto::v1 as pb;
 use support::*;
 use tokio::sync::mpsc;
@@ -20,7 +20,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status};
 
 /// Plans that report what they saw: pending pods and the names of the pods.
-fn echo_plan_fn() -> planner::api::PlanFn {
+fn echo_plan_fn() -> planner_service::api::PlanFn {
     Arc::new(|s: &ClusterSnapshot, _, o| {
         let mut p = fixtures::plan();
         p.summary.pending_pods = s.pods.len() as u32;
@@ -36,7 +36,7 @@ fn snapshot_update(sequence: u64, pods: usize) -> pb::ClusterUpdate {
     pb::ClusterUpdate {
         sequence,
         update: Some(pb::cluster_update::Update::Snapshot(pb::SessionSnapshot {
-            snapshot: Some((&s).into()),
+            snapshot: Some(planner_wire::to_wire::snapshot(&s)),
             catalog_source: None,
             options: None,
         })),
@@ -111,7 +111,7 @@ async fn next_plan(
 async fn deltas_change_the_next_plan() {
     let metrics = Metrics::new();
     let server = start(
-        config(planner::config::Auth::Disabled),
+        config(planner_service::config::Auth::Disabled),
         service(&metrics, Some(echo_plan_fn())),
         metrics,
     )
@@ -157,7 +157,7 @@ async fn deltas_change_the_next_plan() {
 async fn out_of_order_updates_end_the_session_with_failed_precondition() {
     let metrics = Metrics::new();
     let server = start(
-        config(planner::config::Auth::Disabled),
+        config(planner_service::config::Auth::Disabled),
         service(&metrics, Some(echo_plan_fn())),
         metrics,
     )
@@ -197,16 +197,21 @@ async fn out_of_order_updates_end_the_session_with_failed_precondition() {
 async fn session_memory_is_bounded_and_released_when_the_stream_ends() {
     let metrics = Metrics::new();
     // A tight limit: the fixture snapshot of 5 pods holds 5 + 4 objects.
-    let small = planner::api::PlannerService::new(
+    let small = planner_service::api::PlannerService::new(
         Arc::new(|_: &str| Ok(fixtures::catalog())),
         metrics.clone(),
-        planner::api::ServiceOptions {
+        planner_service::api::ServiceOptions {
             session_max_objects: 10,
-            ..planner::api::ServiceOptions::default()
+            ..planner_service::api::ServiceOptions::default()
         },
     )
     .with_plan_fn(echo_plan_fn());
-    let server = start(config(planner::config::Auth::Disabled), small, metrics).await;
+    let server = start(
+        config(planner_service::config::Auth::Disabled),
+        small,
+        metrics,
+    )
+    .await;
 
     let (tx, mut plans) = open(&server).await;
     tx.send(snapshot_update(1, 5)).await.expect("send");
@@ -310,13 +315,18 @@ async fn session_plans_are_submitted_to_the_actuator_and_unary_plans_are_not() {
         metrics.clone(),
     );
     let svc = service(&metrics, Some(fixture_plan_fn())).with_actuator(forwarder);
-    let server = start(config(planner::config::Auth::Disabled), svc, metrics).await;
+    let server = start(
+        config(planner_service::config::Auth::Disabled),
+        svc,
+        metrics,
+    )
+    .await;
 
     // Unary Plan never executes anything.
     let mut raw = pb::planner_client::PlannerClient::new(support::channel(&server).await);
-    raw.plan(planner::api::convert::to_plan_request(
+    raw.plan(planner_wire::to_wire::plan_request(
         &fixtures::snapshot(3),
-        &planner::api::convert::CatalogChoice::Default,
+        &planner_service::api::convert::CatalogChoice::Default,
         &Default::default(),
     ))
     .await
@@ -383,7 +393,12 @@ async fn an_unreachable_actuator_does_not_break_the_session() {
         .connect_lazy();
     let forwarder = Forwarder::new(channel, AddBearer::default(), metrics.clone());
     let svc = service(&metrics, Some(fixture_plan_fn())).with_actuator(forwarder);
-    let server = start(config(planner::config::Auth::Disabled), svc, metrics).await;
+    let server = start(
+        config(planner_service::config::Auth::Disabled),
+        svc,
+        metrics,
+    )
+    .await;
     let (tx, mut plans) = open(&server).await;
     tx.send(snapshot_update(1, 2)).await.expect("send");
     tx.send(close(2, 0)).await.expect("send");
@@ -399,7 +414,7 @@ async fn an_unreachable_actuator_does_not_break_the_session() {
 async fn shutdown_ends_open_sessions_with_unavailable() {
     let metrics = Metrics::new();
     let server = start(
-        config(planner::config::Auth::Disabled),
+        config(planner_service::config::Auth::Disabled),
         service(&metrics, Some(echo_plan_fn())),
         metrics,
     )
@@ -420,7 +435,7 @@ async fn shutdown_ends_open_sessions_with_unavailable() {
 async fn the_client_opens_sessions_on_a_live_replica() {
     let metrics = Metrics::new();
     let server = start(
-        config(planner::config::Auth::Disabled),
+        config(planner_service::config::Auth::Disabled),
         service(&metrics, Some(echo_plan_fn())),
         metrics,
     )
@@ -429,7 +444,7 @@ async fn the_client_opens_sessions_on_a_live_replica() {
         .expect("bind")
         .local_addr()
         .expect("addr");
-    let client = planner::client::PlannerClient::connect(planner::client::ClientConfig::new(vec![
+    let client = planner_client::PlannerClient::connect(planner_client::ClientConfig::new(vec![
         dead.to_string(),
         server.running.grpc_addr.to_string(),
     ]))

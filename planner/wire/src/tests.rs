@@ -3,11 +3,17 @@ use std::collections::BTreeMap;
 use proto::v1 as pb;
 
 use super::*;
-use crate::api::fixtures;
-use crate::model::{
+use crate::fixtures;
+use planner::model::{
+    self, BudgetNodes, ClusterSnapshot, IntOrPercent, MinValuesPolicy, NodeInclusionPolicy,
+    Operator, PlanOptions, PodPhase, PreferencePolicy, Resources, SelectorOperator,
+    VolumeBindingMode, WhenUnsatisfiable,
+};
+use planner::model::{
     LabelSelector, NodeSelectorTerm, PodAffinityTerm, PreferredTerm, TopologySpreadConstraint,
     WeightedPodAffinityTerm,
 };
+use planner::plan::Plan;
 
 fn rich_snapshot() -> ClusterSnapshot {
     let mut s = fixtures::snapshot(3);
@@ -152,11 +158,11 @@ fn snapshot_round_trips_through_the_wire() {
         no_disruption: false,
     };
     let catalog = CatalogChoice::Inline(fixtures::catalog());
-    let req = to_plan_request(&s, &catalog, &options);
+    let req = to_wire::plan_request(&s, &catalog, &options);
     // Through bytes too, as it travels.
     let bytes = prost::Message::encode_to_vec(&req);
     let req: pb::PlanRequest = prost::Message::decode(bytes.as_slice()).expect("decodes");
-    let back = plan_request(req).expect("valid");
+    let back = to_model::plan_request(req).expect("valid");
     assert_eq!(back.snapshot, s);
     assert_eq!(back.options, options);
     assert_eq!(back.catalog, catalog);
@@ -167,22 +173,22 @@ fn builtin_catalog_reference_round_trips() {
     let choice = CatalogChoice::Builtin {
         region: "eu-west-1".into(),
     };
-    let req = to_plan_request(
+    let req = to_wire::plan_request(
         &ClusterSnapshot::default(),
         &choice,
         &PlanOptions::default(),
     );
-    assert_eq!(plan_request(req).expect("valid").catalog, choice);
+    assert_eq!(to_model::plan_request(req).expect("valid").catalog, choice);
 }
 
 fn error_of(mutate: impl FnOnce(&mut pb::PlanRequest)) -> Error {
-    let mut req = to_plan_request(
+    let mut req = to_wire::plan_request(
         &fixtures::snapshot(20),
         &CatalogChoice::Inline(fixtures::catalog()),
         &PlanOptions::default(),
     );
     mutate(&mut req);
-    plan_request(req).expect_err("must be rejected")
+    to_model::plan_request(req).expect_err("must be rejected")
 }
 
 fn snap(req: &mut pb::PlanRequest) -> &mut pb::ClusterSnapshot {
@@ -278,10 +284,10 @@ fn structural_errors_name_the_field() {
 #[test]
 fn plan_round_trips_through_the_wire() {
     let plan = fixtures::plan();
-    let resp = pb::PlanResponse::from(&plan);
-    assert_eq!(Plan::from(resp), plan);
+    let resp = to_wire::plan_response(&plan);
+    assert_eq!(to_model::plan(resp), plan);
     assert_eq!(
-        Plan::from(pb::PlanResponse::from(&Plan::default())),
+        to_model::plan(to_wire::plan_response(&Plan::default())),
         Plan::default()
     );
 }
@@ -291,7 +297,7 @@ fn plan_round_trips_through_the_wire() {
 #[test]
 fn proto3_json_of_the_response_is_the_cli_json() {
     for plan in [fixtures::plan(), Plan::default()] {
-        let resp = pb::PlanResponse::from(&plan);
+        let resp = to_wire::plan_response(&plan);
         let cli_pretty = serde_json::to_string_pretty(&plan).expect("json");
         let wire_pretty = serde_json::to_string_pretty(&resp).expect("json");
         assert_eq!(wire_pretty, cli_pretty);
@@ -302,7 +308,7 @@ fn proto3_json_of_the_response_is_the_cli_json() {
         let parsed: pb::PlanResponse = serde_json::from_str(&cli).expect("parses");
         assert_eq!(parsed, resp);
     }
-    let json = serde_json::to_string(&pb::PlanResponse::from(&fixtures::plan())).expect("json");
+    let json = serde_json::to_string(&to_wire::plan_response(&fixtures::plan())).expect("json");
     assert!(json.contains("\"lowerBoundCostPerHour\":0.031"), "{json}");
     assert!(json.contains("\"replacements\":[]"), "{json}");
 }

@@ -11,11 +11,11 @@ use sha2::{Digest, Sha256};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
-use super::convert::{decision_out, planned_claim_out};
+use super::convert::to_wire::{decision_out, planned_claim_out};
 use crate::auth::AddBearer;
 use crate::metrics::Metrics;
-use crate::model::ClusterSnapshot;
-use crate::plan::Plan;
+use planner::model::ClusterSnapshot;
+use planner::plan::Plan;
 
 /// Names of the NodeClaims that have no Node yet: no Node has the claim's `status.nodeName` or
 /// its provider id.

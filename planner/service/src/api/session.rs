@@ -17,11 +17,12 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 use tracing::Instrument;
 
-use super::convert::{self, At};
+use super::convert::to_model as convert;
+use super::convert::{At, to_wire};
 use super::service::{PlannerService, blocking};
 use super::{Error, Result};
-use crate::catalog::Catalog;
-use crate::model::{self, ClusterSnapshot, PlanOptions};
+use planner::catalog::Catalog;
+use planner::model::{self, ClusterSnapshot, PlanOptions};
 
 /// Starts serving one session stream; the returned stream carries its plans.
 pub(crate) fn start(
@@ -115,7 +116,7 @@ async fn run(
                     .await;
                 }
                 metrics.request("Session", tonic::Code::Ok, start.elapsed().as_secs_f64());
-                if tx.send(Ok((&plan).into())).await.is_err() {
+                if tx.send(Ok(to_wire::plan_response(&plan))).await.is_err() {
                     break;
                 }
             }

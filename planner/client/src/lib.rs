@@ -1,4 +1,7 @@
-//! A client of several planner replicas: balanced, and retrying a failed `Plan` on another one.
+//! `planner-client`: the client of several planner replicas, for the watcher and
+//! `dovetail plan --server`. It needs only the wire types (`proto`), never the engine.
+//!
+//! Calls are balanced, and a failed `Plan` is retried on another replica.
 //!
 //! Endpoints are `HOST:PORT` (or `http(s)://HOST:PORT`); a host name that resolves to several
 //! addresses (a headless Service) gives one replica per address. Calls go round-robin over the
@@ -23,10 +26,9 @@ use tonic::Code;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
-use crate::api::convert::{self, CatalogChoice};
-use crate::auth::{AddBearer, InvalidToken};
-use crate::model::{ClusterSnapshot, PlanOptions};
-use crate::plan::Plan;
+pub mod auth;
+
+use auth::{AddBearer, InvalidToken};
 
 /// How long a replica that failed is passed over.
 const EJECT_FOR: Duration = Duration::from_secs(5);
@@ -229,25 +231,12 @@ impl PlannerClient {
         self.replicas.iter().map(|r| r.name.clone()).collect()
     }
 
-    /// Plans remotely: the same answer as `planner::plan` with the same inputs.
+    /// Sends a ready `PlanRequest`, with failover: the same answer as `planner::plan` with the
+    /// same inputs (build the request with `planner_wire::to_wire::plan_request`).
     ///
     /// # Errors
     /// [`Error::Rpc`] with the status of the replica that refused the request, or of the last
     /// replica tried when all failed.
-    pub async fn plan(
-        &self,
-        snapshot: &ClusterSnapshot,
-        catalog: &CatalogChoice,
-        options: &PlanOptions,
-    ) -> Result<Plan> {
-        let req = convert::to_plan_request(snapshot, catalog, options);
-        self.plan_request(req).await.map(Plan::from)
-    }
-
-    /// Sends a ready `PlanRequest`, with failover.
-    ///
-    /// # Errors
-    /// As [`PlannerClient::plan`].
     pub async fn plan_request(&self, req: pb::PlanRequest) -> Result<pb::PlanResponse> {
         let timeout = self.timeout;
         self.with_failover(|mut client| {
@@ -272,7 +261,7 @@ impl PlannerClient {
     pub async fn session<F, S>(&self, mut make: F) -> Result<tonic::Streaming<pb::PlanResponse>>
     where
         F: FnMut() -> S,
-        S: futures::Stream<Item = pb::ClusterUpdate> + Send + 'static,
+        S: tokio_stream::Stream<Item = pb::ClusterUpdate> + Send + 'static,
     {
         self.with_failover(|mut client| {
             let updates = make();

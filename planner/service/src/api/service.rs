@@ -17,10 +17,10 @@ use tracing::Instrument;
 use super::actuator::Forwarder;
 use super::convert::{self, CatalogChoice};
 use super::{Error, Result, session};
-use crate::catalog::Catalog;
 use crate::metrics::Metrics;
-use crate::model::{ClusterSnapshot, PlanOptions};
-use crate::plan::Plan;
+use planner::catalog::Catalog;
+use planner::model::{ClusterSnapshot, PlanOptions};
+use planner::plan::Plan;
 
 /// The planning function the service calls: `planner::plan` in production; tests substitute
 /// slow or panicking ones.
@@ -69,7 +69,7 @@ impl PlannerService {
     /// A service planning with `planner::plan` and loading built-in catalogs with `catalogs`.
     pub fn new(catalogs: BuiltinCatalogs, metrics: Metrics, options: ServiceOptions) -> Self {
         Self {
-            plan_fn: Arc::new(crate::plan),
+            plan_fn: Arc::new(planner::plan),
             catalogs,
             cache: Arc::default(),
             options,
@@ -158,7 +158,7 @@ impl PlannerService {
     }
 
     fn plan_blocking(&self, req: pb::PlanRequest) -> Result<pb::PlanResponse> {
-        let input = convert::plan_request(req)?;
+        let input = convert::to_model::plan_request(req)?;
         let catalog = self.resolve_catalog(input.catalog, "catalog_ref.region")?;
         let plan = self.run_plan(&input.snapshot, &catalog, &input.options);
         tracing::debug!(
@@ -166,7 +166,7 @@ impl PlannerService {
             claims = plan.node_claims.len(),
             "Planned"
         );
-        Ok((&plan).into())
+        Ok(convert::to_wire::plan_response(&plan))
     }
 
     /// A fresh session id: this replica's name and a counter.

@@ -1,19 +1,19 @@
 //! The gRPC edge of the planner: the `dovetail.v1.Planner` service.
 //!
-//! Wire types stay in this module tree: [`convert`] turns requests into the model and plans into
-//! responses, [`status`] is the one place where errors become gRPC statuses, [`service`] is the
+//! Wire types stay in this module tree: [`convert`] (the `planner-wire` crate, shared with the
+//! CLI) turns requests into the model and plans into responses, [`status`] is the one place where errors become gRPC statuses, [`service`] is the
 //! tonic implementation (unary `Plan` and streaming `Session`), [`session`] keeps the per-stream
 //! snapshot, and [`actuator`] submits session plans to the actuator.
 
 pub mod actuator;
-pub mod convert;
-pub mod fixtures;
 pub mod service;
 pub mod session;
 pub mod status;
 
 use thiserror::Error;
 
+pub use planner_wire as convert;
+pub use planner_wire::remote::RemotePlan;
 pub use service::{BuiltinCatalogs, PlanFn, PlannerService, ServiceOptions};
 
 /// Everything that can go wrong serving a request.

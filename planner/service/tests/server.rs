@@ -7,12 +7,13 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use planner::api::convert::{CatalogChoice, to_plan_request};
-use planner::api::fixtures;
-use planner::client::{ClientConfig, ClientTls, PlannerClient};
-use planner::config::{Auth, Tls};
-use planner::metrics::Metrics;
 use planner::model::PlanOptions;
+use planner_client::{ClientConfig, ClientTls, PlannerClient};
+use planner_service::api::RemotePlan;
+use planner_service::config::{Auth, Tls};
+use planner_service::metrics::Metrics;
+use planner_wire::fixtures;
+use planner_wire::{CatalogChoice, to_wire::plan_request as to_plan_request};
 use proto::v1 as pb;
 use support::*;
 use tokio_stream::StreamExt;
@@ -36,7 +37,7 @@ async fn health_of(server: &Server, service: &str) -> ServingStatus {
 #[tokio::test]
 async fn health_is_not_serving_until_ready_and_after_shutdown_begins() {
     let metrics = Metrics::new();
-    let running = planner::server::start(
+    let running = planner_service::server::start(
         &config(Auth::Disabled),
         service(&metrics, None),
         metrics.clone(),
@@ -170,7 +171,7 @@ async fn plan_answers_what_the_planner_computes() {
         )
         .await
         .expect_err("unknown region");
-    let planner::client::Error::Rpc { status, .. } = e else {
+    let planner_client::Error::Rpc { status, .. } = e else {
         panic!("not an rpc error: {e}")
     };
     assert_eq!(status.code(), Code::InvalidArgument);
@@ -230,7 +231,7 @@ async fn invalid_input_is_invalid_argument_naming_the_field() {
 #[tokio::test]
 async fn a_panicking_planner_is_internal_and_the_server_keeps_serving() {
     let metrics = Metrics::new();
-    let boom: planner::api::PlanFn = Arc::new(|s, _, _| {
+    let boom: planner_service::api::PlanFn = Arc::new(|s, _, _| {
         if s.pods.len() == 13 {
             panic!("planner bug")
         }
@@ -278,7 +279,7 @@ async fn bearer_token_guards_the_planner_but_not_health() {
         )
         .await
         .expect_err("no token");
-    let planner::client::Error::Rpc { status, .. } = e else {
+    let planner_client::Error::Rpc { status, .. } = e else {
         panic!("{e}")
     };
     assert_eq!(status.code(), Code::Unauthenticated);
@@ -297,7 +298,7 @@ async fn bearer_token_guards_the_planner_but_not_health() {
     assert_eq!(health_of(&server, "").await, ServingStatus::Serving);
 }
 
-fn slow_plan_fn(delay: Duration) -> planner::api::PlanFn {
+fn slow_plan_fn(delay: Duration) -> planner_service::api::PlanFn {
     Arc::new(move |_, _, _| {
         std::thread::sleep(delay);
         planner::plan::Plan::default()
@@ -506,10 +507,10 @@ async fn the_client_fails_over_to_a_live_replica() {
 #[tokio::test]
 async fn the_readme_plan_request_plans() {
     let metrics = Metrics::new();
-    let svc = planner::api::PlannerService::new(
+    let svc = planner_service::api::PlannerService::new(
         Arc::new(|r: &str| planner::catalog::aws::builtin(r).map_err(|e| e.to_string())),
         metrics.clone(),
-        planner::api::ServiceOptions::default(),
+        planner_service::api::ServiceOptions::default(),
     );
     let server = start(config(Auth::Disabled), svc, metrics).await;
     let body = include_str!("fixtures/plan-request.json");

@@ -10,11 +10,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use planner::api::actuator::Forwarder;
-use planner::api::{PlannerService, ServiceOptions};
-use planner::auth::AddBearer;
-use planner::config::{Config, Env, Flags};
-use planner::metrics::Metrics;
+use planner_service::api::actuator::Forwarder;
+use planner_service::api::{PlannerService, ServiceOptions};
+use planner_service::auth::AddBearer;
+use planner_service::config::{Config, Env, Flags};
+use planner_service::metrics::Metrics;
 use tonic::transport::Endpoint;
 use tracing_subscriber::EnvFilter;
 
@@ -73,7 +73,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         service = service.with_actuator(Forwarder::new(channel, auth, metrics.clone()));
     }
 
-    let running = planner::server::start(&config, service.clone(), metrics).await?;
+    let running = planner_service::server::start(&config, service.clone(), metrics).await?;
     tracing::info!(grpc = %running.grpc_addr, metrics = ?running.metrics_addr, auth = ?auth_kind(&config), "Listening; NOT_SERVING until the catalog is loaded");
 
     // Ready means able to plan: the default catalog is loaded.
@@ -98,9 +98,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
 
 fn auth_kind(config: &Config) -> &'static str {
     match config.auth {
-        planner::config::Auth::Bearer(_) => "bearer",
-        planner::config::Auth::MutualTls => "mtls",
-        planner::config::Auth::Disabled => "disabled",
+        planner_service::config::Auth::Bearer(_) => "bearer",
+        planner_service::config::Auth::MutualTls => "mtls",
+        planner_service::config::Auth::Disabled => "disabled",
     }
 }
 
