@@ -4,6 +4,7 @@
 //! (`crate::manifests` for YAML, the gRPC layer for proto). Units are fixed by
 //! [`Resources`]; time is [`Timestamp`] seconds.
 
+pub mod named;
 mod node;
 mod nodepool;
 mod pod;
@@ -13,6 +14,7 @@ mod workloads;
 
 pub use common::quantity;
 pub use common::resources::{Resources, format_bytes, format_cpu, names};
+pub use named::Named;
 pub use node::{Node, NodeClaim};
 pub use nodepool::{
     Budget, BudgetNodes, ConsolidationPolicy, Disruption, KubeletConfig, NodeClass, NodePool,

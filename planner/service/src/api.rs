@@ -60,6 +60,9 @@ pub enum Error {
         /// Its sequence number.
         sequence: u64,
     },
+    /// The server is draining: the stream must move to another replica.
+    #[error("the planner is shutting down; reconnect and resend a snapshot")]
+    ShuttingDown,
     /// The planner task failed (a bug: the planner panicked).
     #[error("the planner failed: {0}")]
     PlannerFailed(String),

@@ -7,7 +7,7 @@ use proto::v1 as pb;
 
 use planner::catalog::{Catalog, InstanceType, Offering, Overhead};
 use planner::model::{
-    self, BudgetNodes, ClusterSnapshot, ConsolidationPolicy, IntOrPercent, MinValuesPolicy,
+    self, BudgetNodes, ClusterSnapshot, ConsolidationPolicy, IntOrPercent, MinValuesPolicy, Named,
     NodeInclusionPolicy, Operator, PlanOptions, PodPhase, PreferencePolicy, Resources,
     SelectorOperator, TaintEffect, TolerationOperator, VolumeBindingMode, WhenUnsatisfiable, names,
     quantity,
@@ -93,25 +93,11 @@ fn session_catalog_choice(
 pub fn options(o: pb::PlanOptions, at: At<'_>) -> Result<PlanOptions> {
     let preference_policy = match o.preference_policy.as_str() {
         "" => PreferencePolicy::default(),
-        s => one_of(
-            s,
-            at.field("preference_policy"),
-            &[
-                ("Respect", PreferencePolicy::Respect),
-                ("Ignore", PreferencePolicy::Ignore),
-            ],
-        )?,
+        s => one_of(s, at.field("preference_policy"), PreferencePolicy::VARIANTS)?,
     };
     let min_values_policy = match o.min_values_policy.as_str() {
         "" => MinValuesPolicy::default(),
-        s => one_of(
-            s,
-            at.field("min_values_policy"),
-            &[
-                ("Strict", MinValuesPolicy::Strict),
-                ("BestEffort", MinValuesPolicy::BestEffort),
-            ],
-        )?,
+        s => one_of(s, at.field("min_values_policy"), MinValuesPolicy::VARIANTS)?,
     };
     Ok(PlanOptions {
         now: 0,

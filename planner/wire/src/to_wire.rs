@@ -7,7 +7,7 @@ use proto::v1 as pb;
 
 use planner::catalog::Catalog;
 use planner::model::{
-    self, BudgetNodes, ClusterSnapshot, IntOrPercent, PlanOptions, Resources, format_bytes,
+    self, BudgetNodes, ClusterSnapshot, IntOrPercent, Named, PlanOptions, Resources, format_bytes,
     format_cpu, names,
 };
 use planner::plan::{DisruptionDecision, Plan, PlannedNodeClaim};
@@ -394,8 +394,8 @@ pub fn catalog(c: &Catalog) -> pb::Catalog {
 /// `PlanOptions` as its wire message.
 pub fn options(o: &PlanOptions) -> pb::PlanOptions {
     pb::PlanOptions {
-        preference_policy: format!("{:?}", o.preference_policy),
-        min_values_policy: format!("{:?}", o.min_values_policy),
+        preference_policy: o.preference_policy.as_str().to_string(),
+        min_values_policy: o.min_values_policy.as_str().to_string(),
         spot_to_spot_consolidation: o.spot_to_spot_consolidation,
         no_disruption: o.no_disruption,
     }

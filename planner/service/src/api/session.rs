@@ -60,11 +60,7 @@ async fn run(
         };
         let update = match next {
             None => {
-                let _ = tx
-                    .send(Err(Status::unavailable(
-                        "the planner is shutting down; reconnect and resend a snapshot",
-                    )))
-                    .await;
+                let _ = tx.send(Err(Status::from(super::Error::ShuttingDown))).await;
                 break;
             }
             Some(Ok(Some(u))) => u,

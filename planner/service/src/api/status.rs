@@ -2,7 +2,8 @@
 //!
 //! Bad input is `INVALID_ARGUMENT` with a `google.rpc.BadRequest` field violation naming the
 //! field, a session out of step is `FAILED_PRECONDITION` (the client resends a snapshot), a session
-//! over its memory budget is `RESOURCE_EXHAUSTED`, and only bugs are `INTERNAL`.
+//! over its memory budget is `RESOURCE_EXHAUSTED`, a draining server is `UNAVAILABLE` (the client
+//! moves to another replica), and only bugs are `INTERNAL`.
 
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
@@ -20,6 +21,7 @@ impl From<Error> for Status {
             }
             Error::EmptyUpdate { .. } => bad_request("update", "is required", message),
             Error::SessionTooLarge { .. } => Status::resource_exhausted(message),
+            Error::ShuttingDown => Status::unavailable(message),
             Error::PlannerFailed(_) => Status::internal(message),
         }
     }
@@ -67,6 +69,9 @@ mod tests {
             limit: 10,
         });
         assert_eq!(big.code(), Code::ResourceExhausted);
+        let draining = Status::from(Error::ShuttingDown);
+        assert_eq!(draining.code(), Code::Unavailable);
+        assert!(draining.message().contains("resend a snapshot"));
         let bug = Status::from(Error::PlannerFailed("boom".into()));
         assert_eq!(bug.code(), Code::Internal);
     }
