@@ -59,8 +59,7 @@
 //! [`Loaded::warnings`]). A document without `apiVersion` or `kind` is an error.
 
 mod cluster;
-mod duration;
-pub mod hash;
+pub use common::hash;
 mod karpenter;
 mod kinds;
 mod object;
@@ -78,7 +77,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::model::{ClusterSnapshot, PersistentVolumeClaim, PriorityClass};
-pub use duration::parse_go_duration;
+pub use common::duration::parse_go_duration;
 use object::{Object, convert_object, convert_unit};
 use pods::PriorityRef;
 use workloads::Controller;
