@@ -74,7 +74,7 @@ fn named<T: Named + Send + Sync>() -> impl clap::builder::TypedValueParser<Value
 /// `--output`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum OutputFormat {
-    /// The contract's JSON (`../shared/docs/planner-io.md`), pretty-printed.
+    /// The contract's JSON (`designs/planner-io.md`), pretty-printed.
     Json,
     /// A table for people.
     Table,

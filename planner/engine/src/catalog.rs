@@ -1,7 +1,7 @@
 //! The instance-type catalog: what can be launched, what it holds and what it costs.
 //!
 //! The built-in AWS catalog is compiled in from `data/aws/`; a catalog file
-//! (`--instance-types`, format in `../shared/docs/planner-io.md`) replaces it. Loading is done
+//! (`--instance-types`, format in `designs/planner-io.md`) replaces it. Loading is done
 //! by the edge (the CLI or the gRPC layer) and handed to the planner as a [`Catalog`] (its data types live in the shared `common`
 //! crate and are re-exported here).
 //!

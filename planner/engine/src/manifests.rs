@@ -10,7 +10,7 @@
 //! directly. `v1 List` (and `*List`) objects contribute their `items`.
 //!
 //! # Kinds
-//! The kinds of `../shared/docs/planner-io.md`. Rules beyond that page, chosen here:
+//! The kinds of `designs/planner-io.md`. Rules beyond that page, chosen here:
 //! - Workload controllers (Deployment, ReplicaSet, StatefulSet, Job) become pending pods named
 //!   `<controller>-<index>` (index from 0) in the controller's namespace (default `default`),
 //!   with the template's labels and annotations and an owner reference whose kind is the
