@@ -455,7 +455,7 @@ async fn mutual_tls_admits_only_clients_with_a_certificate() {
         domain: Some("localhost".into()),
     });
     let client = PlannerClient::connect(without_cert).await.expect("client");
-    client
+    let e = client
         .plan(
             &fixtures::snapshot(2),
             &CatalogChoice::Default,
@@ -463,6 +463,20 @@ async fn mutual_tls_admits_only_clients_with_a_certificate() {
         )
         .await
         .expect_err("no client certificate, no plan");
+    // The TLS handshake itself refuses: the server's alert, not a DNS, connect or RPC error.
+    let planner::client::Error::Rpc { status, .. } = &e else {
+        panic!("not a handshake failure: {e}")
+    };
+    let mut chain = Vec::new();
+    let mut source = std::error::Error::source(status);
+    while let Some(s) = source {
+        chain.push(format!("{s:?}"));
+        source = s.source();
+    }
+    assert!(
+        chain.iter().any(|s| s.contains("CertificateRequired")),
+        "the handshake should fail for want of a client certificate: {e:?}"
+    );
 }
 
 #[tokio::test]
