@@ -297,11 +297,25 @@ async fn bearer_token_guards_the_planner_but_not_health() {
     assert_eq!(health_of(&server, "").await, ServingStatus::Serving);
 }
 
-fn slow_plan_fn(delay: Duration) -> planner::api::PlanFn {
-    Arc::new(move |_, _, _| {
-        std::thread::sleep(delay);
+/// A plan function that announces each call on `started` and then blocks until `release` lets
+/// it go (dropping the `Gate` releases every call): requests are ordered by events, not sleeps.
+struct Gate {
+    started: Arc<tokio::sync::Notify>,
+    release: std::sync::mpsc::Sender<()>,
+}
+
+fn gated_plan_fn() -> (planner::api::PlanFn, Gate) {
+    let started = Arc::new(tokio::sync::Notify::new());
+    let (release, wait) = std::sync::mpsc::channel::<()>();
+    let wait = std::sync::Mutex::new(wait);
+    let announce = started.clone();
+    let f: planner::api::PlanFn = Arc::new(move |_, _, _| {
+        announce.notify_one();
+        // Err: the Gate was dropped, which releases too.
+        let _ = wait.lock().expect("gate lock").recv();
         planner::plan::Plan::default()
-    })
+    });
+    (f, Gate { started, release })
 }
 
 #[tokio::test]
@@ -309,12 +323,8 @@ async fn over_the_concurrency_limit_requests_are_shed_not_queued() {
     let metrics = Metrics::new();
     let mut cfg = config(Auth::Disabled);
     cfg.max_concurrent_requests = 1;
-    let server = start(
-        cfg,
-        service(&metrics, Some(slow_plan_fn(Duration::from_millis(600)))),
-        metrics,
-    )
-    .await;
+    let (plan_fn, gate) = gated_plan_fn();
+    let server = start(cfg, service(&metrics, Some(plan_fn)), metrics).await;
     let ch = channel(&server).await;
     let req = to_plan_request(
         &fixtures::snapshot(1),
@@ -326,10 +336,12 @@ async fn over_the_concurrency_limit_requests_are_shed_not_queued() {
         let req = req.clone();
         async move { a.plan(req).await }
     });
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // The first request is inside the planner (and holds the only slot) until released.
+    gate.started.notified().await;
     let mut b = pb::planner_client::PlannerClient::new(ch);
     let shed = b.plan(req).await.expect_err("shed");
     assert_eq!(shed.code(), Code::ResourceExhausted, "{shed:?}");
+    gate.release.send(()).expect("the first request waits");
     first
         .await
         .expect("joined")
@@ -348,12 +360,9 @@ async fn a_request_past_the_timeout_is_deadline_exceeded() {
     let metrics = Metrics::new();
     let mut cfg = config(Auth::Disabled);
     cfg.request_timeout = Duration::from_millis(100);
-    let server = start(
-        cfg,
-        service(&metrics, Some(slow_plan_fn(Duration::from_millis(800)))),
-        metrics,
-    )
-    .await;
+    // The planner never answers before the deadline: it waits for a release that comes after.
+    let (plan_fn, gate) = gated_plan_fn();
+    let server = start(cfg, service(&metrics, Some(plan_fn)), metrics).await;
     let mut raw = pb::planner_client::PlannerClient::new(channel(&server).await);
     let req = to_plan_request(
         &fixtures::snapshot(1),
@@ -364,6 +373,7 @@ async fn a_request_past_the_timeout_is_deadline_exceeded() {
         raw.plan(req).await.expect_err("timeout").code(),
         Code::DeadlineExceeded
     );
+    drop(gate);
 }
 
 #[tokio::test]
