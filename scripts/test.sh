@@ -15,6 +15,10 @@ echo "== python env (official kubernetes client for the simulator's foreign-clie
 DOVETAIL_PYTHON="$(bash scripts/python-env.sh | tail -1)"
 export DOVETAIL_PYTHON
 
+echo "== moto_server (EC2/SSM stand-in for the cloud-aws tests)"
+DOVETAIL_MOTO_SERVER="$(bash scripts/moto.sh | tail -1)"
+export DOVETAIL_MOTO_SERVER
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
