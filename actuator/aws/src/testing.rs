@@ -99,10 +99,10 @@ impl MotoServer {
             let mut tx = Some(tx);
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
-                if let Some(url) = line.split("Running on ").nth(1) {
-                    if let Some(tx) = tx.take() {
-                        let _ = tx.send(url.trim().to_string());
-                    }
+                if let Some(url) = line.split("Running on ").nth(1)
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(url.trim().to_string());
                 }
             }
         });

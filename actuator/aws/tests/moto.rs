@@ -246,6 +246,48 @@ async fn launch_templates_are_created_once_and_found_after_restart() -> Result<(
     assert_eq!(names.len(), 1, "{names:?}");
     assert!(names[0].starts_with("dovetail/test-cluster/default/"));
 
+    // What the template holds: AMI, profile, groups, IMDSv2 with hop limit 1, a 20 GiB gp3
+    // root volume, the node class's and the ownership tags.
+    let versions = provider
+        .ec2()
+        .describe_launch_template_versions()
+        .launch_template_name(&names[0])
+        .send()
+        .await?;
+    let data = versions.launch_template_versions()[0]
+        .launch_template_data()
+        .expect("launch template data");
+    assert_eq!(data.image_id(), Some(X86_IMAGE));
+    assert_eq!(
+        data.iam_instance_profile().and_then(|p| p.name()),
+        Some("KarpenterNodeRole-test-cluster")
+    );
+    assert_eq!(
+        data.security_group_ids(),
+        std::slice::from_ref(&world.security_group)
+    );
+    let imds = data.metadata_options().expect("metadata options");
+    assert_eq!(imds.http_tokens().map(|t| t.as_str()), Some("required"));
+    assert_eq!(imds.http_put_response_hop_limit(), Some(1));
+    let root = &data.block_device_mappings()[0];
+    assert_eq!(root.device_name(), Some("/dev/xvda"));
+    assert_eq!(root.ebs().and_then(|e| e.volume_size()), Some(20));
+    let instance_tags: Vec<(&str, &str)> = data
+        .tag_specifications()
+        .iter()
+        .filter(|s| s.resource_type().map(|r| r.as_str()) == Some("instance"))
+        .flat_map(|s| s.tags())
+        .filter_map(|t| Some((t.key()?, t.value()?)))
+        .collect();
+    assert!(
+        instance_tags.contains(&("team", "platform")),
+        "{instance_tags:?}"
+    );
+    assert!(
+        instance_tags.contains(&("kubernetes.io/cluster/test-cluster", "owned")),
+        "{instance_tags:?}"
+    );
+
     // A restarted provider (empty memory) finds the template by name.
     let restarted = Ec2Provider::new(moto.config()).await;
     restarted
@@ -280,7 +322,10 @@ async fn selectors_and_ami_aliases_resolve() -> Result<()> {
         resolved.zones().into_iter().collect::<Vec<_>>(),
         testing::TEST_ZONES
     );
-    assert_eq!(resolved.security_groups, [world.security_group.clone()]);
+    assert_eq!(
+        resolved.security_groups,
+        std::slice::from_ref(&world.security_group)
+    );
     assert_eq!(
         resolved.instance_profile.as_deref(),
         Some("KarpenterNodeRole-test-cluster")

@@ -16,10 +16,10 @@ pub(super) fn render(b: &Bootstrap<'_>) -> Result<String> {
     };
     let settings = table(&mut doc, "settings")?;
     // Karpenter nodes join no Auto Scaling group: should-wait would block the kubelet.
-    if let Some(Value::Table(a)) = settings.get_mut("autoscaling") {
-        if a.contains_key("should-wait") {
-            a.insert("should-wait".into(), Value::Boolean(false));
-        }
+    if let Some(Value::Table(a)) = settings.get_mut("autoscaling")
+        && a.contains_key("should-wait")
+    {
+        a.insert("should-wait".into(), Value::Boolean(false));
     }
     let k8s = table(settings, "kubernetes")?;
     k8s.insert("cluster-name".into(), b.cluster.name.clone().into());

@@ -72,10 +72,10 @@ pub fn parse(text: &str) -> Result<Vec<Part>, Error> {
             lines.push(line);
         }
     }
-    if let Some(lines) = current.take() {
-        if lines.iter().any(|l| !l.trim().is_empty()) {
-            parts.push(read_part(&lines, parts.len())?);
-        }
+    if let Some(lines) = current.take()
+        && lines.iter().any(|l| !l.trim().is_empty())
+    {
+        parts.push(read_part(&lines, parts.len())?);
     }
     Ok(parts)
 }
