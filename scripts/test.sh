@@ -16,6 +16,10 @@ DOVETAIL_PYTHON="$(bash scripts/python-env.sh | tail -1)"
 DOVETAIL_KUBECTL="$(dirname "$DOVETAIL_PYTHON")/kubectl"
 export DOVETAIL_PYTHON DOVETAIL_KUBECTL
 
+echo "== moto_server (EC2/SSM stand-in for the cloud-aws tests)"
+DOVETAIL_MOTO_SERVER="$(bash scripts/moto.sh | tail -1)"
+export DOVETAIL_MOTO_SERVER
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 

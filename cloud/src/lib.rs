@@ -11,6 +11,7 @@
 //! EC2 or the simulator from configuration at run time.
 
 pub mod interruption;
+pub mod node_class;
 mod provider_id;
 
 use std::collections::BTreeMap;
@@ -23,6 +24,7 @@ use serde::{Deserialize, Serialize};
 pub use common::Timestamp;
 pub use common::catalog::{Catalog, InstanceType, Offering};
 pub use interruption::{InterruptionEvent, InterruptionKind, InterruptionQueue};
+pub use node_class::{NodeClassSpec, NodeSpec, Taint};
 pub use provider_id::{ParseProviderIdError, ProviderId};
 
 /// Tag key carrying the NodeClaim name on every instance the actuator launches.
@@ -33,6 +35,8 @@ pub const TAG_NODEPOOL: &str = "karpenter.sh/nodepool";
 pub const TAG_NODECLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
 /// Tag key marking instances owned by a cluster (`kubernetes.io/cluster/<name>` = `owned`).
 pub const TAG_CLUSTER_PREFIX: &str = "kubernetes.io/cluster/";
+/// Tag key carrying the EKS cluster name.
+pub const TAG_EKS_CLUSTER_NAME: &str = "eks:eks-cluster-name";
 
 /// Key/value tags on an instance.
 pub type Tags = BTreeMap<String, String>;
@@ -166,6 +170,11 @@ pub struct LaunchRequest {
     pub node_class: Option<String>,
     /// Machine image, if chosen by the caller.
     pub image_id: Option<String>,
+    /// The node class and registration (labels, taints) of the node. Providers that build the
+    /// machine themselves (EC2: subnets, security groups, AMI, user data) require it; the
+    /// simulator ignores it.
+    #[serde(default)]
+    pub node: Option<NodeSpec>,
 }
 
 /// Lifecycle state of an instance.

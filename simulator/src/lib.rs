@@ -27,6 +27,7 @@
 //!     tags: Default::default(),
 //!     node_class: None,
 //!     image_id: None,
+//!     node: None,
 //! };
 //! let instance = sim.cloud().create(&request).await?;
 //! // A few seconds later the simulated kubelet registers the Node.

@@ -33,6 +33,7 @@ fn launch(token: &str, claim: &str, ct: CapacityType) -> LaunchRequest {
         ]),
         node_class: Some("default".into()),
         image_id: None,
+        node: None,
     }
 }
 

@@ -142,6 +142,7 @@ async fn kubectl_gets_and_applies() {
             tags: Default::default(),
             node_class: None,
             image_id: None,
+            node: None,
         },
     )
     .await

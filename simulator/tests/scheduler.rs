@@ -213,6 +213,7 @@ async fn pending_pods_run_once_a_launched_instance_becomes_a_node() {
             tags: Default::default(),
             node_class: None,
             image_id: None,
+            node: None,
         })
         .await
         .unwrap();

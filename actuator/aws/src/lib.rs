@@ -1,0 +1,25 @@
+//! `cloud::CloudProvider` over EC2 and SSM through the real AWS SDK.
+//!
+//! - [`config`]: region, endpoint override, credentials (static for a stand-in, else the SDK's
+//!   default chain with IRSA web identity), the cluster the nodes join, the SSM prefix of the
+//!   AMI alias parameters.
+//! - [`resolve`]: an EC2NodeClass's subnets, security groups, AMIs and instance profile.
+//! - [`user_data`]: bootstrap user data for AL2023, AL2 and Bottlerocket, merged with the node
+//!   class's own.
+//! - [`launch_template`]: one launch template per node class, AMI and content, reused.
+//! - [`provider`]: [`Ec2Provider`]: instant CreateFleet with a client token, DescribeInstances,
+//!   TerminateInstances.
+//! - [`error`]: the only place AWS errors become `cloud::Error`s.
+//! - `testing` (feature `test-util`): moto_server as the EC2/SSM stand-in, a seeded world.
+
+pub mod config;
+pub mod error;
+pub mod launch_template;
+pub mod provider;
+pub mod resolve;
+#[cfg(feature = "test-util")]
+pub mod testing;
+pub mod user_data;
+
+pub use config::{Cluster, Config, Credentials};
+pub use provider::Ec2Provider;

@@ -1,0 +1,671 @@
+//! [`Ec2Provider`]: `cloud::CloudProvider` over EC2.
+//!
+//! `create` resolves the node class (subnets, security groups, AMIs, instance profile), renders
+//! the user data, makes sure one launch template exists per AMI and sends one instant
+//! CreateFleet with overrides for the offerings × their zones' subnets and the caller's client
+//! token; `get`/`list` are DescribeInstances, `delete` is TerminateInstances.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_ec2::types::{
+    DefaultTargetCapacityType, Filter, FleetLaunchTemplateConfigRequest,
+    FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest,
+    FleetOnDemandAllocationStrategy, FleetType, InstanceStateName, InstanceType as Ec2InstanceType,
+    OnDemandOptionsRequest, ResourceType, SpotAllocationStrategy, SpotOptionsRequest, Tag,
+    TagSpecification, TargetCapacitySpecificationRequest,
+};
+use cloud::{
+    CapacityType, Catalog, CloudProvider, Error, Instance, InstanceState, LaunchRequest,
+    ListFilter, NodeSpec, OfferingKey, ProviderId, Result, TAG_CLUSTER_PREFIX,
+    TAG_EKS_CLUSTER_NAME, TAG_NODECLASS, Tags,
+};
+use sha2::{Digest, Sha256};
+
+use crate::config::Config;
+use crate::error::{FleetError, from_fleet_errors, from_sdk};
+use crate::launch_template::{TemplateSpec, Templates};
+use crate::resolve::{self, Resolved};
+use crate::user_data::{self, Bootstrap};
+
+/// CreateFleet takes at most this many overrides per request (Karpenter's limit too).
+pub const MAX_OVERRIDES: usize = 60;
+
+/// How often `create` reads a just-launched instance before it gives up waiting for EC2's
+/// eventual consistency and answers from the fleet response.
+const DESCRIBE_ATTEMPTS: u32 = 5;
+
+/// The EC2 provider.
+#[derive(Debug)]
+pub struct Ec2Provider {
+    config: Config,
+    ec2: aws_sdk_ec2::Client,
+    ssm: aws_sdk_ssm::Client,
+    templates: Templates,
+    architectures: Mutex<HashMap<String, String>>,
+}
+
+// === impl Ec2Provider ===
+
+impl Ec2Provider {
+    /// A provider for `config`. Makes no call to AWS.
+    pub async fn new(config: Config) -> Self {
+        let sdk = config.sdk_config().await;
+        Self::from_clients(
+            config,
+            aws_sdk_ec2::Client::new(&sdk),
+            aws_sdk_ssm::Client::new(&sdk),
+        )
+    }
+
+    /// A provider over given clients (tests with other SDK settings).
+    pub fn from_clients(
+        config: Config,
+        ec2: aws_sdk_ec2::Client,
+        ssm: aws_sdk_ssm::Client,
+    ) -> Self {
+        Self {
+            config,
+            ec2,
+            ssm,
+            templates: Templates::default(),
+            architectures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The EC2 client (tests inspect the stand-in with it).
+    pub fn ec2(&self) -> &aws_sdk_ec2::Client {
+        &self.ec2
+    }
+
+    /// Resolves a node class: subnets (and so the zones it can be offered in), security groups,
+    /// AMIs, instance profile.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`] naming the node class field that matched nothing or is
+    /// invalid; AWS errors mapped as everywhere.
+    pub async fn resolve(&self, class: &cloud::NodeClassSpec) -> Result<Resolved> {
+        Ok(resolve::resolve(&self.ec2, &self.ssm, &self.config, class).await?)
+    }
+
+    /// The tags that mark an instance or template as this cluster's and this node class's; they
+    /// win over the node class's and the caller's tags of the same key.
+    fn ownership_tags(&self, node_class: &str) -> Tags {
+        let cluster = &self.config.cluster.name;
+        Tags::from([
+            (
+                format!("{TAG_CLUSTER_PREFIX}{cluster}"),
+                "owned".to_string(),
+            ),
+            (TAG_EKS_CLUSTER_NAME.to_string(), cluster.clone()),
+            (TAG_NODECLASS.to_string(), node_class.to_string()),
+        ])
+    }
+
+    /// The node class's tags with the ownership tags over them.
+    fn base_tags(&self, node: &NodeSpec) -> Tags {
+        let mut tags = node.class.tags.clone();
+        tags.extend(self.ownership_tags(&node.class.name));
+        tags
+    }
+
+    /// The template of `node` for one AMI.
+    fn template_spec(
+        &self,
+        node: &NodeSpec,
+        resolved: &Resolved,
+        image_id: &str,
+    ) -> Result<TemplateSpec> {
+        let class = &node.class;
+        let user_data = user_data::render(
+            resolved.family,
+            &Bootstrap {
+                cluster: &self.config.cluster,
+                labels: &node.labels,
+                taints: &node.taints,
+                kubelet: class.kubelet.as_ref(),
+                custom: class.user_data.as_deref(),
+            },
+        )
+        .map_err(|e| Error::InvalidRequest {
+            reason: format!("EC2NodeClass {}: spec.userData: {e}", class.name),
+        })?;
+        Ok(TemplateSpec {
+            node_class: class.name.clone(),
+            family: resolved.family,
+            image_id: image_id.to_string(),
+            user_data,
+            security_groups: resolved.security_groups.clone(),
+            instance_profile: resolved.instance_profile.clone(),
+            block_device_mappings: class.block_device_mappings.clone(),
+            metadata_options: class.metadata_options.clone(),
+            associate_public_ip_address: class.associate_public_ip_address,
+            detailed_monitoring: class.detailed_monitoring,
+            tags: self.base_tags(node),
+        })
+    }
+
+    /// The architecture (`x86_64`, `arm64`) of each instance type, from DescribeInstanceTypes
+    /// (remembered), falling back to AWS's naming (a `g` after the generation means Graviton).
+    async fn architectures(&self, types: &[&str]) -> Result<HashMap<String, String>> {
+        let missing: Vec<String> = {
+            let known = self.architectures.lock().unwrap_or_else(|e| e.into_inner());
+            let mut m: Vec<String> = types
+                .iter()
+                .filter(|t| !known.contains_key(**t))
+                .map(|t| t.to_string())
+                .collect();
+            m.sort();
+            m.dedup();
+            m
+        };
+        if !missing.is_empty() {
+            let out = self
+                .ec2
+                .describe_instance_types()
+                .set_instance_types(Some(
+                    missing
+                        .iter()
+                        .map(|t| Ec2InstanceType::from(t.as_str()))
+                        .collect(),
+                ))
+                .send()
+                .await;
+            let mut found = HashMap::new();
+            match out {
+                Ok(out) => {
+                    for it in out.instance_types() {
+                        let (Some(name), Some(arch)) = (
+                            it.instance_type(),
+                            it.processor_info()
+                                .and_then(|p| p.supported_architectures().first()),
+                        ) else {
+                            continue;
+                        };
+                        found.insert(name.as_str().to_string(), arch.as_str().to_string());
+                    }
+                }
+                Err(e) => {
+                    let err = from_sdk("DescribeInstanceTypes", &e, &[]);
+                    if !matches!(err, Error::InvalidRequest { .. }) {
+                        return Err(err);
+                    }
+                    tracing::debug!(error = %err, "DescribeInstanceTypes failed, guessing architectures from names");
+                }
+            }
+            let mut known = self.architectures.lock().unwrap_or_else(|e| e.into_inner());
+            for t in missing {
+                let arch = found
+                    .remove(&t)
+                    .unwrap_or_else(|| guess_architecture(&t).to_string());
+                known.insert(t, arch);
+            }
+        }
+        let known = self.architectures.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(types
+            .iter()
+            .filter_map(|t| known.get(*t).map(|a| (t.to_string(), a.clone())))
+            .collect())
+    }
+
+    /// Reads one instance, `None` when EC2 does not know it.
+    async fn describe(&self, instance_id: &str) -> Result<Option<Instance>> {
+        let out = self
+            .ec2
+            .describe_instances()
+            .instance_ids(instance_id)
+            .send()
+            .await;
+        match out {
+            Ok(out) => Ok(out
+                .reservations()
+                .iter()
+                .flat_map(|r| r.instances())
+                .find(|i| i.instance_id() == Some(instance_id))
+                .and_then(convert)),
+            Err(e) => match from_sdk(&format!("DescribeInstances {instance_id}"), &e, &[]) {
+                Error::NotFound { .. } => Ok(None),
+                other => Err(other),
+            },
+        }
+    }
+}
+
+/// `x86_64` unless the family has a `g` after its generation digit (`m7g`, `c6gd`, `t4g`).
+fn guess_architecture(instance_type: &str) -> &'static str {
+    let family = instance_type.split('.').next().unwrap_or_default();
+    let after_digit = family
+        .find(|c: char| c.is_ascii_digit())
+        .map(|i| &family[i + 1..])
+        .unwrap_or_default();
+    if after_digit.starts_with('g') {
+        "arm64"
+    } else {
+        "x86_64"
+    }
+}
+
+/// A client token EC2 accepts (at most 64 ASCII characters): the caller's token when it fits,
+/// else its SHA-256 in hex. The same claim always gives the same token.
+pub fn client_token(token: &str) -> String {
+    if token.len() <= 64 && token.is_ascii() {
+        token.to_string()
+    } else {
+        Sha256::digest(token.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
+fn convert(i: &aws_sdk_ec2::types::Instance) -> Option<Instance> {
+    let id = i.instance_id()?.to_string();
+    let zone = i
+        .placement()
+        .and_then(|p| p.availability_zone())
+        .unwrap_or_default()
+        .to_string();
+    let state = match i.state().and_then(|s| s.name()) {
+        Some(InstanceStateName::Pending) => InstanceState::Pending,
+        Some(InstanceStateName::Running) => InstanceState::Running,
+        Some(InstanceStateName::Terminated) => InstanceState::Terminated,
+        // Stopping or stopped nodes are not coming back as Karpenter nodes: treat them as going.
+        _ => InstanceState::ShuttingDown,
+    };
+    let capacity_type = if i.instance_lifecycle().map(|l| l.as_str()) == Some("spot") {
+        CapacityType::Spot
+    } else {
+        CapacityType::OnDemand
+    };
+    Some(Instance {
+        provider_id: ProviderId::new(zone.clone(), id.clone()),
+        id,
+        instance_type: i
+            .instance_type()
+            .map(|t| t.as_str().to_string())
+            .unwrap_or_default(),
+        zone,
+        capacity_type,
+        state,
+        tags: i
+            .tags()
+            .iter()
+            .filter_map(|t| {
+                Some((
+                    t.key()?.to_string(),
+                    t.value().unwrap_or_default().to_string(),
+                ))
+            })
+            .collect(),
+        private_dns_name: i.private_dns_name().unwrap_or_default().to_string(),
+        private_ip: i.private_ip_address().unwrap_or_default().to_string(),
+        image_id: i.image_id().map(str::to_string),
+        launch_time: i.launch_time().map(|t| t.secs()).unwrap_or_default(),
+        // EC2 does not say what an instance costs; the live catalog (issue 13) will.
+        price: 0.0,
+    })
+}
+
+/// One instance of `capacity_type`. The per-type target repeats the total: EC2 needs only the
+/// total and the default type, but moto launches nothing without the per-type target.
+fn target_capacity(capacity_type: CapacityType) -> TargetCapacitySpecificationRequest {
+    let b = TargetCapacitySpecificationRequest::builder().total_target_capacity(1);
+    match capacity_type {
+        CapacityType::Spot => b
+            .default_target_capacity_type(DefaultTargetCapacityType::Spot)
+            .spot_target_capacity(1),
+        CapacityType::OnDemand => b
+            .default_target_capacity_type(DefaultTargetCapacityType::OnDemand)
+            .on_demand_target_capacity(1),
+    }
+    .build()
+}
+
+/// One override of the fleet: an offering placed in a subnet, from one launch template.
+struct Placement<'a> {
+    offering: &'a OfferingKey,
+    subnet: String,
+    template: usize,
+}
+
+#[async_trait]
+impl CloudProvider for Ec2Provider {
+    async fn create(&self, request: &LaunchRequest) -> Result<Instance> {
+        if request.client_token.is_empty() {
+            return Err(Error::InvalidRequest {
+                reason: "client_token: must not be empty".into(),
+            });
+        }
+        let Some(first) = request.offerings.first() else {
+            return Err(Error::InvalidRequest {
+                reason: "offerings: at least one offering is required".into(),
+            });
+        };
+        if let Some(o) = request
+            .offerings
+            .iter()
+            .find(|o| o.capacity_type != first.capacity_type)
+        {
+            return Err(Error::InvalidRequest {
+                reason: format!("offerings: {o} mixes capacity types with {first}"),
+            });
+        }
+        let Some(node) = &request.node else {
+            return Err(Error::InvalidRequest {
+                reason: "node: EC2 launches need the node class (subnets, security groups, AMI)"
+                    .into(),
+            });
+        };
+        let resolved = self.resolve(&node.class).await?;
+        let types: Vec<&str> = request
+            .offerings
+            .iter()
+            .map(|o| o.instance_type.as_str())
+            .collect();
+        let arch = self.architectures(&types).await?;
+
+        // One template per AMI used, and the overrides in the caller's order (cheapest first).
+        let mut templates: Vec<(String, TemplateSpec)> = Vec::new();
+        let mut placements: Vec<Placement<'_>> = Vec::new();
+        for o in &request.offerings {
+            if placements.len() == MAX_OVERRIDES {
+                break;
+            }
+            let Some(subnet) = resolved.subnet_for(&o.zone) else {
+                continue;
+            };
+            let a = arch
+                .get(&o.instance_type)
+                .map(String::as_str)
+                .unwrap_or("x86_64");
+            let Some(ami) = resolved.ami_for(a) else {
+                continue;
+            };
+            let template = match templates.iter().position(|(_, s)| s.image_id == ami.id) {
+                Some(i) => i,
+                None => {
+                    let spec = self.template_spec(node, &resolved, &ami.id)?;
+                    let name = spec.name(
+                        &self.config.launch_template_prefix,
+                        &self.config.cluster.name,
+                    );
+                    templates.push((name, spec));
+                    templates.len() - 1
+                }
+            };
+            placements.push(Placement {
+                offering: o,
+                subnet: subnet.id.clone(),
+                template,
+            });
+        }
+        if placements.is_empty() {
+            return Err(Error::InvalidRequest {
+                reason: format!(
+                    "offerings: none is in a zone of EC2NodeClass {}'s subnets ({}) with an AMI for its architecture",
+                    node.class.name,
+                    resolved.zones().into_iter().collect::<Vec<_>>().join(", ")
+                ),
+            });
+        }
+        let mut configs = Vec::new();
+        for (i, (name, spec)) in templates.iter().enumerate() {
+            let id = self.templates.ensure(&self.ec2, name, spec).await?;
+            let overrides = placements
+                .iter()
+                .filter(|p| p.template == i)
+                .map(|p| {
+                    FleetLaunchTemplateOverridesRequest::builder()
+                        .instance_type(Ec2InstanceType::from(p.offering.instance_type.as_str()))
+                        .subnet_id(&p.subnet)
+                        .availability_zone(&p.offering.zone)
+                        .build()
+                })
+                .collect();
+            configs.push(
+                FleetLaunchTemplateConfigRequest::builder()
+                    .launch_template_specification(
+                        FleetLaunchTemplateSpecificationRequest::builder()
+                            .launch_template_id(id)
+                            .version("$Latest")
+                            .build(),
+                    )
+                    .set_overrides(Some(overrides))
+                    .build(),
+            );
+        }
+        let mut tags = node.class.tags.clone();
+        tags.extend(request.tags.clone());
+        tags.extend(self.ownership_tags(&node.class.name));
+        let tags: Vec<Tag> = tags
+            .iter()
+            .map(|(k, v)| Tag::builder().key(k).value(v).build())
+            .collect();
+        let tried: Vec<OfferingKey> = placements.iter().map(|p| p.offering.clone()).collect();
+        let token = client_token(&request.client_token);
+        let what = format!("CreateFleet for client token {token}");
+        let out = self
+            .ec2
+            .create_fleet()
+            .r#type(FleetType::Instant)
+            .client_token(&token)
+            .target_capacity_specification(target_capacity(first.capacity_type))
+            .on_demand_options(
+                OnDemandOptionsRequest::builder()
+                    .allocation_strategy(FleetOnDemandAllocationStrategy::LowestPrice)
+                    .build(),
+            )
+            .spot_options(
+                SpotOptionsRequest::builder()
+                    .allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized)
+                    .build(),
+            )
+            .set_launch_template_configs(Some(configs))
+            .tag_specifications(
+                TagSpecification::builder()
+                    .resource_type(ResourceType::Instance)
+                    .set_tags(Some(tags))
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(|e| from_sdk(&what, &e, &tried))?;
+        let launched = out
+            .instances()
+            .iter()
+            .find_map(|i| Some((i, i.instance_ids().first()?.clone())));
+        let Some((fleet_instance, instance_id)) = launched else {
+            let zone_of: BTreeMap<&str, &str> = placements
+                .iter()
+                .map(|p| (p.subnet.as_str(), p.offering.zone.as_str()))
+                .collect();
+            let errors: Vec<FleetError> = out
+                .errors()
+                .iter()
+                .map(|e| {
+                    let o = e
+                        .launch_template_and_overrides()
+                        .and_then(|l| l.overrides());
+                    let offering = o.and_then(|o| {
+                        let zone = o
+                            .availability_zone()
+                            .or_else(|| o.subnet_id().and_then(|s| zone_of.get(s).copied()))?;
+                        Some(OfferingKey {
+                            instance_type: o.instance_type()?.as_str().to_string(),
+                            zone: zone.to_string(),
+                            capacity_type: first.capacity_type,
+                        })
+                    });
+                    FleetError {
+                        code: e.error_code().unwrap_or_default().to_string(),
+                        message: e.error_message().unwrap_or_default().to_string(),
+                        offering,
+                    }
+                })
+                .collect();
+            return Err(from_fleet_errors(&what, &errors, &tried));
+        };
+        tracing::info!(instance = %instance_id, client_token = %token, "Launched instance");
+        for attempt in 0..DESCRIBE_ATTEMPTS {
+            if let Some(instance) = self.describe(&instance_id).await? {
+                return Ok(instance);
+            }
+            tokio::time::sleep(Duration::from_millis(200) * (attempt + 1)).await;
+        }
+        // EC2 has not caught up: answer from what the fleet said.
+        let o = fleet_instance
+            .launch_template_and_overrides()
+            .and_then(|l| l.overrides());
+        let instance_type = fleet_instance
+            .instance_type()
+            .map(|t| t.as_str().to_string())
+            .unwrap_or_default();
+        let zone = o
+            .and_then(|o| o.availability_zone())
+            .map(str::to_string)
+            .or_else(|| {
+                let subnet = o.and_then(|o| o.subnet_id())?;
+                placements
+                    .iter()
+                    .find(|p| p.subnet == subnet)
+                    .map(|p| p.offering.zone.clone())
+            })
+            .unwrap_or_default();
+        Ok(Instance {
+            provider_id: ProviderId::new(zone.clone(), instance_id.clone()),
+            id: instance_id,
+            instance_type,
+            zone,
+            capacity_type: first.capacity_type,
+            state: InstanceState::Pending,
+            tags: request.tags.clone(),
+            private_dns_name: String::new(),
+            private_ip: String::new(),
+            image_id: None,
+            launch_time: 0,
+            price: 0.0,
+        })
+    }
+
+    async fn get(&self, provider_id: &ProviderId) -> Result<Instance> {
+        self.describe(provider_id.instance_id())
+            .await?
+            .ok_or_else(|| Error::NotFound {
+                provider_id: provider_id.to_string(),
+            })
+    }
+
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<Instance>> {
+        let mut filters: Vec<Filter> = filter
+            .tags
+            .iter()
+            .map(|(k, v)| Filter::builder().name(format!("tag:{k}")).values(v).build())
+            .collect();
+        if !filter.include_terminated {
+            filters.push(
+                Filter::builder()
+                    .name("instance-state-name")
+                    .set_values(Some(
+                        ["pending", "running", "shutting-down", "stopping", "stopped"]
+                            .map(String::from)
+                            .to_vec(),
+                    ))
+                    .build(),
+            );
+        }
+        let mut instances = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            let out = self
+                .ec2
+                .describe_instances()
+                .set_filters(Some(filters.clone()))
+                .set_next_token(next.take())
+                .send()
+                .await
+                .map_err(|e| from_sdk("DescribeInstances (list)", &e, &[]))?;
+            instances.extend(
+                out.reservations()
+                    .iter()
+                    .flat_map(|r| r.instances())
+                    .filter_map(convert)
+                    .filter(|i| filter.matches(i)),
+            );
+            match out.next_token() {
+                Some(t) if !t.is_empty() => next = Some(t.to_string()),
+                _ => break,
+            }
+        }
+        instances.sort_by(|a, b| a.id.cmp(&b.id));
+        instances.dedup_by(|a, b| a.id == b.id);
+        Ok(instances)
+    }
+
+    async fn delete(&self, provider_id: &ProviderId) -> Result<()> {
+        let not_found = || Error::NotFound {
+            provider_id: provider_id.to_string(),
+        };
+        let id = provider_id.instance_id();
+        let out = self
+            .ec2
+            .terminate_instances()
+            .instance_ids(id)
+            .send()
+            .await
+            .map_err(
+                |e| match from_sdk(&format!("TerminateInstances {id}"), &e, &[]) {
+                    Error::NotFound { .. } => not_found(),
+                    other => other,
+                },
+            )?;
+        let previous = out
+            .terminating_instances()
+            .iter()
+            .find(|c| c.instance_id() == Some(id))
+            .and_then(|c| c.previous_state())
+            .and_then(|s| s.name());
+        match previous {
+            None | Some(InstanceStateName::Terminated) => Err(not_found()),
+            Some(_) => Ok(()),
+        }
+    }
+
+    async fn instance_types(&self) -> Result<Catalog> {
+        // The live catalog (DescribeInstanceTypes, offerings, spot prices) is issue 13.
+        Err(Error::InvalidRequest {
+            reason: "instance_types: the EC2 provider serves no catalog yet; plan from the built-in catalog".into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn graviton_types_are_arm64() {
+        assert_eq!(guess_architecture("m7g.large"), "arm64");
+        assert_eq!(guess_architecture("c6gd.xlarge"), "arm64");
+        assert_eq!(guess_architecture("t4g.micro"), "arm64");
+        assert_eq!(guess_architecture("m5.large"), "x86_64");
+        assert_eq!(guess_architecture("g5.xlarge"), "x86_64");
+        assert_eq!(guess_architecture("m7i.large"), "x86_64");
+    }
+
+    #[test]
+    fn client_tokens_fit_ec2() {
+        assert_eq!(client_token("claim-1"), "claim-1");
+        let long = "x".repeat(100);
+        let t = client_token(&long);
+        assert_eq!(t.len(), 64);
+        assert_eq!(t, client_token(&long));
+        assert_ne!(t, client_token(&"y".repeat(100)));
+    }
+}

@@ -1,0 +1,363 @@
+//! Test support (feature `test-util`): a moto_server process on a loopback port as the EC2/SSM
+//! stand-in, and a seeded world in it (a VPC with tagged subnets in three zones, security
+//! groups, AMI alias parameters under a test prefix, tagged images).
+//!
+//! The binary comes from `DOVETAIL_MOTO_SERVER` (scripts/test.sh exports it from the project's
+//! venv), else `moto_server` on `PATH`. [`MotoServer::start_or_skip`] fails under `CI=true`
+//! when there is none, and otherwise lets a developer without moto skip.
+//!
+//! What moto cannot show: it launches only the first override of a fleet, ignores
+//! `ClientToken` (a repeated CreateFleet launches again), and never runs out of capacity; the
+//! error mapping is covered by unit tests in `error.rs` instead.
+
+use std::io::{self, BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
+use cloud::Tags;
+use cloud::node_class::{AmiSelectorTerm, NodeClassSpec, SelectorTerm};
+
+use crate::config::{Cluster, Config};
+
+/// Environment variable naming the moto_server binary.
+pub const MOTO_SERVER_ENV: &str = "DOVETAIL_MOTO_SERVER";
+/// The SSM prefix the seeded alias parameters live under (moto reserves `/aws/`).
+pub const TEST_SSM_PREFIX: &str = "/dovetail-test/aws/service";
+/// The Kubernetes version of the seeded parameters.
+pub const TEST_K8S_VERSION: &str = "1.33";
+/// The cluster name of the test world.
+pub const TEST_CLUSTER: &str = "test-cluster";
+/// The zones of the seeded subnets.
+pub const TEST_ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
+/// A moto built-in x86_64 image.
+pub const X86_IMAGE: &str = "ami-1e749f67";
+/// A moto built-in arm64 image.
+pub const ARM_IMAGE: &str = "ami-0e9271c829888680e";
+/// How long moto may take to start on a loaded machine (a guard, not a timing assertion).
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A moto_server child process, killed on drop.
+#[derive(Debug)]
+pub struct MotoServer {
+    child: Child,
+    url: String,
+}
+
+// === impl MotoServer ===
+
+impl MotoServer {
+    /// The moto_server binary: `DOVETAIL_MOTO_SERVER`, else `moto_server` found on `PATH`.
+    pub fn binary() -> Option<PathBuf> {
+        if let Some(p) = std::env::var_os(MOTO_SERVER_ENV).filter(|p| !p.is_empty()) {
+            return Some(PathBuf::from(p));
+        }
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join("moto_server"))
+                .find(|p| p.is_file())
+        })
+    }
+
+    /// Starts moto, or returns `None` (after saying so) when no binary is found outside CI.
+    ///
+    /// # Panics
+    /// Under `CI=true` without a binary, and when moto does not start.
+    pub fn start_or_skip() -> Option<Self> {
+        let Some(bin) = Self::binary() else {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!(
+                    "moto_server not found: set {MOTO_SERVER_ENV} (scripts/test.sh installs it into the venv)"
+                );
+            }
+            eprintln!("SKIPPED: moto_server not found ({MOTO_SERVER_ENV} unset, not on PATH)");
+            return None;
+        };
+        Some(Self::start(&bin).unwrap_or_else(|e| panic!("starting {}: {e}", bin.display())))
+    }
+
+    /// Starts `bin` on a free loopback port (moto binds port 0 and prints the port it got).
+    ///
+    /// # Errors
+    /// When the process cannot be spawned or does not report its address in time.
+    pub fn start(bin: &std::path::Path) -> io::Result<Self> {
+        let mut child = Command::new(bin)
+            .args(["-H", "127.0.0.1", "-p", "0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let stderr = child
+            .stderr
+            .take()
+            .ok_or_else(|| io::Error::other("no stderr"))?;
+        let (tx, rx) = mpsc::channel();
+        // moto logs every request to stderr: keep draining it so it never blocks.
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Some(url) = line.split("Running on ").nth(1)
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(url.trim().to_string());
+                }
+            }
+        });
+        match rx.recv_timeout(START_TIMEOUT) {
+            Ok(url) => Ok(Self { child, url }),
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(io::Error::other("moto_server did not report its address"))
+            }
+        }
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A provider configuration pointing at this server: static credentials, `us-east-1`,
+    /// the test SSM prefix and cluster.
+    pub fn config(&self) -> Config {
+        Config::new(
+            "us-east-1",
+            Cluster {
+                name: TEST_CLUSTER.into(),
+                endpoint: "https://test-cluster.example".into(),
+                ca_bundle: Some("Y2EtYnVuZGxl".into()),
+                service_cidr: Some("10.100.0.0/16".into()),
+                kubernetes_version: TEST_K8S_VERSION.into(),
+            },
+        )
+        .with_endpoint_url(self.url.clone())
+        .with_static_credentials("testing", "testing")
+        .with_ssm_parameter_prefix(TEST_SSM_PREFIX)
+    }
+}
+
+impl Drop for MotoServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What [`seed`] created.
+#[derive(Clone, Debug)]
+pub struct World {
+    /// The VPC.
+    pub vpc_id: String,
+    /// The tagged subnets, one per zone of [`TEST_ZONES`], in that order.
+    pub subnets: Vec<String>,
+    /// A subnet in `us-east-1d` without the discovery tag.
+    pub untagged_subnet: String,
+    /// The security group with the discovery tag.
+    pub security_group: String,
+    /// A second group, found by name (`dovetail-extra`).
+    pub named_security_group: String,
+    /// A node class selecting all of it by tag, with `al2023@latest`.
+    pub node_class: NodeClassSpec,
+}
+
+/// The discovery tag of the seeded resources.
+pub fn discovery_tags() -> Tags {
+    Tags::from([(
+        "karpenter.sh/discovery".to_string(),
+        TEST_CLUSTER.to_string(),
+    )])
+}
+
+fn tagged(rt: ResourceType, tags: &[(&str, &str)]) -> TagSpecification {
+    TagSpecification::builder()
+        .resource_type(rt)
+        .set_tags(Some(
+            tags.iter()
+                .map(|(k, v)| Tag::builder().key(*k).value(*v).build())
+                .collect(),
+        ))
+        .build()
+}
+
+/// Seeds moto: a VPC, subnets in three zones tagged for discovery (and one more untagged),
+/// security groups, the AMI alias parameters of AL2023, AL2 and Bottlerocket under
+/// [`TEST_SSM_PREFIX`], and the discovery tag on two built-in images.
+///
+/// # Panics
+/// When moto rejects a call (a broken test environment).
+pub async fn seed(config: &Config) -> World {
+    let sdk = config.sdk_config().await;
+    let ec2 = aws_sdk_ec2::Client::new(&sdk);
+    let ssm = aws_sdk_ssm::Client::new(&sdk);
+    let vpc_id = ec2
+        .create_vpc()
+        .cidr_block("10.0.0.0/16")
+        .send()
+        .await
+        .expect("CreateVpc")
+        .vpc()
+        .and_then(|v| v.vpc_id())
+        .expect("vpc id")
+        .to_string();
+    let discovery = ("karpenter.sh/discovery", TEST_CLUSTER);
+    let mut subnets = Vec::new();
+    for (i, zone) in TEST_ZONES.iter().enumerate() {
+        let name = format!("private-{zone}");
+        let id = ec2
+            .create_subnet()
+            .vpc_id(&vpc_id)
+            .cidr_block(format!("10.0.{i}.0/24"))
+            .availability_zone(*zone)
+            .tag_specifications(tagged(
+                ResourceType::Subnet,
+                &[discovery, ("Name", &name), ("tier", "private")],
+            ))
+            .send()
+            .await
+            .expect("CreateSubnet")
+            .subnet()
+            .and_then(|s| s.subnet_id())
+            .expect("subnet id")
+            .to_string();
+        subnets.push(id);
+    }
+    let untagged_subnet = ec2
+        .create_subnet()
+        .vpc_id(&vpc_id)
+        .cidr_block("10.0.9.0/24")
+        .availability_zone("us-east-1d")
+        .send()
+        .await
+        .expect("CreateSubnet")
+        .subnet()
+        .and_then(|s| s.subnet_id())
+        .expect("subnet id")
+        .to_string();
+    let mut groups = Vec::new();
+    for (name, tags) in [
+        ("dovetail-nodes", vec![discovery]),
+        ("dovetail-extra", vec![("team", "x")]),
+    ] {
+        let id = ec2
+            .create_security_group()
+            .group_name(name)
+            .description(name)
+            .vpc_id(&vpc_id)
+            .tag_specifications(tagged(ResourceType::SecurityGroup, &tags))
+            .send()
+            .await
+            .expect("CreateSecurityGroup")
+            .group_id()
+            .expect("group id")
+            .to_string();
+        groups.push(id);
+    }
+    for (path, image) in alias_parameters() {
+        ssm.put_parameter()
+            .name(path)
+            .value(image)
+            .r#type(aws_sdk_ssm::types::ParameterType::String)
+            .send()
+            .await
+            .expect("PutParameter");
+    }
+    ec2.create_tags()
+        .resources(X86_IMAGE)
+        .resources(ARM_IMAGE)
+        .tags(
+            Tag::builder()
+                .key("dovetail/test-image")
+                .value("yes")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("CreateTags on images");
+    World {
+        vpc_id,
+        subnets,
+        untagged_subnet,
+        security_group: groups[0].clone(),
+        named_security_group: groups[1].clone(),
+        node_class: NodeClassSpec {
+            name: "default".into(),
+            ami_selector_terms: vec![AmiSelectorTerm {
+                alias: Some("al2023@latest".into()),
+                ..AmiSelectorTerm::default()
+            }],
+            subnet_selector_terms: vec![SelectorTerm {
+                tags: discovery_tags(),
+                ..SelectorTerm::default()
+            }],
+            security_group_selector_terms: vec![SelectorTerm {
+                tags: discovery_tags(),
+                ..SelectorTerm::default()
+            }],
+            role: Some("KarpenterNodeRole-test-cluster".into()),
+            tags: Tags::from([("team".to_string(), "platform".to_string())]),
+            ..NodeClassSpec::default()
+        },
+    }
+}
+
+/// The alias parameters seeded: AL2023 latest and `v20240807`, AL2 latest, Bottlerocket latest,
+/// each for x86_64 ([`X86_IMAGE`]) and arm64 ([`ARM_IMAGE`]).
+pub fn alias_parameters() -> Vec<(String, &'static str)> {
+    let p = TEST_SSM_PREFIX;
+    let k = TEST_K8S_VERSION;
+    let mut out = Vec::new();
+    for (arch, image) in [("x86_64", X86_IMAGE), ("arm64", ARM_IMAGE)] {
+        out.push((
+            format!(
+                "{p}/eks/optimized-ami/{k}/amazon-linux-2023/{arch}/standard/recommended/image_id"
+            ),
+            image,
+        ));
+        out.push((
+            format!(
+                "{p}/eks/optimized-ami/{k}/amazon-linux-2023/{arch}/standard/amazon-eks-node-al2023-{arch}-standard-{k}-v20240807/image_id"
+            ),
+            image,
+        ));
+        out.push((
+            format!("{p}/bottlerocket/aws-k8s-{k}/{arch}/latest/image_id"),
+            image,
+        ));
+    }
+    out.push((
+        format!("{p}/eks/optimized-ami/{k}/amazon-linux-2/recommended/image_id"),
+        X86_IMAGE,
+    ));
+    out
+}
+
+/// Instances in the stand-in carrying `tag` = `value`, in any state but terminated.
+///
+/// # Panics
+/// When moto rejects the call.
+pub async fn instances_tagged(ec2: &aws_sdk_ec2::Client, tag: &str, value: &str) -> Vec<String> {
+    let out = ec2
+        .describe_instances()
+        .filters(
+            Filter::builder()
+                .name(format!("tag:{tag}"))
+                .values(value)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("DescribeInstances");
+    let mut ids: Vec<String> = out
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter(|i| i.state().and_then(|s| s.name()).map(|n| n.as_str()) != Some("terminated"))
+        .filter_map(|i| i.instance_id().map(str::to_string))
+        .collect();
+    ids.sort();
+    ids
+}
