@@ -257,12 +257,19 @@ PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", 
 SUFFIXES = ("", "_total", "_bucket", "_sum", "_count", "_created")
 
 
+def rust_sources(root):
+    """The workspace's .rs files, without build output or VCS folders."""
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in ("target", ".git", "node_modules") and not d.startswith(".")]
+        for name in files:
+            if name.endswith(".rs"):
+                yield os.path.join(folder, name)
+
+
 def exported_metrics(root):
     """{metric family name: source file} registered with prometheus-client in the workspace."""
     families = {}
-    for path in glob.glob(os.path.join(root, "**", "*.rs"), recursive=True):
-        if "/target/" in path:
-            continue
+    for path in rust_sources(root):
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
         prefixes = re.findall(r'Registry::with_prefix\(\s*"([A-Za-z0-9_]+)"', text)
