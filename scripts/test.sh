@@ -23,6 +23,9 @@ export DOVETAIL_MOTO_SERVER
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
+echo "== deploy/ (kustomize renders, kubernetes-validate 1.30-1.33, cfn-lint, dashboard metrics, Dockerfile)"
+bash scripts/check-deploy.sh
+
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
