@@ -1,1 +1,18 @@
-//! The dovetail actuator service. Placeholder: see ../shared/docs/roadmap.md for what it will hold.
+//! The dovetail actuator: executes planners' commands exactly once. It never plans.
+//!
+//! - [`ledger`]: every claim's state machine and history in Postgres or SQLite, written before
+//!   each step acts.
+//! - [`api`]: `dovetail.v1.Actuator/Submit`, idempotent per command key, refusing stale plans.
+//! - [`worker`]: leases unfinished claims and drives them through the launch
+//!   (requested → launching → launched), resuming after crashes; states past `launched` are
+//!   driven by a [`worker::Lifecycle`] hook (the NodeClaim lifecycle, a later task).
+//! - [`standin`]: a local cloud stand-in (in memory or in a file) for the demo and tests.
+//! - [`config`], [`server`], [`metrics`], [`auth`], [`clock`]: the service around them.
+
+pub mod api;
+pub mod clock;
+pub mod launch;
+pub mod ledger;
+pub mod metrics;
+pub mod standin;
+pub mod worker;
