@@ -43,7 +43,7 @@ CREATE TABLE claims (
     zone             TEXT,
     capacity_type    TEXT,
     failure_reason   TEXT,
-    attempts         INTEGER NOT NULL DEFAULT 0,
+    attempts         BIGINT  NOT NULL DEFAULT 0,
     retry_at         BIGINT  NOT NULL DEFAULT 0,
     lease_owner      TEXT,
     lease_expires_at BIGINT,

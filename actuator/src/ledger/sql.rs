@@ -122,10 +122,13 @@ impl SqlLedger {
         };
         // The lease condition is repeated outside the subquery: on Postgres a concurrent
         // UPDATE re-checks the outer WHERE against the row it waited for, never the subquery.
+        // The picked rows are a CTE so that the LIMIT is applied once (Postgres may run an
+        // `IN (subquery)` more than once, leasing more rows than asked for).
         format!(
-            "UPDATE claims SET lease_owner = $1, lease_expires_at = $2 \
-             WHERE name IN (SELECT name FROM claims WHERE state IN ({states}) AND retry_at <= $3 \
-                            AND {free} ORDER BY created_at, name LIMIT $4{lock}) \
+            "WITH picked AS (SELECT name FROM claims WHERE state IN ({states}) AND retry_at <= $3 \
+                             AND {free} ORDER BY created_at, name LIMIT $4{lock}) \
+             UPDATE claims SET lease_owner = $1, lease_expires_at = $2 \
+             WHERE name IN (SELECT name FROM picked) \
                AND state IN ({states}) AND {free} \
              RETURNING {}",
             claim_columns!()
