@@ -275,10 +275,11 @@ impl Worker {
 
     async fn pause(&self, step: Step, claim: &str) {
         if self.options.pause_at == Some(step) {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "DOVETAIL_PAUSED step={} claim={claim}", step.as_str());
-            let _ = out.flush();
-            drop(out);
+            {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "DOVETAIL_PAUSED step={} claim={claim}", step.as_str());
+                let _ = out.flush();
+            }
             tracing::warn!(step = step.as_str(), %claim, "Paused for a crash test");
             std::future::pending::<()>().await;
         }
