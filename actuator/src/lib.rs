@@ -6,13 +6,17 @@
 //! - [`worker`]: leases unfinished claims and drives them through the launch
 //!   (requested → launching → launched), resuming after crashes; states past `launched` are
 //!   driven by a [`worker::Lifecycle`] hook (the NodeClaim lifecycle, a later task).
+//! - [`launch`]: the launch spec a claim carries and the cloud request made from it.
 //! - [`standin`]: a local cloud stand-in (in memory or in a file) for the demo and tests.
 //! - [`config`], [`server`], [`metrics`], [`auth`], [`clock`]: the service around them.
 
 pub mod api;
+pub mod auth;
 pub mod clock;
+pub mod config;
 pub mod launch;
 pub mod ledger;
 pub mod metrics;
+pub mod server;
 pub mod standin;
 pub mod worker;
