@@ -347,6 +347,21 @@ pub trait Ledger: Send + Sync {
         limit: u32,
     ) -> Result<Vec<ClaimRecord>>;
 
+    /// Leases the one claim `name`, whatever its state, to `owner` until `now + lease_ms` when
+    /// its lease is free, expired or already `owner`'s (the NodeClaim lifecycle and garbage
+    /// collection act on single claims). `None` when there is no such claim or another worker
+    /// holds it.
+    ///
+    /// # Errors
+    /// [`Error::Database`], [`Error::Corrupt`].
+    async fn acquire_claim(
+        &self,
+        owner: &str,
+        name: &str,
+        now: Millis,
+        lease_ms: Millis,
+    ) -> Result<Option<ClaimRecord>>;
+
     /// Extends `owner`'s lease on `name` to `until`.
     ///
     /// # Errors

@@ -101,6 +101,17 @@ pub trait Lifecycle: Send + Sync {
         &self,
         claim: &ClaimRecord,
     ) -> Result<Option<(ClaimState, String)>, LifecycleError>;
+
+    /// Called in `launching` (written) before the worker looks for or creates the instance,
+    /// again after every crash or retry, so it must be idempotent: the NodeClaim lifecycle
+    /// creates (or adopts) the claim's NodeClaim object here, so that it exists before the
+    /// instance does.
+    ///
+    /// # Errors
+    /// [`LifecycleError::Retry`]: the launch waits and is tried again later.
+    async fn before_launch(&self, _claim: &ClaimRecord) -> Result<(), LifecycleError> {
+        Ok(())
+    }
 }
 
 /// A lifecycle that drives nothing: launched claims rest in `launched`.
@@ -404,6 +415,19 @@ impl Worker {
     /// or a retry). Returns the state written.
     async fn launch(&self, claim: &ClaimRecord) -> Result<ClaimState, Done> {
         let owner = &self.options.owner;
+        if let Err(LifecycleError::Retry { reason }) = self.lifecycle.before_launch(claim).await {
+            let mut t = Transition::new(
+                &claim.name,
+                owner,
+                ClaimState::Launching,
+                ClaimState::Launching,
+                format!("before launch: {reason}"),
+            );
+            t.retry_at = Some(self.clock.now_ms() + millis(self.options.poll));
+            t.failure_reason = Some(reason);
+            self.write(t).await?;
+            return Err(Done::Rest);
+        }
         let (instance, detail) = match self.find(claim).await {
             Ok(Some(i)) => (i, "found the instance tagged with this claim".to_string()),
             Ok(None) => {

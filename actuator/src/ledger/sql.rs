@@ -449,6 +449,32 @@ impl Ledger for SqlLedger {
         Ok(claims)
     }
 
+    async fn acquire_claim(
+        &self,
+        owner: &str,
+        name: &str,
+        now: Millis,
+        lease_ms: Millis,
+    ) -> Result<Option<ClaimRecord>> {
+        let claim = with_pool!(self, pool => {
+            let row = sqlx::query(concat!(
+                "UPDATE claims SET lease_owner = $1, lease_expires_at = $2 \
+                 WHERE name = $4 AND (lease_owner IS NULL OR lease_expires_at < $3 OR lease_owner = $1) \
+                 RETURNING ",
+                claim_columns!()
+            ))
+            .bind(owner)
+            .bind(now.saturating_add(lease_ms))
+            .bind(now)
+            .bind(name)
+            .fetch_optional(pool)
+            .await?;
+            row.as_ref().map(claim_from_row).transpose()?
+        });
+        self.wrote(1);
+        Ok(claim)
+    }
+
     async fn renew(&self, name: &str, owner: &str, now: Millis, until: Millis) -> Result<()> {
         let done = with_pool!(self, pool => {
             sqlx::query(
