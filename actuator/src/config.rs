@@ -54,6 +54,18 @@ pub const ENV_INSECURE_NO_AUTH: &str = "DOVETAIL_INSECURE_NO_AUTH";
 /// (`requested`, `launching`, `created`, `launched`) so that the test can SIGKILL it there.
 pub const ENV_TEST_PAUSE_AT: &str = "DOVETAIL_TEST_PAUSE_AT";
 
+/// `DOVETAIL_KUBECONFIG`: the kubeconfig of the cluster whose NodeClaims the actuator manages, or
+/// `in-cluster`; unset, the NodeClaim lifecycle and garbage collection are off.
+pub const ENV_KUBECONFIG: &str = "DOVETAIL_KUBECONFIG";
+/// `DOVETAIL_REGISTRATION_TIMEOUT`: a launched claim with no Node after this long is terminated.
+pub const ENV_REGISTRATION_TIMEOUT: &str = "DOVETAIL_REGISTRATION_TIMEOUT";
+/// `DOVETAIL_LIFECYCLE_INTERVAL`: time between NodeClaim lifecycle passes.
+pub const ENV_LIFECYCLE_INTERVAL: &str = "DOVETAIL_LIFECYCLE_INTERVAL";
+/// `DOVETAIL_GC_GRACE`: an instance no claim owns is terminated once it is this old.
+pub const ENV_GC_GRACE: &str = "DOVETAIL_GC_GRACE";
+/// `DOVETAIL_GC_INTERVAL`: time between garbage collections.
+pub const ENV_GC_INTERVAL: &str = "DOVETAIL_GC_INTERVAL";
+
 /// Command-line flags; each one overrides its environment variable.
 #[derive(Debug, Default, Parser)]
 #[command(
@@ -113,6 +125,21 @@ pub struct Flags {
     /// Serve without any authentication (local use only) [env DOVETAIL_INSECURE_NO_AUTH=true]
     #[arg(long)]
     pub insecure_no_auth: bool,
+    /// Kubeconfig file or `in-cluster`; unset: no NodeClaim lifecycle [env DOVETAIL_KUBECONFIG]
+    #[arg(long)]
+    pub kubeconfig: Option<String>,
+    /// Launched claims with no Node after this are failed [env DOVETAIL_REGISTRATION_TIMEOUT, default 15m]
+    #[arg(long)]
+    pub registration_timeout: Option<String>,
+    /// Time between NodeClaim lifecycle passes [env DOVETAIL_LIFECYCLE_INTERVAL, default 2s]
+    #[arg(long)]
+    pub lifecycle_interval: Option<String>,
+    /// Age at which an instance no claim owns is terminated [env DOVETAIL_GC_GRACE, default 5m]
+    #[arg(long)]
+    pub gc_grace: Option<String>,
+    /// Time between garbage collections [env DOVETAIL_GC_INTERVAL, default 2m]
+    #[arg(long)]
+    pub gc_interval: Option<String>,
 }
 
 /// Where environment variables come from.
@@ -172,6 +199,30 @@ pub enum CloudChoice {
     Aws,
 }
 
+/// Where the Kubernetes API of the managed cluster is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KubeSource {
+    /// The service account of the pod the actuator runs in.
+    InCluster,
+    /// A kubeconfig file.
+    File(PathBuf),
+}
+
+/// The NodeClaim lifecycle and garbage collection settings ([`crate::lifecycle`], [`crate::gc`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LifecycleConfig {
+    /// The cluster's API.
+    pub kube: KubeSource,
+    /// Registration timeout (liveness).
+    pub registration_timeout: Duration,
+    /// Time between lifecycle passes.
+    pub interval: Duration,
+    /// Garbage collection grace period.
+    pub gc_grace: Duration,
+    /// Time between garbage collections.
+    pub gc_interval: Duration,
+}
+
 /// The validated configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -199,6 +250,8 @@ pub struct Config {
     pub tls: Option<Tls>,
     /// Crash tests only: pause the worker at this step.
     pub pause_at: Option<Step>,
+    /// The NodeClaim lifecycle; `None` when no cluster is configured.
+    pub lifecycle: Option<LifecycleConfig>,
 }
 
 /// A configuration that cannot be used.
@@ -485,6 +538,40 @@ impl Config {
                 )));
             }
         };
+        let lifecycle = match l.get(flags.kubeconfig, "kubeconfig", ENV_KUBECONFIG) {
+            None => None,
+            Some((_, v)) => Some(LifecycleConfig {
+                kube: if v == "in-cluster" {
+                    KubeSource::InCluster
+                } else {
+                    KubeSource::File(PathBuf::from(v))
+                },
+                registration_timeout: duration(
+                    l.get(
+                        flags.registration_timeout,
+                        "registration-timeout",
+                        ENV_REGISTRATION_TIMEOUT,
+                    ),
+                    crate::lifecycle::liveness::REGISTRATION_TIMEOUT,
+                )?,
+                interval: duration(
+                    l.get(
+                        flags.lifecycle_interval,
+                        "lifecycle-interval",
+                        ENV_LIFECYCLE_INTERVAL,
+                    ),
+                    Duration::from_secs(2),
+                )?,
+                gc_grace: duration(
+                    l.get(flags.gc_grace, "gc-grace", ENV_GC_GRACE),
+                    Duration::from_secs(5 * 60),
+                )?,
+                gc_interval: duration(
+                    l.get(flags.gc_interval, "gc-interval", ENV_GC_INTERVAL),
+                    Duration::from_secs(2 * 60),
+                )?,
+            }),
+        };
         Ok(Config {
             listen,
             metrics_listen,
@@ -498,6 +585,7 @@ impl Config {
             auth,
             tls,
             pause_at,
+            lifecycle,
         })
     }
 }
@@ -586,5 +674,31 @@ mod tests {
         assert!(e.to_string().contains("--insecure-no-auth"), "{e}");
         let c = Config::load(flags(&BASE), &env(&[(ENV_TEST_PAUSE_AT, "created")])).expect("ok");
         assert_eq!(c.pause_at, Some(Step::Created));
+    }
+
+    #[test]
+    fn the_lifecycle_is_on_with_a_cluster_and_its_durations_are_checked() {
+        assert_eq!(
+            Config::load(flags(&BASE), &env(&[])).expect("ok").lifecycle,
+            None
+        );
+        let c = Config::load(
+            flags(&BASE),
+            &env(&[(ENV_KUBECONFIG, "in-cluster"), (ENV_GC_GRACE, "30s")]),
+        )
+        .expect("ok");
+        let lc = c.lifecycle.expect("on");
+        assert_eq!(lc.kube, KubeSource::InCluster);
+        assert_eq!(lc.gc_grace, Duration::from_secs(30));
+        assert_eq!(lc.registration_timeout, Duration::from_secs(15 * 60));
+        let e = Config::load(
+            flags(&BASE),
+            &env(&[
+                (ENV_KUBECONFIG, "/k"),
+                (ENV_REGISTRATION_TIMEOUT, "forever"),
+            ]),
+        )
+        .expect_err("bad timeout");
+        assert!(e.to_string().starts_with(ENV_REGISTRATION_TIMEOUT), "{e}");
     }
 }

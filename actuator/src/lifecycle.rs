@@ -366,9 +366,12 @@ impl Controller {
         node: Option<&Node>,
     ) -> Result<Option<ClaimState>> {
         let Some(nc) = nc else {
-            return self
-                .begin_termination(claim, Cause::Deleted, "NodeClaim not found")
-                .await;
+            // Gone without our finalizer being released (removed by hand, or launched before
+            // the lifecycle was on): recreate it rather than terminate a running instance on
+            // the absence of an object. A user's deletion shows as a deletionTimestamp.
+            tracing::warn!(claim = %claim.name, "NodeClaim missing; recreating it");
+            self.launch_hook().ensure(claim).await?;
+            return Ok(None);
         };
         let mut nc = nc.clone();
         let nc = &mut nc;

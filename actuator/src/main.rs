@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actuator::clock::Clock;
-use actuator::config::{Auth, CloudChoice, Config, Env, Flags};
+use actuator::config::{Auth, CloudChoice, Config, Env, Flags, KubeSource};
 use actuator::metrics::Metrics;
-use actuator::{api, ledger, server, standin, worker};
+use actuator::{api, gc, ledger, lifecycle, server, standin, worker};
 use clap::Parser;
 use cloud::CloudProvider;
 use tracing_subscriber::EnvFilter;
@@ -75,7 +75,33 @@ async fn run(config: Config) -> anyhow::Result<()> {
         )?),
         CloudChoice::Aws => anyhow::bail!("--cloud aws: not in this build"),
     };
-    let worker = worker::Worker::new(
+    let lifecycle = match &config.lifecycle {
+        None => {
+            tracing::warn!(
+                "No cluster configured (DOVETAIL_KUBECONFIG): no NodeClaims, no garbage collection"
+            );
+            None
+        }
+        Some(lc) => Some(lifecycle::Controller::new(
+            kube_client(&lc.kube).await?,
+            ledger.clone(),
+            cloud.clone(),
+            clock.clone(),
+            metrics.clone(),
+            lifecycle::Options {
+                owner: format!("{}-{}-lifecycle", config.instance, std::process::id()),
+                interval: lc.interval,
+                registration_timeout: lc.registration_timeout,
+                lease: config.lease,
+                gc: gc::Options {
+                    cluster_name: config.cluster_name.clone(),
+                    grace: lc.gc_grace,
+                    interval: lc.gc_interval,
+                },
+            },
+        )),
+    };
+    let mut worker = worker::Worker::new(
         ledger.clone(),
         cloud,
         clock.clone(),
@@ -89,6 +115,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
             ..worker::Options::default()
         },
     );
+    if let Some(lc) = &lifecycle {
+        worker = worker.with_lifecycle(Arc::new(lc.launch_hook()));
+    }
     let service = api::ActuatorService::new(
         ledger.clone(),
         clock.clone(),
@@ -132,6 +161,10 @@ async fn run(config: Config) -> anyhow::Result<()> {
         let rx = stopped.clone();
         async move { w.run(rx).await }
     });
+    let lifecycle = lifecycle.map(|lc| {
+        let rx = stopped.clone();
+        tokio::spawn(async move { lc.run(rx).await })
+    });
     let counts = tokio::spawn(worker::report_counts(
         ledger.clone(),
         metrics,
@@ -144,10 +177,24 @@ async fn run(config: Config) -> anyhow::Result<()> {
     running.shutdown(config.drain_delay).await?;
     let _ = stop.send(true);
     work.await?;
+    if let Some(lc) = lifecycle {
+        lc.await?;
+    }
     counts.await?;
     ledger.close().await;
     tracing::info!("Stopped");
     Ok(())
+}
+
+async fn kube_client(source: &KubeSource) -> anyhow::Result<kube::Client> {
+    let config = match source {
+        KubeSource::InCluster => kube::Config::incluster()?,
+        KubeSource::File(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
+        }
+    };
+    Ok(kube::Client::try_from(config)?)
 }
 
 fn auth_kind(config: &Config) -> &'static str {

@@ -34,6 +34,7 @@ both_backends!(
     transitions_record_instances_and_history,
     retries_release_the_lease_until_their_time,
     migrations_are_idempotent,
+    one_claim_is_leased_by_name_whatever_its_state,
 );
 
 fn accepted(outcomes: &[(String, Outcome)]) -> usize {
@@ -332,4 +333,48 @@ async fn migrations_are_idempotent(l: &dyn Ledger) {
     l.migrate().await.expect("second run is a no-op");
     assert!(l.claims().await.expect("claims").is_empty());
     assert!(matches!(l.backend(), "postgres" | "sqlite"));
+}
+
+async fn one_claim_is_leased_by_name_whatever_its_state(l: &dyn Ledger) {
+    l.submit(&plan("plan-1", &[], &["x"]), 1)
+        .await
+        .expect("submit");
+    let a = l.acquire_claim("a", "x", 10, 1_000).await.expect("acquire");
+    assert_eq!(a.map(|c| c.lease_owner), Some(Some("a".to_string())));
+    assert!(
+        l.acquire_claim("b", "x", 20, 1_000)
+            .await
+            .expect("acquire")
+            .is_none(),
+        "held by a"
+    );
+    assert!(
+        l.acquire("b", &[ClaimState::Requested], 20, 1_000, 10)
+            .await
+            .expect("acquire")
+            .is_empty(),
+        "held by a for the batch lease too"
+    );
+    assert!(
+        l.acquire_claim("a", "x", 20, 1_000)
+            .await
+            .expect("acquire")
+            .is_some(),
+        "its own"
+    );
+    let b = l
+        .acquire_claim("b", "x", 2_000, 1_000)
+        .await
+        .expect("acquire");
+    assert_eq!(
+        b.map(|c| (c.lease_owner, c.lease_expires_at)),
+        Some((Some("b".to_string()), Some(3_000))),
+        "expired leases are taken over"
+    );
+    assert!(
+        l.acquire_claim("b", "nope", 2_000, 1_000)
+            .await
+            .expect("acquire")
+            .is_none()
+    );
 }

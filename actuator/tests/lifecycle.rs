@@ -677,7 +677,7 @@ async fn gc_terminates_a_leaked_instance_after_the_grace_and_fails_a_vanished_on
     assert_eq!(r, gc::Report::default(), "nothing within the grace period");
     tokio::time::sleep(Duration::from_secs(5 * 60)).await;
     let r = gc::collect(&fx.ctl).await.expect("gc");
-    assert_eq!(r.terminated, [leaked.id.clone()]);
+    assert_eq!(r.terminated, [leaked.id.as_str()]);
     assert!(r.vanished.is_empty());
     let state = |id: &str| {
         fx.instances()
@@ -792,39 +792,42 @@ async fn a_crash_between_nodeclaim_created_and_launched_resumes_without_a_second
     fx.finish().await;
 }
 
-#[tokio::test]
-async fn a_claim_leased_by_one_owner_is_not_acquired_by_another() {
-    let db = TestDb::sqlite();
-    let l = db.ledger().await;
-    l.submit(&plan("p1", &[], &["x"]), 1).await.expect("submit");
-    let a = l.acquire_claim("a", "x", 10, 1_000).await.expect("acquire");
-    assert_eq!(a.map(|c| c.lease_owner), Some(Some("a".to_string())));
+#[tokio::test(start_paused = true)]
+async fn a_nodeclaim_removed_by_hand_is_recreated_and_its_instance_kept() {
+    let fx = Fx::new().await;
+    fx.submit(&["default-r1"]).await;
+    fx.worker("w1", None).round().await.expect("round");
+    fx.ctl.pass().await.expect("pass");
+    let old = fx.nodeclaims().get("default-r1").await.expect("nodeclaim");
+    fx.nodeclaims()
+        .patch(
+            "default-r1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("drop the finalizer");
+    fx.nodeclaims()
+        .delete("default-r1", &DeleteParams::default())
+        .await
+        .expect("delete");
     assert!(
-        l.acquire_claim("b", "x", 20, 1_000)
+        fx.nodeclaims()
+            .get_opt("default-r1")
             .await
-            .expect("acquire")
+            .expect("get")
             .is_none()
     );
+    let p = fx.ctl.pass().await.expect("pass");
+    assert!(p.errors.is_empty() && p.steps.is_empty(), "{p:?}");
+    let new = fx.nodeclaims().get("default-r1").await.expect("recreated");
+    assert_ne!(new.metadata.uid, old.metadata.uid);
+    assert_eq!(fx.state("default-r1").await, ClaimState::Launched);
     assert!(
-        l.acquire_claim("a", "x", 20, 1_000)
-            .await
-            .expect("acquire")
-            .is_some(),
-        "its own"
+        fx.instances()
+            .iter()
+            .all(|i| i.state != InstanceState::Terminated && i.state != InstanceState::ShuttingDown)
     );
-    assert!(
-        l.acquire_claim("b", "x", 2_000, 1_000)
-            .await
-            .expect("acquire")
-            .is_some(),
-        "expired"
-    );
-    assert!(
-        l.acquire_claim("b", "nope", 2_000, 1_000)
-            .await
-            .expect("acquire")
-            .is_none()
-    );
-    l.close().await;
-    db.drop().await;
+    fx.until("default-r1", ClaimState::Registered, 30).await;
+    fx.finish().await;
 }

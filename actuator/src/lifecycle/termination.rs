@@ -12,7 +12,7 @@ use crate::ledger::{ClaimState, Event};
 /// Why a claim is terminated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cause {
-    /// Its NodeClaim was deleted (deletionTimestamp set, or the object is gone).
+    /// Its NodeClaim was deleted (its deletionTimestamp is set).
     Deleted,
     /// No Node registered within the registration timeout.
     RegistrationTimeout,
