@@ -11,7 +11,7 @@ if [ -z "${CARGO_TARGET_DIR:-}" ]; then
   fi
 fi
 
-echo "== python env (official kubernetes client for the simulator's foreign-client tests)"
+echo "== python env (official kubernetes client for the simulator's foreign-client tests; jsonschema for the CRD schema tests)"
 DOVETAIL_PYTHON="$(bash scripts/python-env.sh | tail -1)"
 export DOVETAIL_PYTHON
 

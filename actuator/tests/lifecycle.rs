@@ -150,6 +150,18 @@ impl Ledger for Frozen {
     }
 }
 
+/// The NodePool's `spec.template`, as a user applies it.
+fn pool_template() -> serde_json::Value {
+    json!({
+        "metadata": {"labels": {"env": "test"}},
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
+            "expireAfter": "720h"
+        }
+    })
+}
+
 struct Fx {
     sim: Simulation,
     db: TestDb,
@@ -173,14 +185,7 @@ impl Fx {
         let pool: NodePool = serde_json::from_value(json!({
             "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
             "metadata": {"name": "default"},
-            "spec": {"template": {
-                "metadata": {"labels": {"env": "test"}},
-                "spec": {
-                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                    "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
-                    "expireAfter": "720h"
-                }
-            }}
+            "spec": {"template": pool_template()}
         }))
         .expect("pool");
         Api::<NodePool>::all(client.clone())
@@ -382,6 +387,18 @@ async fn a_launch_creates_its_nodeclaim_first_and_it_moves_launched_registered_i
     );
     assert_eq!(nc.spec.expire_after.as_deref(), Some("720h"));
     assert_eq!(nc.spec.node_class_ref.name, "default");
+    // The drift hash of the NodePool as applied, the planner's function (common::hash).
+    let annotations = nc.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations.get("karpenter.sh/nodepool-hash"),
+        Some(&common::hash::nodepool_template_hash(&pool_template()))
+    );
+    assert_eq!(
+        annotations
+            .get("karpenter.sh/nodepool-hash-version")
+            .map(String::as_str),
+        Some(common::hash::HASH_VERSION)
+    );
     assert_eq!(
         condition(&nc, "Launched"),
         Some((ConditionStatus::Unknown, "AwaitingReconciliation".into()))

@@ -8,17 +8,18 @@ use std::time::Duration;
 
 use integration_tests::binary;
 use integration_tests::planner_process::PlannerProcess;
-use planner::api::convert::CatalogChoice;
-use planner::api::fixtures;
-use planner::client::{ClientConfig, PlannerClient};
 use planner::model::PlanOptions;
+use planner_client::{ClientConfig, PlannerClient};
+use planner_wire::CatalogChoice;
+use planner_wire::fixtures;
+use planner_wire::remote::RemotePlan;
 use tonic_health::pb::health_check_response::ServingStatus;
 
 const CALLERS: usize = 3;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_calls_survive_a_killed_and_a_drained_replica() -> anyhow::Result<()> {
-    let bin = binary("planner", "dovetail-planner")?;
+    let bin = binary("planner-service", "dovetail-planner")?;
     let args = ["--insecure-no-auth", "--drain-delay", "1500ms"];
     let mut replicas = Vec::new();
     for _ in 0..3 {

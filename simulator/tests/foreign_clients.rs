@@ -120,7 +120,7 @@ async fn kubectl_gets_and_applies() {
     .unwrap();
     let client = sim.kube_client().unwrap();
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
-    eventually("the node", || async {
+    eventually(&sim, "the node", || async {
         nodes
             .get_opt(&inst.private_dns_name)
             .await

@@ -49,20 +49,38 @@ pub const READY: &str = "Ready";
 /// Set while the instance is being terminated.
 pub const INSTANCE_TERMINATING: &str = "InstanceTerminating";
 
-/// The drift-hash annotations a NodeClaim launched from `node_pool` and `node_class` carries
-/// (`karpenter.sh/nodepool-hash` and `-version`, `karpenter.k8s.aws/ec2nodeclass-hash` and
-/// `-version`).
-///
-/// Unwired for now: the hash functions live in the planner engine, which the actuator must not
-/// depend on, until they move to the shared `common` crate; until then this returns no
-/// annotations and the NodeClaim carries the hashes the planner sent with the launch
-/// ([`LaunchSpec::annotations`]), which are the same values.
+/// The drift-hash annotations a NodeClaim launched from `node_pool` and `node_class` carries:
+/// `karpenter.sh/nodepool-hash` of the NodePool's `spec.template` and
+/// `karpenter.k8s.aws/ec2nodeclass-hash` of the EC2NodeClass's `spec` (when it exists), each
+/// with its `-version` annotation, computed by the same functions as the planner's drift check
+/// (`common::hash`).
 pub fn hash_annotations(
     node_pool: &NodePool,
     node_class: Option<&EC2NodeClass>,
 ) -> BTreeMap<String, String> {
-    let _ = (node_pool, node_class);
-    BTreeMap::new()
+    use common::hash;
+    let mut a = BTreeMap::new();
+    let template = serde_json::to_value(&node_pool.spec.template).unwrap_or_default();
+    a.insert(
+        common::labels::NODEPOOL_HASH.to_string(),
+        hash::nodepool_template_hash(&template),
+    );
+    a.insert(
+        hash::NODEPOOL_HASH_VERSION_ANNOTATION.to_string(),
+        hash::HASH_VERSION.to_string(),
+    );
+    if let Some(class) = node_class {
+        let spec = serde_json::to_value(&class.spec).unwrap_or_default();
+        a.insert(
+            common::labels::NODECLASS_HASH.to_string(),
+            hash::ec2nodeclass_spec_hash(&spec),
+        );
+        a.insert(
+            hash::NODECLASS_HASH_VERSION_ANNOTATION.to_string(),
+            hash::HASH_VERSION.to_string(),
+        );
+    }
+    a
 }
 
 /// RFC 3339 (seconds) of a ledger time, as Kubernetes writes `metav1.Time`.
@@ -97,7 +115,7 @@ fn requirement(r: &launch::Requirement) -> Option<NodeSelectorRequirementWithMin
         key: r.key.clone(),
         operator: serde_json::from_value(json!(r.operator)).ok()?,
         values: (!r.values.is_empty()).then(|| r.values.clone()),
-        min_values: r.min_values,
+        min_values: r.min_values.and_then(|v| i32::try_from(v).ok()),
     })
 }
 
@@ -133,6 +151,7 @@ pub fn build(
         .and_then(|m| m.annotations.clone())
         .unwrap_or_default();
     annotations.extend(spec.annotations.clone());
+    // The hashes of the objects as they are now win over the planner's copies.
     if let Some(p) = node_pool {
         annotations.extend(hash_annotations(p, node_class));
     }
@@ -504,10 +523,18 @@ mod tests {
         assert_eq!(labels["env"], "prod");
         assert_eq!(labels["team"], "web");
         assert_eq!(labels[NODEPOOL_LABEL], "default");
+        let annotations = m.annotations.clone().unwrap_or_default();
+        let template = serde_json::to_value(&pool().spec.template).expect("json");
         assert_eq!(
-            m.annotations.clone().unwrap_or_default()["karpenter.sh/nodepool-hash"],
-            "123"
+            annotations["karpenter.sh/nodepool-hash"],
+            common::hash::nodepool_template_hash(&template),
+            "the NodePool's hash as it is now, over the planner's copy"
         );
+        assert_eq!(
+            annotations["karpenter.sh/nodepool-hash-version"],
+            common::hash::HASH_VERSION
+        );
+        assert!(!annotations.contains_key("karpenter.k8s.aws/ec2nodeclass-hash"));
         assert_eq!(m.finalizers, Some(vec![TERMINATION_FINALIZER.to_string()]));
         let owner = &m.owner_references.clone().unwrap_or_default()[0];
         assert_eq!(

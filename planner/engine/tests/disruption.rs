@@ -2,7 +2,7 @@
 //! replacements, many→k repacks, the launch plan's placements, and invariants as properties.
 
 use planner::catalog::{Catalog, InstanceType};
-use planner::consolidation::{self, Session};
+use planner::consolidation::{self, Evaluation};
 use planner::labels;
 use planner::model::{
     ClusterSnapshot, Node, NodePool, OwnerRef, PlanOptions, Pod, PodPhase, Resources,
@@ -190,7 +190,7 @@ proptest! {
     #[test]
     fn decisions_hold_with_the_real_scheduler((s, cat) in clusters()) {
         let o = opts();
-        let mut session = Session::new(&s, &cat, &o).expect("valid");
+        let mut session = Evaluation::new(&s, &cat, &o).expect("valid");
         consolidation::run(&mut session, &consolidation::with_scheduler);
         let after = session.snapshot().clone();
         let out = session.finish();
