@@ -15,6 +15,15 @@ echo "== python env (official kubernetes client for the simulator's foreign-clie
 DOVETAIL_PYTHON="$(bash scripts/python-env.sh | tail -1)"
 export DOVETAIL_PYTHON
 
+echo "== postgres (the actuator's ledger tests: a database per test on 127.0.0.1:5432, trust auth)"
+export DOVETAIL_TEST_POSTGRES="${DOVETAIL_TEST_POSTGRES:-postgres://postgres@127.0.0.1:5432/postgres}"
+if ! psql "$DOVETAIL_TEST_POSTGRES" -Atqc 'select 1' >/dev/null 2>&1; then
+  echo "Postgres is not reachable at $DOVETAIL_TEST_POSTGRES (set DOVETAIL_TEST_POSTGRES)" >&2
+  exit 1
+fi
+# The Postgres-restart test runs its own server with initdb/pg_ctl on a free port.
+ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 

@@ -431,12 +431,17 @@ impl Worker {
         let (instance, detail) = match self.find(claim).await {
             Ok(Some(i)) => (i, "found the instance tagged with this claim".to_string()),
             Ok(None) => {
-                // A full lease for the create call, which must end before the lease does.
+                // The create call (bounded by half a lease) must end before the lease does:
+                // renew unless at least three quarters of a lease are left (a claim leased just
+                // now, which saves a write per launch).
                 let now = self.clock.now_ms();
-                if let Err(e) = self
-                    .ledger
-                    .renew(&claim.name, owner, now, now + millis(self.options.lease))
-                    .await
+                let lease = millis(self.options.lease);
+                let left = claim.lease_expires_at.unwrap_or(now) - now;
+                if left < lease * 3 / 4
+                    && let Err(e) = self
+                        .ledger
+                        .renew(&claim.name, owner, now, now + lease)
+                        .await
                 {
                     return Err(self.ledger_failed(&claim.name, e));
                 }

@@ -378,3 +378,49 @@ async fn one_claim_is_leased_by_name_whatever_its_state(l: &dyn Ledger) {
             .is_none()
     );
 }
+
+/// The history cannot be rewritten, even with plain SQL.
+async fn history_is_append_only(db: &TestDb) {
+    let l = db.ledger().await;
+    l.submit(&plan("plan-1", &[], &["a"]), 10)
+        .await
+        .expect("submit");
+    let (update, delete) = match db {
+        TestDb::Postgres { url, .. } => {
+            let pool = sqlx::PgPool::connect(url).await.expect("connect");
+            let u = sqlx::query("UPDATE claim_events SET detail = 'forged'")
+                .execute(&pool)
+                .await;
+            let d = sqlx::query("DELETE FROM claim_events").execute(&pool).await;
+            (u.map(|_| ()), d.map(|_| ()))
+        }
+        TestDb::Sqlite { url, .. } => {
+            let pool = sqlx::SqlitePool::connect(url).await.expect("connect");
+            let u = sqlx::query("UPDATE claim_events SET detail = 'forged'")
+                .execute(&pool)
+                .await;
+            let d = sqlx::query("DELETE FROM claim_events").execute(&pool).await;
+            (u.map(|_| ()), d.map(|_| ()))
+        }
+    };
+    for r in [update, delete] {
+        let e = r.expect_err("refused");
+        assert!(e.to_string().contains("append-only"), "{e}");
+    }
+    assert_eq!(l.events("a").await.expect("events").len(), 1);
+    l.close().await;
+}
+
+#[tokio::test]
+async fn history_is_append_only_postgres() {
+    let db = TestDb::postgres().await;
+    history_is_append_only(&db).await;
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn history_is_append_only_sqlite() {
+    let db = TestDb::sqlite();
+    history_is_append_only(&db).await;
+    db.drop().await;
+}

@@ -189,3 +189,53 @@ async fn submit_over_grpc_dedupes_refuses_stale_plans_and_shuts_down_cleanly() {
     ledger.close().await;
     db.drop().await;
 }
+
+#[tokio::test]
+async fn bad_configuration_exits_64_naming_the_setting() {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_dovetail-actuator"))
+        .args(["--cloud", "sim", "--insecure-no-auth"])
+        .env_remove("DOVETAIL_LEDGER")
+        .output()
+        .await
+        .expect("run");
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--ledger (or DOVETAIL_LEDGER) is required"),
+        "{err}"
+    );
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_dovetail-actuator"))
+        .args(["--ledger", "sqlite:///nonexistent/x.db", "--cloud", "sim"])
+        .env("DOVETAIL_LEASE", "forever")
+        .env("DOVETAIL_INSECURE_NO_AUTH", "true")
+        .output()
+        .await
+        .expect("run");
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("DOVETAIL_LEASE: \"forever\" is invalid"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn submit_requires_the_bearer_token_when_one_is_set() {
+    let db = TestDb::sqlite();
+    let cloud = cloud_file(&db, "auth");
+    let p = Process::start_with(db.url(), &cloud, None, &["--auth-token", "s3cret"]).await;
+    let mut c = p.client().await;
+    let e = c
+        .submit(request("plan-1", &[], &["x-1"]))
+        .await
+        .expect_err("no token");
+    assert_eq!(e.code(), tonic::Code::Unauthenticated);
+    let mut req = tonic::Request::new(request("plan-1", &[], &["x-1"]));
+    req.metadata_mut()
+        .insert("authorization", "Bearer s3cret".parse().expect("header"));
+    let r = c.submit(req).await.expect("with token").into_inner();
+    assert_eq!(statuses(&r), ["Accepted"]);
+    assert_eq!(p.sigterm().await.code(), Some(0));
+    let _ = std::fs::remove_dir_all(cloud.parent().expect("dir"));
+    db.drop().await;
+}

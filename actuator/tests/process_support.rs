@@ -26,6 +26,16 @@ pub struct Process {
 
 impl Process {
     pub async fn start(ledger: &str, cloud_state: &Path, pause_at: Option<&str>) -> Self {
+        Self::start_with(ledger, cloud_state, pause_at, &["--insecure-no-auth"]).await
+    }
+
+    /// Starts it with `extra` flags (authentication among them).
+    pub async fn start_with(
+        ledger: &str,
+        cloud_state: &Path,
+        pause_at: Option<&str>,
+        extra: &[&str],
+    ) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_dovetail-actuator"));
         cmd.args([
             "--ledger",
@@ -37,7 +47,6 @@ impl Process {
             "127.0.0.1:0",
             "--metrics-listen",
             "127.0.0.1:0",
-            "--insecure-no-auth",
             "--lease",
             "1s",
             "--poll-interval",
@@ -47,6 +56,7 @@ impl Process {
             "--instance",
             "crash-test",
         ])
+        .args(extra)
         .arg("--cloud-state")
         .arg(cloud_state)
         .env_remove("DOVETAIL_TEST_PAUSE_AT")
