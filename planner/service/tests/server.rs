@@ -140,12 +140,9 @@ async fn reflection_lists_services_in_v1_and_v1alpha() {
 #[tokio::test]
 async fn plan_answers_what_the_planner_computes() {
     let metrics = Metrics::new();
-    let server = start(
-        config(Auth::Disabled),
-        service(&metrics, Some(fixture_plan_fn())),
-        metrics,
-    )
-    .await;
+    // The real planner behind the server; the expected plan is computed here, in process, from
+    // the same snapshot and the catalog the service resolves for its region.
+    let server = start(config(Auth::Disabled), service(&metrics, None), metrics).await;
     let client = PlannerClient::connect(ClientConfig::new(vec![
         server.running.grpc_addr.to_string(),
     ]))
@@ -156,8 +153,11 @@ async fn plan_answers_what_the_planner_computes() {
         .plan(&snapshot, &CatalogChoice::Default, &PlanOptions::default())
         .await
         .expect("plans");
-    let mut expected = fixtures::plan();
-    expected.summary.pending_pods = 50;
+    let expected = planner::plan(&snapshot, &fixtures::catalog(), &PlanOptions::default());
+    assert!(
+        !expected.node_claims.is_empty(),
+        "the fixture snapshot should need new nodes: {expected:?}"
+    );
     assert_eq!(remote, expected);
 
     // Built-in catalogs by reference; an unknown region names the field.
@@ -298,11 +298,25 @@ async fn bearer_token_guards_the_planner_but_not_health() {
     assert_eq!(health_of(&server, "").await, ServingStatus::Serving);
 }
 
-fn slow_plan_fn(delay: Duration) -> planner_service::api::PlanFn {
-    Arc::new(move |_, _, _| {
-        std::thread::sleep(delay);
+/// A plan function that announces each call on `started` and then blocks until `release` lets
+/// it go (dropping the `Gate` releases every call): requests are ordered by events, not sleeps.
+struct Gate {
+    started: Arc<tokio::sync::Notify>,
+    release: std::sync::mpsc::Sender<()>,
+}
+
+fn gated_plan_fn() -> (planner_service::api::PlanFn, Gate) {
+    let started = Arc::new(tokio::sync::Notify::new());
+    let (release, wait) = std::sync::mpsc::channel::<()>();
+    let wait = std::sync::Mutex::new(wait);
+    let announce = started.clone();
+    let f: planner_service::api::PlanFn = Arc::new(move |_, _, _| {
+        announce.notify_one();
+        // Err: the Gate was dropped, which releases too.
+        let _ = wait.lock().expect("gate lock").recv();
         planner::plan::Plan::default()
-    })
+    });
+    (f, Gate { started, release })
 }
 
 #[tokio::test]
@@ -310,12 +324,8 @@ async fn over_the_concurrency_limit_requests_are_shed_not_queued() {
     let metrics = Metrics::new();
     let mut cfg = config(Auth::Disabled);
     cfg.max_concurrent_requests = 1;
-    let server = start(
-        cfg,
-        service(&metrics, Some(slow_plan_fn(Duration::from_millis(600)))),
-        metrics,
-    )
-    .await;
+    let (plan_fn, gate) = gated_plan_fn();
+    let server = start(cfg, service(&metrics, Some(plan_fn)), metrics).await;
     let ch = channel(&server).await;
     let req = to_plan_request(
         &fixtures::snapshot(1),
@@ -327,10 +337,12 @@ async fn over_the_concurrency_limit_requests_are_shed_not_queued() {
         let req = req.clone();
         async move { a.plan(req).await }
     });
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // The first request is inside the planner (and holds the only slot) until released.
+    gate.started.notified().await;
     let mut b = pb::planner_client::PlannerClient::new(ch);
     let shed = b.plan(req).await.expect_err("shed");
     assert_eq!(shed.code(), Code::ResourceExhausted, "{shed:?}");
+    gate.release.send(()).expect("the first request waits");
     first
         .await
         .expect("joined")
@@ -349,12 +361,9 @@ async fn a_request_past_the_timeout_is_deadline_exceeded() {
     let metrics = Metrics::new();
     let mut cfg = config(Auth::Disabled);
     cfg.request_timeout = Duration::from_millis(100);
-    let server = start(
-        cfg,
-        service(&metrics, Some(slow_plan_fn(Duration::from_millis(800)))),
-        metrics,
-    )
-    .await;
+    // The planner never answers before the deadline: it waits for a release that comes after.
+    let (plan_fn, gate) = gated_plan_fn();
+    let server = start(cfg, service(&metrics, Some(plan_fn)), metrics).await;
     let mut raw = pb::planner_client::PlannerClient::new(channel(&server).await);
     let req = to_plan_request(
         &fixtures::snapshot(1),
@@ -365,6 +374,7 @@ async fn a_request_past_the_timeout_is_deadline_exceeded() {
         raw.plan(req).await.expect_err("timeout").code(),
         Code::DeadlineExceeded
     );
+    drop(gate);
 }
 
 #[tokio::test]
@@ -456,7 +466,7 @@ async fn mutual_tls_admits_only_clients_with_a_certificate() {
         domain: Some("localhost".into()),
     });
     let client = PlannerClient::connect(without_cert).await.expect("client");
-    client
+    let e = client
         .plan(
             &fixtures::snapshot(2),
             &CatalogChoice::Default,
@@ -464,6 +474,20 @@ async fn mutual_tls_admits_only_clients_with_a_certificate() {
         )
         .await
         .expect_err("no client certificate, no plan");
+    // The TLS handshake itself refuses: the server's alert, not a DNS, connect or RPC error.
+    let planner_client::Error::Rpc { status, .. } = &e else {
+        panic!("not a handshake failure: {e}")
+    };
+    let mut chain = Vec::new();
+    let mut source = std::error::Error::source(status);
+    while let Some(s) = source {
+        chain.push(format!("{s:?}"));
+        source = s.source();
+    }
+    assert!(
+        chain.iter().any(|s| s.contains("CertificateRequired")),
+        "the handshake should fail for want of a client certificate: {e:?}"
+    );
 }
 
 #[tokio::test]
