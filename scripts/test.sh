@@ -20,6 +20,20 @@ echo "== moto_server (EC2/SSM stand-in for the cloud-aws tests)"
 DOVETAIL_MOTO_SERVER="$(bash scripts/moto.sh | tail -1)"
 export DOVETAIL_MOTO_SERVER
 
+echo "== postgres (the actuator's ledger tests: a database per test on 127.0.0.1:5432, trust auth)"
+export DOVETAIL_TEST_POSTGRES="${DOVETAIL_TEST_POSTGRES:-postgres://postgres@127.0.0.1:5432/postgres}"
+if ! psql "$DOVETAIL_TEST_POSTGRES" -Atqc 'select 1' >/dev/null 2>&1; then
+  # The machine's server may have stopped: start it as the machine's own start-up does.
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start >&2 || true
+  sleep 2
+fi
+if ! psql "$DOVETAIL_TEST_POSTGRES" -Atqc 'select 1' >/dev/null 2>&1; then
+  echo "Postgres is not reachable at $DOVETAIL_TEST_POSTGRES (set DOVETAIL_TEST_POSTGRES)" >&2
+  exit 1
+fi
+# The Postgres-restart test runs its own server with initdb/pg_ctl on a free port.
+ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 

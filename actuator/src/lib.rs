@@ -1,1 +1,27 @@
-//! The dovetail actuator service. Placeholder: see designs/roadmap.md for what it will hold.
+//! The dovetail actuator: executes planners' commands exactly once. It never plans.
+//!
+//! - [`ledger`]: every claim's state machine and history in Postgres or SQLite, written before
+//!   each step acts.
+//! - [`api`]: `dovetail.v1.Actuator/Submit`, idempotent per command key, refusing stale plans.
+//! - [`worker`]: leases unfinished claims and drives them through the launch
+//!   (requested → launching → launched), resuming after crashes; states past `launched` are
+//!   driven by the [`lifecycle`] controller; the worker's [`worker::Lifecycle`] hook creates each
+//!   claim's NodeClaim before its launch.
+//! - [`lifecycle`]: the NodeClaim lifecycle in Kubernetes (NodeClaim objects, registration,
+//!   initialization, liveness, termination); [`gc`]: leaked and vanished instances.
+//! - [`launch`]: the launch spec a claim carries and the cloud request made from it.
+//! - [`standin`]: a local cloud stand-in (in memory or in a file) for the demo and tests.
+//! - [`config`], [`server`], [`metrics`], [`auth`], [`clock`]: the service around them.
+
+pub mod api;
+pub mod auth;
+pub mod clock;
+pub mod config;
+pub mod gc;
+pub mod launch;
+pub mod ledger;
+pub mod lifecycle;
+pub mod metrics;
+pub mod server;
+pub mod standin;
+pub mod worker;

@@ -64,6 +64,10 @@ struct State {
     queue: Vec<QueuedEvent>,
     next_event: u64,
     create_calls: u64,
+    /// Kubelets do not register Nodes ([`SimCloud::block_node_registration`]).
+    no_registration: bool,
+    /// Kubelets register with the unregistered taint ([`SimCloud::register_nodes_unregistered`]).
+    unregistered_taint: bool,
 }
 
 #[derive(Debug)]
@@ -137,6 +141,26 @@ impl SimCloud {
             .instance_types
             .iter()
             .find(|t| t.name == name)
+    }
+
+    /// While `on`, the kubelets of running instances never register a Node (user data that
+    /// fails to join the cluster), so that a NodeClaim's liveness check has something to find.
+    pub fn block_node_registration(&self, on: bool) {
+        self.lock().no_registration = on;
+        self.bump();
+    }
+
+    /// While `on`, kubelets register their Nodes with the `karpenter.sh/unregistered:NoExecute`
+    /// taint, as the user data Karpenter generates makes them do (the actuator's registration
+    /// removes it).
+    pub fn register_nodes_unregistered(&self, on: bool) {
+        self.lock().unregistered_taint = on;
+    }
+
+    /// `(registration blocked, register with the unregistered taint)`, for the kubelet.
+    pub(crate) fn kubelet_switches(&self) -> (bool, bool) {
+        let s = self.lock();
+        (s.no_registration, s.unregistered_taint)
     }
 
     /// Makes `offering` fail with insufficient capacity until [`SimCloud::restore_capacity`].

@@ -19,6 +19,10 @@ use crate::resources::Resources;
 /// The taint a Node carries until it is Ready.
 pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
 
+/// The taint Karpenter's user data makes a Node register with, until its NodeClaim is synced
+/// onto it (see `SimCloud::register_nodes_unregistered`).
+pub const UNREGISTERED_TAINT: &str = "karpenter.sh/unregistered";
+
 /// Kubelet timings.
 #[derive(Clone, Debug)]
 pub struct KubeletConfig {
@@ -80,6 +84,7 @@ impl Kubelet {
                 InstanceState::Running => {
                     let since = *self.running_since.entry(inst.id.clone()).or_insert(now);
                     match node {
+                        None if ctx.cloud.kubelet_switches().0 => {}
                         None => {
                             let at = since + self.config.register_after;
                             if at <= now {
@@ -232,6 +237,9 @@ impl Kubelet {
             set(labels::EC2_NODE_CLASS, nc);
         }
         let mut taints = vec![json!({"key": NOT_READY_TAINT, "effect": "NoSchedule"})];
+        if ctx.cloud.kubelet_switches().1 {
+            taints.push(json!({"key": UNREGISTERED_TAINT, "effect": "NoExecute"}));
+        }
         let mut annotations = Map::new();
         if let Some(claim) = inst.tags.get(TAG_NODECLAIM).and_then(|c| {
             let k = ctx.store.kinds().find("karpenter.sh", "v1", "nodeclaims")?;

@@ -66,6 +66,9 @@ pub fn submission(
             command: Some(C::Launch(pb::LaunchCommand {
                 idempotency_key: key,
                 node_claim: Some(node_claim),
+                // The NodePool's template fields (node class, startup taints, expiry) are not
+                // sent yet; the actuator launches without them until the planner fills this.
+                template: None,
             })),
         });
     }

@@ -1,0 +1,106 @@
+//! The network edge: `dovetail.v1.Actuator/Submit`. Proto types never leave this module.
+//!
+//! A submission is validated whole (a malformed command is INVALID_ARGUMENT naming the field,
+//! and nothing is recorded), then its launches are recorded in one ledger transaction
+//! ([`crate::ledger::Ledger::submit`]): a known key is `Duplicate`, a stale plan's new launches
+//! are `Rejected` with the reason, the rest `Accepted`; the worker is then woken. Disrupt
+//! commands are `Rejected`: this actuator does not execute disruptions yet (part 2).
+
+mod convert;
+
+use std::sync::Arc;
+
+use proto::v1 as pb;
+use tokio::sync::Notify;
+use tonic::{Request, Response, Status};
+
+use crate::clock::Clock;
+use crate::ledger::{Ledger, Outcome};
+use crate::metrics::Metrics;
+
+pub use convert::{Invalid, submission};
+
+/// Status of an accepted command.
+pub const ACCEPTED: &str = "Accepted";
+/// Status of a command whose key was already known.
+pub const DUPLICATE: &str = "Duplicate";
+/// Status of a refused command.
+pub const REJECTED: &str = "Rejected";
+
+/// The Actuator gRPC service.
+#[derive(Clone)]
+pub struct ActuatorService {
+    ledger: Arc<dyn Ledger>,
+    clock: Clock,
+    metrics: Metrics,
+    wake: Arc<Notify>,
+}
+
+// === impl ActuatorService ===
+
+impl ActuatorService {
+    /// A service recording into `ledger` and waking `wake` (the worker) after accepting.
+    pub fn new(ledger: Arc<dyn Ledger>, clock: Clock, metrics: Metrics, wake: Arc<Notify>) -> Self {
+        Self {
+            ledger,
+            clock,
+            metrics,
+            wake,
+        }
+    }
+
+    /// The tonic server for this service.
+    pub fn into_server(self) -> pb::actuator_server::ActuatorServer<Self> {
+        pb::actuator_server::ActuatorServer::new(self)
+    }
+}
+
+#[tonic::async_trait]
+impl pb::actuator_server::Actuator for ActuatorService {
+    async fn submit(
+        &self,
+        request: Request<pb::SubmitRequest>,
+    ) -> Result<Response<pb::SubmitResponse>, Status> {
+        let started = tokio::time::Instant::now();
+        let req = request.into_inner();
+        let (submission, mut results) =
+            submission(&req).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let outcomes = self
+            .ledger
+            .submit(&submission, self.clock.now_ms())
+            .await
+            .map_err(|e| {
+                self.metrics.ledger_error();
+                tracing::warn!(error = %e, "Ledger unavailable; submission not recorded");
+                Status::unavailable(format!("ledger unavailable: {e}"))
+            })?;
+        let mut accepted = 0;
+        for (key, outcome) in outcomes {
+            let (status, message) = match outcome {
+                Outcome::Accepted { claim } => {
+                    accepted += 1;
+                    (ACCEPTED, format!("claim {claim}"))
+                }
+                Outcome::Duplicate { claim } => (
+                    DUPLICATE,
+                    format!("already recorded as claim {claim}; nothing new done"),
+                ),
+                Outcome::Rejected { reason } => (REJECTED, reason),
+            };
+            results.push(pb::CommandResult {
+                idempotency_key: key,
+                status: status.to_string(),
+                message,
+            });
+        }
+        for r in &results {
+            self.metrics.command(&r.status);
+        }
+        if accepted > 0 {
+            self.wake.notify_one();
+        }
+        self.metrics.submit_seconds(started.elapsed().as_secs_f64());
+        tracing::info!(plan = %req.plan_id, accepted, results = results.len(), "Submission recorded");
+        Ok(Response::new(pb::SubmitResponse { results }))
+    }
+}

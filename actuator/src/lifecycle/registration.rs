@@ -1,0 +1,147 @@
+//! Registration: the Node whose `spec.providerID` is the claim's gets the claim's labels,
+//! annotations, taints and startup taints (merged into its own), an owner reference to the
+//! NodeClaim and the label `karpenter.sh/registered=true`, and loses the
+//! `karpenter.sh/unregistered:NoExecute` taint it registered with, as Karpenter's registration
+//! controller does. Once the label is there the sync is done and is never repeated (a daemon
+//! removes the startup taints afterwards).
+
+use std::collections::BTreeMap;
+
+use crds::NodeClaim;
+use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use serde_json::{Value, json};
+
+use super::nodeclaim::{REGISTERED_LABEL, UNREGISTERED_TAINT};
+
+/// True when the Node has been synced with its NodeClaim (it carries `karpenter.sh/registered`).
+pub fn is_synced(node: &Node) -> bool {
+    node.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.get(REGISTERED_LABEL).is_some_and(|v| v == "true"))
+}
+
+fn same_taint(a: &Taint, key: &str, effect: &str) -> bool {
+    a.key == key && a.effect == effect
+}
+
+/// Merges `add` into `taints`: a taint whose key and effect are already there is not added
+/// again (Karpenter's `Taints.Merge`).
+fn merge_taints(taints: &mut Vec<Taint>, add: &[crds::Taint]) {
+    for t in add {
+        let effect = serde_json::to_value(t.effect)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        if !taints.iter().any(|n| same_taint(n, &t.key, &effect)) {
+            taints.push(Taint {
+                key: t.key.clone(),
+                value: t.value.clone(),
+                effect,
+                time_added: None,
+            });
+        }
+    }
+}
+
+/// The JSON merge patch that registers `node` for `nc` (guarded by the Node's
+/// `resourceVersion`, since it replaces the taint list), or `None` when the Node is already
+/// synced.
+pub fn sync_patch(nc: &NodeClaim, node: &Node) -> Option<Value> {
+    if is_synced(node) {
+        return None;
+    }
+    let mut labels: BTreeMap<String, String> = node.metadata.labels.clone().unwrap_or_default();
+    labels.extend(nc.metadata.labels.clone().unwrap_or_default());
+    labels.insert(REGISTERED_LABEL.to_string(), "true".to_string());
+    let mut annotations: BTreeMap<String, String> =
+        node.metadata.annotations.clone().unwrap_or_default();
+    annotations.extend(nc.metadata.annotations.clone().unwrap_or_default());
+
+    let mut taints: Vec<Taint> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    taints.retain(|t| !same_taint(t, UNREGISTERED_TAINT, "NoExecute"));
+    merge_taints(&mut taints, nc.spec.taints.as_deref().unwrap_or_default());
+    merge_taints(
+        &mut taints,
+        nc.spec.startup_taints.as_deref().unwrap_or_default(),
+    );
+
+    let mut owners: Vec<OwnerReference> =
+        node.metadata.owner_references.clone().unwrap_or_default();
+    let name = nc.metadata.name.clone().unwrap_or_default();
+    if !owners
+        .iter()
+        .any(|o| o.kind == "NodeClaim" && o.name == name)
+    {
+        owners.push(OwnerReference {
+            api_version: "karpenter.sh/v1".into(),
+            kind: "NodeClaim".into(),
+            name,
+            uid: nc.metadata.uid.clone().unwrap_or_default(),
+            block_owner_deletion: Some(true),
+            controller: None,
+        });
+    }
+    Some(json!({
+        "metadata": {
+            "resourceVersion": node.metadata.resource_version,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": owners,
+        },
+        "spec": {"taints": taints},
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sync_merges_labels_and_taints_and_drops_the_unregistered_taint() {
+        let nc: NodeClaim = serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "c1", "uid": "u1", "labels": {"team": "web", "karpenter.sh/nodepool": "default"}},
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [],
+                "taints": [{"key": "dedicated", "value": "web", "effect": "NoSchedule"}],
+                "startupTaints": [{"key": "example.com/agent", "effect": "NoExecute"}]
+            }
+        }))
+        .expect("claim");
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "resourceVersion": "7", "labels": {"kubernetes.io/os": "linux"}},
+            "spec": {"providerID": "aws:///us-east-1a/i-1", "taints": [
+                {"key": "karpenter.sh/unregistered", "effect": "NoExecute"},
+                {"key": "dedicated", "value": "web", "effect": "NoSchedule"}
+            ]}
+        }))
+        .expect("node");
+        let p = sync_patch(&nc, &node).expect("a patch");
+        assert_eq!(p["metadata"]["resourceVersion"], "7");
+        assert_eq!(p["metadata"]["labels"]["team"], "web");
+        assert_eq!(p["metadata"]["labels"]["kubernetes.io/os"], "linux");
+        assert_eq!(p["metadata"]["labels"][REGISTERED_LABEL], "true");
+        assert_eq!(p["metadata"]["ownerReferences"][0]["kind"], "NodeClaim");
+        let keys: Vec<&str> = p["spec"]["taints"]
+            .as_array()
+            .expect("taints")
+            .iter()
+            .filter_map(|t| t["key"].as_str())
+            .collect();
+        assert_eq!(keys, ["dedicated", "example.com/agent"]);
+
+        let mut synced = node.clone();
+        synced.metadata.labels = Some(BTreeMap::from([(REGISTERED_LABEL.into(), "true".into())]));
+        assert!(
+            sync_patch(&nc, &synced).is_none(),
+            "synced once, never again"
+        );
+    }
+}

@@ -1,0 +1,216 @@
+//! `dovetail-actuator`: the actuator as a gRPC service. Wiring only; the parts live in the
+//! library (`actuator::config`, `server`, `api`, `ledger`, `worker`).
+//!
+//! Start-up: configuration is validated first (exit 64 when it is bad, before any port is
+//! bound); the ports are bound with health NOT_SERVING; the ledger's migrations run (waiting
+//! for the database); then health turns SERVING, the worker starts, and one line
+//! `dovetail-actuator listening grpc=ADDR metrics=ADDR` goes to stdout. On SIGTERM or Ctrl-C:
+//! NOT_SERVING, the drain delay, in-flight submissions finish, the worker finishes the claims in
+//! hand and releases its leases, and the ledger is closed.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actuator::clock::Clock;
+use actuator::config::{Auth, CloudChoice, Config, Env, Flags, KubeSource};
+use actuator::metrics::Metrics;
+use actuator::{api, gc, ledger, lifecycle, server, standin, worker};
+use clap::Parser;
+use cloud::CloudProvider;
+use tracing_subscriber::EnvFilter;
+
+/// Configuration errors exit with EX_USAGE.
+const EXIT_CONFIG: u8 = 64;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let flags = match Flags::try_parse() {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(EXIT_CONFIG)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let config = match Config::load(flags, &Env) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("dovetail-actuator: invalid configuration: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(config).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "Actuator failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(config: Config) -> anyhow::Result<()> {
+    let clock = Clock::new();
+    let metrics = Metrics::new();
+    let ledger = ledger::open(&config.ledger)?;
+    let cloud: Arc<dyn CloudProvider> = match &config.cloud {
+        CloudChoice::Sim {
+            state_file,
+            ignore_client_token,
+        } => Arc::new(standin::StandIn::new(
+            standin::Options {
+                state_file: state_file.clone(),
+                ignore_client_token: *ignore_client_token,
+            },
+            clock.clone(),
+        )?),
+        CloudChoice::Aws => anyhow::bail!("--cloud aws: not in this build"),
+    };
+    let lifecycle = match &config.lifecycle {
+        None => {
+            tracing::warn!(
+                "No cluster configured (DOVETAIL_KUBECONFIG): no NodeClaims, no garbage collection"
+            );
+            None
+        }
+        Some(lc) => Some(lifecycle::Controller::new(
+            kube_client(&lc.kube).await?,
+            ledger.clone(),
+            cloud.clone(),
+            clock.clone(),
+            metrics.clone(),
+            lifecycle::Options {
+                owner: format!("{}-{}-lifecycle", config.instance, std::process::id()),
+                interval: lc.interval,
+                registration_timeout: lc.registration_timeout,
+                lease: config.lease,
+                gc: gc::Options {
+                    cluster_name: config.cluster_name.clone(),
+                    grace: lc.gc_grace,
+                    interval: lc.gc_interval,
+                },
+            },
+        )),
+    };
+    let mut worker = worker::Worker::new(
+        ledger.clone(),
+        cloud,
+        clock.clone(),
+        metrics.clone(),
+        worker::Options {
+            owner: format!("{}-{}", config.instance, std::process::id()),
+            cluster_name: config.cluster_name.clone(),
+            lease: config.lease,
+            poll: config.poll_interval,
+            pause_at: config.pause_at,
+            ..worker::Options::default()
+        },
+    );
+    if let Some(lc) = &lifecycle {
+        worker = worker.with_lifecycle(Arc::new(lc.launch_hook()));
+    }
+    let service = api::ActuatorService::new(
+        ledger.clone(),
+        clock.clone(),
+        metrics.clone(),
+        worker.waker(),
+    );
+    let running = server::start(&config, service, metrics.clone()).await?;
+    tracing::info!(grpc = %running.grpc_addr, metrics = ?running.metrics_addr, ledger = ledger.backend(), auth = auth_kind(&config), "Listening; NOT_SERVING until the ledger is migrated");
+
+    // Ready means the ledger is reachable and migrated; wait for the database.
+    let mut signal = Box::pin(shutdown_signal());
+    loop {
+        tokio::select! {
+            r = ledger.migrate() => match r {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::warn!(error = format!("{:#}", anyhow::Error::from(e)), "Ledger not ready; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            },
+            r = &mut signal => {
+                r?;
+                tracing::info!("Stopped before the ledger was ready");
+                return running.shutdown(Duration::ZERO).await.map_err(Into::into);
+            }
+        }
+    }
+    running.set_serving().await;
+    let metrics_addr = running
+        .metrics_addr
+        .map_or_else(|| "off".to_string(), |a| a.to_string());
+    println!(
+        "dovetail-actuator listening grpc={} metrics={metrics_addr}",
+        running.grpc_addr
+    );
+    tracing::info!(owner = %worker.options().owner, "SERVING");
+
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let work = tokio::spawn({
+        let w = worker.clone();
+        let rx = stopped.clone();
+        async move { w.run(rx).await }
+    });
+    let lifecycle = lifecycle.map(|lc| {
+        let rx = stopped.clone();
+        tokio::spawn(async move { lc.run(rx).await })
+    });
+    let counts = tokio::spawn(worker::report_counts(
+        ledger.clone(),
+        metrics,
+        Duration::from_secs(5),
+        stopped,
+    ));
+
+    signal.await?;
+    tracing::info!("Shutting down");
+    running.shutdown(config.drain_delay).await?;
+    let _ = stop.send(true);
+    work.await?;
+    if let Some(lc) = lifecycle {
+        lc.await?;
+    }
+    counts.await?;
+    ledger.close().await;
+    tracing::info!("Stopped");
+    Ok(())
+}
+
+async fn kube_client(source: &KubeSource) -> anyhow::Result<kube::Client> {
+    let config = match source {
+        KubeSource::InCluster => kube::Config::incluster()?,
+        KubeSource::File(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
+        }
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+fn auth_kind(config: &Config) -> &'static str {
+    match config.auth {
+        Auth::Bearer(_) => "bearer",
+        Auth::MutualTls => "mtls",
+        Auth::Disabled => "disabled",
+    }
+}
+
+async fn shutdown_signal() -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        r = tokio::signal::ctrl_c() => r?,
+    }
+    Ok(())
+}

@@ -1,0 +1,178 @@
+//! Prometheus metrics of the actuator, served on `/metrics` on their own port: launches,
+//! failures by reason, claims by state (refreshed from the ledger), submissions by outcome and
+//! submit latency.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::ledger::ClaimState;
+
+type Labels = Vec<(String, String)>;
+
+fn label(k: &str, v: &str) -> Labels {
+    vec![(k.to_string(), v.to_string())]
+}
+
+/// The actuator's metrics. Cheap to clone (every metric is shared).
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    launches: Counter,
+    create_calls: Counter,
+    failures: Family<Labels, Counter>,
+    claims: Family<Labels, Gauge>,
+    commands: Family<Labels, Counter>,
+    submit_latency: Histogram,
+    ledger_errors: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// === impl Metrics ===
+
+impl Metrics {
+    /// Registers every metric in a fresh registry.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("dovetail_actuator");
+        let launches = Counter::default();
+        registry.register(
+            "launches",
+            "Claims that reached launched (an instance recorded)",
+            launches.clone(),
+        );
+        let create_calls = Counter::default();
+        registry.register(
+            "cloud_create_calls",
+            "Create calls sent to the cloud",
+            create_calls.clone(),
+        );
+        let failures = Family::<Labels, Counter>::default();
+        registry.register(
+            "launch_failures",
+            "Launch attempts that failed, by reason (insufficient_capacity, invalid_request, throttled, unavailable, lease_lost, ledger)",
+            failures.clone(),
+        );
+        let claims = Family::<Labels, Gauge>::default();
+        registry.register("claims", "Claims in the ledger, by state", claims.clone());
+        let commands = Family::<Labels, Counter>::default();
+        registry.register(
+            "commands",
+            "Submitted commands, by status (Accepted, Duplicate, Rejected)",
+            commands.clone(),
+        );
+        let submit_latency = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
+        registry.register(
+            "submit_duration_seconds",
+            "Time to record a submission in the ledger",
+            submit_latency.clone(),
+        );
+        let ledger_errors = Counter::default();
+        registry.register(
+            "ledger_errors",
+            "Ledger calls that failed (database unreachable or failing)",
+            ledger_errors.clone(),
+        );
+        Self {
+            registry: Arc::new(registry),
+            launches,
+            create_calls,
+            failures,
+            claims,
+            commands,
+            submit_latency,
+            ledger_errors,
+        }
+    }
+
+    /// Counts a claim that reached launched.
+    pub fn launched(&self) {
+        self.launches.inc();
+    }
+
+    /// Counts a create call sent to the cloud.
+    pub fn create_call(&self) {
+        self.create_calls.inc();
+    }
+
+    /// Counts a failed launch attempt.
+    pub fn failure(&self, reason: &str) {
+        self.failures.get_or_create(&label("reason", reason)).inc();
+    }
+
+    /// Counts a failed ledger call.
+    pub fn ledger_error(&self) {
+        self.ledger_errors.inc();
+    }
+
+    /// Counts one command result of a submission.
+    pub fn command(&self, status: &str) {
+        self.commands.get_or_create(&label("status", status)).inc();
+    }
+
+    /// Records a submission's latency.
+    pub fn submit_seconds(&self, seconds: f64) {
+        self.submit_latency.observe(seconds);
+    }
+
+    /// Sets the claims-by-state gauges (every state, zero when absent).
+    pub fn set_claims(&self, counts: &BTreeMap<ClaimState, i64>) {
+        for s in ClaimState::ALL {
+            self.claims
+                .get_or_create(&label("state", s.as_str()))
+                .set(counts.get(&s).copied().unwrap_or(0));
+        }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_recorded_values() {
+        let m = Metrics::new();
+        m.launched();
+        m.failure("insufficient_capacity");
+        m.command("Duplicate");
+        m.set_claims(&BTreeMap::from([(ClaimState::Launched, 3)]));
+        let text = m.render();
+        assert!(
+            text.contains("dovetail_actuator_launches_total 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"dovetail_actuator_launch_failures_total{reason="insufficient_capacity"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"dovetail_actuator_claims{state="launched"} 3"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"dovetail_actuator_claims{state="failed"} 0"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"dovetail_actuator_commands_total{status="Duplicate"} 1"#));
+    }
+}

@@ -1,0 +1,589 @@
+//! The launch worker: leases unfinished claims from the ledger and drives each through
+//! requested → launching → launched, writing every step BEFORE it acts.
+//!
+//! - `requested`: nothing sent yet. The worker writes `launching`, then acts.
+//! - `launching`: an instance may exist (the worker may have crashed after the create call).
+//!   The worker first looks for an instance tagged with the claim's name
+//!   ([`cloud::CloudProvider::list`]) and only calls create when there is none, with the claim's
+//!   deterministic client token; then it writes `launched` with the instance. The look-up is
+//!   what keeps a launch exactly-once where the cloud ignores client tokens (moto); the token
+//!   covers a create whose response was lost on a cloud that honours it (EC2).
+//! - Past `launched`, a [`Lifecycle`] hook drives the claim (registration, initialization,
+//!   liveness, termination: the NodeClaim lifecycle, a later task). [`NoLifecycle`] drives
+//!   nothing, so launched claims rest.
+//!
+//! Exactly one worker per claim: the worker holds the claim's lease for every step, renews it
+//! just before the create call (which runs under a timeout shorter than the lease), and every
+//! ledger write is conditional on the lease; a worker whose lease was taken over stops.
+//!
+//! For the crash tests, [`Options::pause_at`] makes the worker stop for good at a named step
+//! (after printing `DOVETAIL_PAUSED step=<step> claim=<name>` on stdout), so that a test can
+//! SIGKILL the process exactly there.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cloud::{CloudProvider, Instance, ListFilter};
+use futures::StreamExt;
+use tokio::sync::{Notify, watch};
+
+use crate::clock::{Clock, millis};
+use crate::ledger::{self, ClaimRecord, ClaimState, InstanceRecord, Ledger, Transition};
+use crate::metrics::Metrics;
+
+/// A step of a launch at which a test may pause the worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// A requested claim was leased; nothing written by the worker yet.
+    Requested,
+    /// `launching` was written; the cloud not called yet.
+    Launching,
+    /// The create call returned an instance; `launched` not written yet.
+    Created,
+    /// `launched` was written.
+    Launched,
+}
+
+// === impl Step ===
+
+impl Step {
+    /// Every step, in order.
+    pub const ALL: [Step; 4] = [
+        Step::Requested,
+        Step::Launching,
+        Step::Created,
+        Step::Launched,
+    ];
+
+    /// Its name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::Requested => "requested",
+            Step::Launching => "launching",
+            Step::Created => "created",
+            Step::Launched => "launched",
+        }
+    }
+
+    /// Parses a name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+}
+
+/// A lifecycle hook's failure.
+#[derive(Debug, thiserror::Error)]
+pub enum LifecycleError {
+    /// The step could not be taken now; the claim is retried later.
+    #[error("{reason}")]
+    Retry {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Drives claims past `launched` (registration, initialization, liveness, termination).
+#[async_trait]
+pub trait Lifecycle: Send + Sync {
+    /// The states this hook drives; the worker leases claims in them and calls
+    /// [`Lifecycle::advance`].
+    fn states(&self) -> Vec<ClaimState>;
+
+    /// The next state of `claim` and a detail for its history, or `None` when there is nothing
+    /// to do now (the lease is released and the claim offered again on the next round).
+    ///
+    /// # Errors
+    /// [`LifecycleError::Retry`].
+    async fn advance(
+        &self,
+        claim: &ClaimRecord,
+    ) -> Result<Option<(ClaimState, String)>, LifecycleError>;
+
+    /// Called in `launching` (written) before the worker looks for or creates the instance,
+    /// again after every crash or retry, so it must be idempotent: the NodeClaim lifecycle
+    /// creates (or adopts) the claim's NodeClaim object here, so that it exists before the
+    /// instance does.
+    ///
+    /// # Errors
+    /// [`LifecycleError::Retry`]: the launch waits and is tried again later.
+    async fn before_launch(&self, _claim: &ClaimRecord) -> Result<(), LifecycleError> {
+        Ok(())
+    }
+}
+
+/// A lifecycle that drives nothing: launched claims rest in `launched`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoLifecycle;
+
+#[async_trait]
+impl Lifecycle for NoLifecycle {
+    fn states(&self) -> Vec<ClaimState> {
+        Vec::new()
+    }
+
+    async fn advance(
+        &self,
+        _claim: &ClaimRecord,
+    ) -> Result<Option<(ClaimState, String)>, LifecycleError> {
+        Ok(None)
+    }
+}
+
+/// How the worker runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// This worker's lease owner ID (unique per process).
+    pub owner: String,
+    /// Cluster name for the `kubernetes.io/cluster/<name>` tag.
+    pub cluster_name: String,
+    /// Lease length.
+    pub lease: Duration,
+    /// How often to look for work when not woken.
+    pub poll: Duration,
+    /// Claims leased per round.
+    pub batch: u32,
+    /// Claims driven at once.
+    pub concurrency: usize,
+    /// Retryable failures before a claim fails.
+    pub max_attempts: i64,
+    /// Stop for good at this step (crash tests only).
+    pub pause_at: Option<Step>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            owner: "actuator".into(),
+            cluster_name: "dovetail".into(),
+            lease: Duration::from_secs(15),
+            poll: Duration::from_secs(1),
+            batch: 64,
+            concurrency: 16,
+            max_attempts: 10,
+            pause_at: None,
+        }
+    }
+}
+
+/// The launch worker.
+#[derive(Clone)]
+pub struct Worker {
+    ledger: Arc<dyn Ledger>,
+    cloud: Arc<dyn CloudProvider>,
+    lifecycle: Arc<dyn Lifecycle>,
+    clock: Clock,
+    metrics: Metrics,
+    options: Options,
+    wake: Arc<Notify>,
+}
+
+/// How a claim's round ended.
+enum Done {
+    /// Nothing more to do now.
+    Rest,
+    /// The ledger failed or the lease was lost: stop touching the claim.
+    Abandon,
+}
+
+// === impl Worker ===
+
+impl Worker {
+    /// A worker over `ledger` and `cloud`.
+    pub fn new(
+        ledger: Arc<dyn Ledger>,
+        cloud: Arc<dyn CloudProvider>,
+        clock: Clock,
+        metrics: Metrics,
+        options: Options,
+    ) -> Self {
+        Self {
+            ledger,
+            cloud,
+            lifecycle: Arc::new(NoLifecycle),
+            clock,
+            metrics,
+            options,
+            wake: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Drives states past `launched` with `lifecycle`.
+    pub fn with_lifecycle(mut self, lifecycle: Arc<dyn Lifecycle>) -> Self {
+        self.lifecycle = lifecycle;
+        self
+    }
+
+    /// Notifying this wakes the worker at once (the API does after accepting launches).
+    pub fn waker(&self) -> Arc<Notify> {
+        self.wake.clone()
+    }
+
+    /// The worker's options.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// Runs rounds until `shutdown` turns true, then finishes the claims in hand and releases
+    /// every lease it holds, leaving the ledger consistent for the next owner.
+    pub async fn run(&self, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            match self.round().await {
+                Ok(n) if n > 0 => continue,
+                Ok(_) => {}
+                Err(e) => {
+                    self.metrics.ledger_error();
+                    tracing::warn!(error = %e, "Ledger unavailable; retrying");
+                }
+            }
+            tokio::select! {
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(self.options.poll) => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+        match self.ledger.release_all(&self.options.owner).await {
+            Ok(n) => tracing::info!(released = n, "Worker stopped"),
+            Err(e) => tracing::warn!(error = %e, "Leases not released; they expire"),
+        }
+    }
+
+    /// One round: leases a batch of claims and drives each as far as it goes now. Returns how
+    /// many claims it leased.
+    ///
+    /// # Errors
+    /// When leasing fails (the ledger is unreachable).
+    pub async fn round(&self) -> ledger::Result<usize> {
+        let mut states = vec![ClaimState::Requested, ClaimState::Launching];
+        states.extend(self.lifecycle.states());
+        let now = self.clock.now_ms();
+        let claims = self
+            .ledger
+            .acquire(
+                &self.options.owner,
+                &states,
+                now,
+                millis(self.options.lease),
+                self.options.batch,
+            )
+            .await?;
+        let n = claims.len();
+        futures::stream::iter(claims)
+            .for_each_concurrent(self.options.concurrency.max(1), |c| async move {
+                let name = c.name.clone();
+                if let Done::Abandon = self.drive(c).await {
+                    tracing::debug!(claim = %name, "Claim abandoned for this round");
+                }
+            })
+            .await;
+        Ok(n)
+    }
+
+    async fn pause(&self, step: Step, claim: &str) {
+        if self.options.pause_at == Some(step) {
+            {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "DOVETAIL_PAUSED step={} claim={claim}", step.as_str());
+                let _ = out.flush();
+            }
+            tracing::warn!(step = step.as_str(), %claim, "Paused for a crash test");
+            std::future::pending::<()>().await;
+        }
+    }
+
+    async fn write(&self, t: Transition) -> Result<(), Done> {
+        match self.ledger.transition(&t, self.clock.now_ms()).await {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.ledger_failed(&t.name, e)),
+        }
+    }
+
+    fn ledger_failed(&self, claim: &str, e: ledger::Error) -> Done {
+        match e {
+            ledger::Error::LeaseLost { .. } => {
+                self.metrics.failure("lease_lost");
+                tracing::warn!(%claim, error = %e, "Lease lost; another worker owns the claim");
+            }
+            e => {
+                self.metrics.ledger_error();
+                tracing::warn!(%claim, error = %e, "Ledger write failed; the claim resumes when its lease expires");
+            }
+        }
+        Done::Abandon
+    }
+
+    fn handles(&self, state: ClaimState) -> bool {
+        self.lifecycle.states().contains(&state)
+    }
+
+    #[tracing::instrument(skip_all, fields(claim = %claim.name))]
+    async fn drive(&self, mut claim: ClaimRecord) -> Done {
+        let owner = self.options.owner.clone();
+        loop {
+            let step = match claim.state {
+                ClaimState::Requested => {
+                    self.pause(Step::Requested, &claim.name).await;
+                    let t = Transition::new(
+                        &claim.name,
+                        &owner,
+                        ClaimState::Requested,
+                        ClaimState::Launching,
+                        "launch started",
+                    );
+                    if let Err(d) = self.write(t).await {
+                        return d;
+                    }
+                    self.pause(Step::Launching, &claim.name).await;
+                    ClaimState::Launching
+                }
+                ClaimState::Launching => match self.launch(&claim).await {
+                    Ok(s) => s,
+                    Err(d) => return d,
+                },
+                s if self.handles(s) => match self.lifecycle.advance(&claim).await {
+                    Ok(Some((to, detail))) => {
+                        let t = Transition::new(&claim.name, &owner, s, to, detail);
+                        if let Err(d) = self.write(t).await {
+                            return d;
+                        }
+                        to
+                    }
+                    Ok(None) => return self.release(&claim).await,
+                    Err(LifecycleError::Retry { reason }) => {
+                        let mut t = Transition::new(&claim.name, &owner, s, s, &reason);
+                        t.retry_at = Some(self.clock.now_ms() + millis(self.options.poll));
+                        t.failure_reason = Some(reason);
+                        return match self.write(t).await {
+                            Ok(()) => Done::Rest,
+                            Err(d) => d,
+                        };
+                    }
+                },
+                _ => return self.release(&claim).await,
+            };
+            claim.state = step;
+            if step.is_terminal() || (!self.handles(step) && step != ClaimState::Launching) {
+                return Done::Rest;
+            }
+        }
+    }
+
+    async fn release(&self, claim: &ClaimRecord) -> Done {
+        // A same-state write with release drops the lease and records why.
+        let mut t = Transition::new(
+            &claim.name,
+            &self.options.owner,
+            claim.state,
+            claim.state,
+            "nothing to do now",
+        );
+        t.release = true;
+        match self.write(t).await {
+            Ok(()) => Done::Rest,
+            Err(d) => d,
+        }
+    }
+
+    /// Looks for the claim's instance by its NodeClaim tag.
+    async fn find(&self, claim: &ClaimRecord) -> cloud::Result<Option<Instance>> {
+        let tags = claim.spec.tags(&self.options.cluster_name);
+        let filter = ListFilter {
+            tags: tags
+                .into_iter()
+                .filter(|(k, _)| {
+                    k == cloud::TAG_NODECLAIM || k.starts_with(cloud::TAG_CLUSTER_PREFIX)
+                })
+                .collect(),
+            include_terminated: false,
+        };
+        let mut found = self.cloud.list(&filter).await?;
+        if found.len() > 1 {
+            tracing::error!(
+                count = found.len(),
+                "Several instances carry this claim's tag; keeping the first"
+            );
+        }
+        Ok((!found.is_empty()).then(|| found.swap_remove(0)))
+    }
+
+    /// The `launching` step: find or create the instance, then write `launched` (or a failure
+    /// or a retry). Returns the state written.
+    async fn launch(&self, claim: &ClaimRecord) -> Result<ClaimState, Done> {
+        let owner = &self.options.owner;
+        if let Err(LifecycleError::Retry { reason }) = self.lifecycle.before_launch(claim).await {
+            let mut t = Transition::new(
+                &claim.name,
+                owner,
+                ClaimState::Launching,
+                ClaimState::Launching,
+                format!("before launch: {reason}"),
+            );
+            t.retry_at = Some(self.clock.now_ms() + millis(self.options.poll));
+            t.failure_reason = Some(reason);
+            self.write(t).await?;
+            return Err(Done::Rest);
+        }
+        let (instance, detail) = match self.find(claim).await {
+            Ok(Some(i)) => (i, "found the instance tagged with this claim".to_string()),
+            Ok(None) => {
+                // The create call (bounded by half a lease) must end before the lease does:
+                // renew unless at least three quarters of a lease are left (a claim leased just
+                // now, which saves a write per launch).
+                let now = self.clock.now_ms();
+                let lease = millis(self.options.lease);
+                let left = claim.lease_expires_at.unwrap_or(now) - now;
+                if left < lease * 3 / 4
+                    && let Err(e) = self
+                        .ledger
+                        .renew(&claim.name, owner, now, now + lease)
+                        .await
+                {
+                    return Err(self.ledger_failed(&claim.name, e));
+                }
+                let request = claim
+                    .spec
+                    .request(&claim.client_token, &self.options.cluster_name);
+                self.metrics.create_call();
+                let limit = self.options.lease / 2;
+                let created = match tokio::time::timeout(limit, self.cloud.create(&request)).await {
+                    Ok(r) => r,
+                    Err(_) => Err(cloud::Error::Unavailable {
+                        message: format!("create did not answer within {limit:?}"),
+                    }),
+                };
+                match created {
+                    Ok(i) => (i, "created".to_string()),
+                    Err(e) => return self.create_failed(claim, e).await,
+                }
+            }
+            Err(e) => return self.create_failed(claim, e).await,
+        };
+        self.pause(Step::Created, &claim.name).await;
+        self.record_launched(claim, &instance, detail).await?;
+        self.pause(Step::Launched, &claim.name).await;
+        Ok(ClaimState::Launched)
+    }
+
+    async fn record_launched(
+        &self,
+        claim: &ClaimRecord,
+        instance: &Instance,
+        detail: String,
+    ) -> Result<(), Done> {
+        let mut t = Transition::new(
+            &claim.name,
+            &self.options.owner,
+            ClaimState::Launching,
+            ClaimState::Launched,
+            format!(
+                "{detail}: {} ({} in {})",
+                instance.id, instance.instance_type, instance.zone
+            ),
+        );
+        t.instance = Some(InstanceRecord {
+            instance_id: instance.id.clone(),
+            provider_id: instance.provider_id.to_string(),
+            instance_type: instance.instance_type.clone(),
+            zone: instance.zone.clone(),
+            capacity_type: instance.capacity_type.as_str().to_string(),
+        });
+        t.release = !self.handles(ClaimState::Launched);
+        self.write(t).await?;
+        self.metrics.launched();
+        tracing::info!(instance = %instance.id, "Launched");
+        Ok(())
+    }
+
+    async fn create_failed(
+        &self,
+        claim: &ClaimRecord,
+        e: cloud::Error,
+    ) -> Result<ClaimState, Done> {
+        use cloud::Error as E;
+        let owner = &self.options.owner;
+        let now = self.clock.now_ms();
+        let (reason, fatal, wait) = match &e {
+            E::InsufficientCapacity { .. } => ("insufficient_capacity", true, Duration::ZERO),
+            E::InvalidRequest { .. } | E::ProviderId(_) => {
+                ("invalid_request", true, Duration::ZERO)
+            }
+            E::Throttled { retry_after } => ("throttled", false, *retry_after),
+            E::Unavailable { .. } | E::NotFound { .. } => {
+                let exp = u32::try_from(claim.attempts.clamp(0, 6)).unwrap_or(6);
+                ("unavailable", false, Duration::from_secs(1u64 << exp))
+            }
+        };
+        self.metrics.failure(reason);
+        let give_up = !fatal && claim.attempts + 1 >= self.options.max_attempts;
+        if fatal || give_up {
+            // The last create may have made an instance whose answer was lost: adopt it
+            // rather than leak it.
+            if give_up && let Ok(Some(i)) = self.find(claim).await {
+                self.record_launched(claim, &i, "found after failures".into())
+                    .await?;
+                return Ok(ClaimState::Launched);
+            }
+            let why = if give_up {
+                format!("gave up after {} attempts: {e}", claim.attempts + 1)
+            } else {
+                e.to_string()
+            };
+            tracing::warn!(reason, error = %e, "Launch failed");
+            let mut t = Transition::new(
+                &claim.name,
+                owner,
+                ClaimState::Launching,
+                ClaimState::Failed,
+                why.clone(),
+            );
+            t.failure_reason = Some(why);
+            t.release = true;
+            self.write(t).await?;
+            return Ok(ClaimState::Failed);
+        }
+        tracing::info!(reason, error = %e, ?wait, "Launch attempt failed; retrying later");
+        let mut t = Transition::new(
+            &claim.name,
+            owner,
+            ClaimState::Launching,
+            ClaimState::Launching,
+            format!("retry in {wait:?}: {e}"),
+        );
+        t.failure_reason = Some(e.to_string());
+        t.retry_at = Some(now + millis(wait));
+        self.write(t).await?;
+        Err(Done::Rest)
+    }
+}
+
+/// Refreshes the claims-by-state gauges from the ledger every `every` until `shutdown`.
+pub async fn report_counts(
+    ledger: Arc<dyn Ledger>,
+    metrics: Metrics,
+    every: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        match ledger.counts().await {
+            Ok(c) => metrics.set_claims(&c),
+            Err(e) => tracing::debug!(error = %e, "Cannot count claims"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Claims per state as a map with every state present (for reports).
+pub fn full_counts(counts: &BTreeMap<ClaimState, i64>) -> BTreeMap<ClaimState, i64> {
+    ClaimState::ALL
+        .into_iter()
+        .map(|s| (s, counts.get(&s).copied().unwrap_or(0)))
+        .collect()
+}

@@ -1,0 +1,850 @@
+//! The NodeClaim lifecycle and garbage collection against the simulator (its kube API on
+//! loopback, its cloud, its kubelet), under paused tokio time: the NodeClaim exists before the
+//! instance, and moves Launched → Registered → Initialized with its Node labelled and tainted
+//! as it says; liveness fails a claim whose Node never registers; a NodeClaim deleted by a user
+//! terminates its instance and releases its finalizer; garbage collection terminates a leaked
+//! instance and fails a vanished one; a crash between "NodeClaim created" and "launched"
+//! resumes without a second NodeClaim or instance.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actuator::clock::Clock;
+use actuator::gc;
+use actuator::launch::Taint as SpecTaint;
+use std::collections::BTreeMap;
+
+use actuator::clock::Millis;
+use actuator::ledger::{
+    self, ClaimRecord, ClaimState, Event, Ledger, Outcome, Submission, Transition,
+};
+use actuator::lifecycle::{self, Controller};
+use actuator::metrics::Metrics;
+use actuator::worker::{self, Step, Worker};
+use async_trait::async_trait;
+use cloud::{CloudProvider, Instance, InstanceState, LaunchRequest, ListFilter, ProviderId};
+use crds::{ConditionStatus, NodeClaim, NodePool};
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use simulator::cloud::SimCloud;
+use simulator::{Config, Simulation};
+use support::{TestDb, plan};
+
+const CLUSTER: &str = "test";
+
+/// The simulator's cloud, noting at each create call whether the claim's NodeClaim existed.
+struct Witness {
+    sim: SimCloud,
+    store: Arc<simulator::api::Store>,
+    nodeclaim_at_create: Mutex<Vec<(String, bool)>>,
+}
+
+#[async_trait]
+impl CloudProvider for Witness {
+    async fn create(&self, r: &LaunchRequest) -> cloud::Result<Instance> {
+        let name = r.tags[cloud::TAG_NODECLAIM].clone();
+        let kind = self.store.kinds().find("karpenter.sh", "v1", "nodeclaims");
+        let exists = kind.is_some_and(|k| self.store.get(&k, "", &name).is_ok());
+        self.nodeclaim_at_create
+            .lock()
+            .expect("lock")
+            .push((name, exists));
+        self.sim.create(r).await
+    }
+    async fn get(&self, p: &ProviderId) -> cloud::Result<Instance> {
+        self.sim.get(p).await
+    }
+    async fn list(&self, f: &ListFilter) -> cloud::Result<Vec<Instance>> {
+        self.sim.list(f).await
+    }
+    async fn delete(&self, p: &ProviderId) -> cloud::Result<()> {
+        CloudProvider::delete(&self.sim, p).await
+    }
+    async fn instance_types(&self) -> cloud::Result<cloud::Catalog> {
+        self.sim.instance_types().await
+    }
+}
+
+/// The ledger with tokio's clock held still while each call runs: SQLite works on its own
+/// thread, and paused time would otherwise jump to the next timer meanwhile (firing sqlx's pool
+/// timeout). A running `spawn_blocking` task keeps tokio from auto-advancing.
+struct Frozen(Arc<dyn Ledger>);
+
+async fn hold<F: std::future::Future>(f: F) -> F::Output {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let guard = tokio::task::spawn_blocking(move || {
+        let _ = rx.recv();
+    });
+    let out = f.await;
+    drop(tx);
+    let _ = guard.await;
+    out
+}
+
+#[async_trait]
+impl Ledger for Frozen {
+    fn backend(&self) -> &'static str {
+        self.0.backend()
+    }
+    async fn migrate(&self) -> ledger::Result<()> {
+        hold(self.0.migrate()).await
+    }
+    async fn submit(&self, s: &Submission, now: Millis) -> ledger::Result<Vec<(String, Outcome)>> {
+        hold(self.0.submit(s, now)).await
+    }
+    async fn acquire(
+        &self,
+        owner: &str,
+        states: &[ClaimState],
+        now: Millis,
+        lease_ms: Millis,
+        limit: u32,
+    ) -> ledger::Result<Vec<ClaimRecord>> {
+        hold(self.0.acquire(owner, states, now, lease_ms, limit)).await
+    }
+    async fn acquire_claim(
+        &self,
+        owner: &str,
+        name: &str,
+        now: Millis,
+        lease_ms: Millis,
+    ) -> ledger::Result<Option<ClaimRecord>> {
+        hold(self.0.acquire_claim(owner, name, now, lease_ms)).await
+    }
+    async fn renew(
+        &self,
+        name: &str,
+        owner: &str,
+        now: Millis,
+        until: Millis,
+    ) -> ledger::Result<()> {
+        hold(self.0.renew(name, owner, now, until)).await
+    }
+    async fn transition(&self, t: &Transition, now: Millis) -> ledger::Result<()> {
+        hold(self.0.transition(t, now)).await
+    }
+    async fn release_all(&self, owner: &str) -> ledger::Result<u64> {
+        hold(self.0.release_all(owner)).await
+    }
+    async fn claim(&self, name: &str) -> ledger::Result<Option<ClaimRecord>> {
+        hold(self.0.claim(name)).await
+    }
+    async fn claims(&self) -> ledger::Result<Vec<ClaimRecord>> {
+        hold(self.0.claims()).await
+    }
+    async fn events(&self, name: &str) -> ledger::Result<Vec<Event>> {
+        hold(self.0.events(name)).await
+    }
+    async fn counts(&self) -> ledger::Result<BTreeMap<ClaimState, i64>> {
+        hold(self.0.counts()).await
+    }
+    fn writes(&self) -> u64 {
+        self.0.writes()
+    }
+    async fn close(&self) {
+        hold(self.0.close()).await
+    }
+}
+
+/// The NodePool's `spec.template`, as a user applies it.
+fn pool_template() -> serde_json::Value {
+    json!({
+        "metadata": {"labels": {"env": "test"}},
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
+            "expireAfter": "720h"
+        }
+    })
+}
+
+struct Fx {
+    sim: Simulation,
+    db: TestDb,
+    ledger: Arc<dyn Ledger>,
+    cloud: Arc<Witness>,
+    clock: Clock,
+    ctl: Controller,
+    client: kube::Client,
+}
+
+impl Fx {
+    async fn new() -> Self {
+        let sim = Simulation::start(Config {
+            scheduler: false,
+            ..Config::default()
+        })
+        .await
+        .expect("simulation");
+        sim.cloud().register_nodes_unregistered(true);
+        let client = sim.kube_client().expect("client");
+        let pool: NodePool = serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": "default"},
+            "spec": {"template": pool_template()}
+        }))
+        .expect("pool");
+        Api::<NodePool>::all(client.clone())
+            .create(&PostParams::default(), &pool)
+            .await
+            .expect("create the NodePool");
+        let db = TestDb::sqlite();
+        let ledger: Arc<dyn Ledger> =
+            Arc::new(Frozen(ledger::open(db.url()).expect("open the ledger")));
+        ledger.migrate().await.expect("migrate");
+        let cloud = Arc::new(Witness {
+            sim: sim.cloud().clone(),
+            store: sim.store().clone(),
+            nodeclaim_at_create: Mutex::default(),
+        });
+        let clock = Clock::new();
+        let ctl = Controller::new(
+            client.clone(),
+            ledger.clone(),
+            cloud.clone(),
+            clock.clone(),
+            Metrics::new(),
+            lifecycle::Options {
+                owner: "lifecycle-1".into(),
+                interval: Duration::from_secs(1),
+                gc: gc::Options {
+                    cluster_name: CLUSTER.into(),
+                    ..gc::Options::default()
+                },
+                ..lifecycle::Options::default()
+            },
+        );
+        Self {
+            sim,
+            db,
+            ledger,
+            cloud,
+            clock,
+            ctl,
+            client,
+        }
+    }
+
+    fn worker(&self, owner: &str, pause_at: Option<Step>) -> Worker {
+        Worker::new(
+            self.ledger.clone(),
+            self.cloud.clone(),
+            self.clock.clone(),
+            Metrics::new(),
+            worker::Options {
+                owner: owner.into(),
+                cluster_name: CLUSTER.into(),
+                lease: Duration::from_secs(30),
+                poll: Duration::from_secs(1),
+                pause_at,
+                ..worker::Options::default()
+            },
+        )
+        .with_lifecycle(Arc::new(self.ctl.launch_hook()))
+    }
+
+    async fn submit(&self, names: &[&str]) {
+        let mut p: Submission = plan("p1", &[], names);
+        for l in &mut p.launches {
+            l.spec.labels.insert("team".into(), "web".into());
+            l.spec.taints = vec![SpecTaint {
+                key: "dedicated".into(),
+                value: "web".into(),
+                effect: "NoSchedule".into(),
+            }];
+            l.spec.startup_taints = vec![SpecTaint {
+                key: "example.com/agent".into(),
+                value: String::new(),
+                effect: "NoExecute".into(),
+            }];
+        }
+        self.ledger.submit(&p, 1).await.expect("submit");
+    }
+
+    async fn state(&self, name: &str) -> ClaimState {
+        self.ledger
+            .claim(name)
+            .await
+            .expect("read")
+            .expect("claim")
+            .state
+    }
+
+    /// Runs controller passes a second apart until `name` is in `state` (at most `max` passes).
+    async fn until(&self, name: &str, state: ClaimState, max: u32) {
+        for _ in 0..max {
+            let p = self.ctl.pass().await.expect("pass");
+            assert!(p.errors.is_empty(), "{:?}", p.errors);
+            if self.state(name).await == state {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        panic!("{name} did not reach {state}: {}", self.state(name).await);
+    }
+
+    fn nodeclaims(&self) -> Api<NodeClaim> {
+        Api::all(self.client.clone())
+    }
+
+    fn nodes(&self) -> Api<Node> {
+        Api::all(self.client.clone())
+    }
+
+    fn instances(&self) -> Vec<Instance> {
+        self.sim.cloud().instances()
+    }
+
+    async fn node_of(&self, name: &str) -> Option<Node> {
+        let c = self.ledger.claim(name).await.ok()??;
+        let pid = c.instance?.provider_id;
+        self.nodes()
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid.as_str()))
+    }
+
+    async fn finish(self) {
+        self.sim.shutdown().await;
+        self.ledger.close().await;
+        self.db.drop().await;
+    }
+}
+
+fn condition(nc: &NodeClaim, t: &str) -> Option<(ConditionStatus, String)> {
+    nc.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == t)
+        .map(|c| (c.status, c.reason.clone().unwrap_or_default()))
+}
+
+fn taint_keys(n: &Node) -> Vec<String> {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| t.key)
+        .collect()
+}
+
+fn label<'a>(
+    labels: &'a Option<std::collections::BTreeMap<String, String>>,
+    k: &str,
+) -> Option<&'a str> {
+    labels.as_ref()?.get(k).map(String::as_str)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_launch_creates_its_nodeclaim_first_and_it_moves_launched_registered_initialized() {
+    let fx = Fx::new().await;
+    fx.submit(&["default-a1"]).await;
+    assert_eq!(fx.worker("w1", None).round().await.expect("round"), 1);
+    assert_eq!(fx.state("default-a1").await, ClaimState::Launched);
+    assert_eq!(
+        *fx.cloud.nodeclaim_at_create.lock().expect("lock"),
+        [("default-a1".to_string(), true)],
+        "the NodeClaim exists before the instance is created"
+    );
+
+    let nc = fx.nodeclaims().get("default-a1").await.expect("nodeclaim");
+    let pool = Api::<NodePool>::all(fx.client.clone())
+        .get("default")
+        .await
+        .expect("pool");
+    assert_eq!(
+        label(&nc.metadata.labels, "karpenter.sh/nodepool"),
+        Some("default")
+    );
+    assert_eq!(
+        label(&nc.metadata.labels, "env"),
+        Some("test"),
+        "template labels"
+    );
+    assert_eq!(
+        label(&nc.metadata.labels, "team"),
+        Some("web"),
+        "planner labels"
+    );
+    assert_eq!(
+        nc.metadata.finalizers.clone().unwrap_or_default(),
+        ["karpenter.sh/termination"]
+    );
+    let owner = &nc.metadata.owner_references.clone().unwrap_or_default()[0];
+    assert_eq!(
+        (owner.kind.as_str(), Some(&owner.uid)),
+        ("NodePool", pool.metadata.uid.as_ref())
+    );
+    assert_eq!(nc.spec.expire_after.as_deref(), Some("720h"));
+    assert_eq!(nc.spec.node_class_ref.name, "default");
+    // The drift hash of the NodePool as applied, the planner's function (common::hash).
+    let annotations = nc.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations.get("karpenter.sh/nodepool-hash"),
+        Some(&common::hash::nodepool_template_hash(&pool_template()))
+    );
+    assert_eq!(
+        annotations
+            .get("karpenter.sh/nodepool-hash-version")
+            .map(String::as_str),
+        Some(common::hash::HASH_VERSION)
+    );
+    assert_eq!(
+        condition(&nc, "Launched"),
+        Some((ConditionStatus::Unknown, "AwaitingReconciliation".into()))
+    );
+
+    // Launched: the status says what was launched; no Node yet.
+    fx.ctl.pass().await.expect("pass");
+    let nc = fx.nodeclaims().get("default-a1").await.expect("nodeclaim");
+    let claim = fx
+        .ledger
+        .claim("default-a1")
+        .await
+        .expect("read")
+        .expect("claim");
+    let inst = claim.instance.clone().expect("instance");
+    let status = nc.status.clone().expect("status");
+    assert_eq!(
+        status.provider_id.as_deref(),
+        Some(inst.provider_id.as_str())
+    );
+    assert!(status.allocatable.is_some_and(|a| a.contains_key("cpu")));
+    assert_eq!(
+        condition(&nc, "Launched"),
+        Some((ConditionStatus::True, "Launched".into()))
+    );
+    assert_eq!(
+        condition(&nc, "Registered"),
+        Some((ConditionStatus::Unknown, "NodeNotFound".into()))
+    );
+    assert_eq!(
+        label(&nc.metadata.labels, "node.kubernetes.io/instance-type"),
+        Some("m5.large")
+    );
+
+    // Registered once the kubelet registers (pending 5 s + 3 s): synced, unregistered taint gone.
+    fx.until("default-a1", ClaimState::Registered, 30).await;
+    let node = fx.node_of("default-a1").await.expect("node");
+    let taints = taint_keys(&node);
+    assert!(
+        !taints.contains(&"karpenter.sh/unregistered".to_string()),
+        "{taints:?}"
+    );
+    assert!(taints.contains(&"dedicated".to_string()), "{taints:?}");
+    assert!(
+        taints.contains(&"example.com/agent".to_string()),
+        "{taints:?}"
+    );
+    for (k, v) in [
+        ("karpenter.sh/registered", "true"),
+        ("team", "web"),
+        ("env", "test"),
+    ] {
+        assert_eq!(label(&node.metadata.labels, k), Some(v), "node label {k}");
+    }
+    let owners = node.metadata.owner_references.clone().unwrap_or_default();
+    assert!(
+        owners
+            .iter()
+            .any(|o| o.kind == "NodeClaim" && o.name == "default-a1")
+    );
+
+    // The startup taint holds initialization back, whatever the passes.
+    for _ in 0..5 {
+        fx.ctl.pass().await.expect("pass");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert_eq!(fx.state("default-a1").await, ClaimState::Registered);
+    let nc = fx.nodeclaims().get("default-a1").await.expect("nodeclaim");
+    assert_eq!(
+        condition(&nc, "Initialized"),
+        Some((ConditionStatus::Unknown, "StartupTaintsExist".into()))
+    );
+    assert_eq!(
+        condition(&nc, "Ready").map(|c| c.0),
+        Some(ConditionStatus::Unknown)
+    );
+
+    // A daemon removes it: Initialized.
+    let node = fx.node_of("default-a1").await.expect("node");
+    let kept: Vec<_> = node
+        .spec
+        .clone()
+        .and_then(|s| s.taints)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| t.key != "example.com/agent")
+        .collect();
+    fx.nodes()
+        .patch(
+            node.metadata.name.as_deref().expect("name"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"taints": kept}})),
+        )
+        .await
+        .expect("remove the startup taint");
+    fx.until("default-a1", ClaimState::Initialized, 5).await;
+    let node = fx.node_of("default-a1").await.expect("node");
+    assert_eq!(
+        label(&node.metadata.labels, "karpenter.sh/initialized"),
+        Some("true")
+    );
+    let nc = fx.nodeclaims().get("default-a1").await.expect("nodeclaim");
+    for t in ["Launched", "Registered", "Initialized", "Ready"] {
+        assert_eq!(
+            condition(&nc, t).map(|c| c.0),
+            Some(ConditionStatus::True),
+            "{t}"
+        );
+    }
+    assert_eq!(nc.status.and_then(|s| s.node_name), node.metadata.name);
+    let steps: Vec<ClaimState> = fx
+        .ledger
+        .events("default-a1")
+        .await
+        .expect("events")
+        .into_iter()
+        .map(|e| e.to)
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ClaimState::Requested,
+            ClaimState::Launching,
+            ClaimState::Launched,
+            ClaimState::Registered,
+            ClaimState::Initialized
+        ]
+    );
+    // Resting: more passes write nothing.
+    let writes = fx.ledger.writes();
+    for _ in 0..3 {
+        fx.ctl.pass().await.expect("pass");
+    }
+    assert_eq!(
+        fx.ledger.writes(),
+        writes,
+        "a resting claim costs no ledger write"
+    );
+    fx.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn liveness_fails_a_claim_whose_node_never_registers_after_fifteen_minutes() {
+    let fx = Fx::new().await;
+    fx.sim.cloud().block_node_registration(true);
+    fx.submit(&["default-l1"]).await;
+    fx.worker("w1", None).round().await.expect("round");
+    let launched = tokio::time::Instant::now();
+    let pid: ProviderId = fx
+        .ledger
+        .claim("default-l1")
+        .await
+        .expect("read")
+        .and_then(|c| c.instance)
+        .expect("instance")
+        .provider_id
+        .parse()
+        .expect("provider id");
+    loop {
+        fx.ctl.pass().await.expect("pass");
+        let s = fx.state("default-l1").await;
+        if s != ClaimState::Launched {
+            assert!(
+                launched.elapsed() >= Duration::from_secs(15 * 60),
+                "{s} after only {:?}",
+                launched.elapsed()
+            );
+            break;
+        }
+        assert!(
+            launched.elapsed() < Duration::from_secs(16 * 60),
+            "still launched"
+        );
+        tokio::time::sleep(Duration::from_secs(20)).await;
+    }
+    fx.until("default-l1", ClaimState::Failed, 30).await;
+    let claim = fx
+        .ledger
+        .claim("default-l1")
+        .await
+        .expect("read")
+        .expect("claim");
+    assert!(
+        claim
+            .failure_reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("registration_timeout")),
+        "{:?}",
+        claim.failure_reason
+    );
+    let inst = fx.sim.cloud().get(&pid).await.expect("instance");
+    assert_eq!(inst.state, InstanceState::Terminated);
+    assert!(
+        fx.nodeclaims()
+            .get_opt("default-l1")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    fx.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_nodeclaim_deleted_by_a_user_terminates_its_instance_and_releases_the_finalizer() {
+    let fx = Fx::new().await;
+    fx.submit(&["default-d1"]).await;
+    fx.worker("w1", None).round().await.expect("round");
+    fx.until("default-d1", ClaimState::Registered, 30).await;
+    let node = fx.node_of("default-d1").await.expect("node");
+    fx.nodeclaims()
+        .delete("default-d1", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let nc = fx
+        .nodeclaims()
+        .get("default-d1")
+        .await
+        .expect("held by the finalizer");
+    assert!(nc.metadata.deletion_timestamp.is_some());
+    fx.until("default-d1", ClaimState::Terminated, 30).await;
+    assert!(
+        fx.nodeclaims()
+            .get_opt("default-d1")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert!(
+        fx.nodes()
+            .get_opt(node.metadata.name.as_deref().expect("name"))
+            .await
+            .expect("get")
+            .is_none()
+    );
+    let live: Vec<_> = fx
+        .instances()
+        .into_iter()
+        .filter(|i| i.state != InstanceState::Terminated)
+        .collect();
+    assert!(live.is_empty(), "{live:?}");
+    let steps: Vec<ClaimState> = fx
+        .ledger
+        .events("default-d1")
+        .await
+        .expect("events")
+        .into_iter()
+        .map(|e| e.to)
+        .collect();
+    assert_eq!(
+        &steps[steps.len() - 2..],
+        [ClaimState::Terminating, ClaimState::Terminated]
+    );
+    fx.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn gc_terminates_a_leaked_instance_after_the_grace_and_fails_a_vanished_one() {
+    let fx = Fx::new().await;
+    fx.submit(&["default-g1"]).await;
+    fx.worker("w1", None).round().await.expect("round");
+    fx.until("default-g1", ClaimState::Registered, 30).await;
+    let offering = cloud::OfferingKey {
+        instance_type: "m5.large".into(),
+        zone: "us-east-1a".into(),
+        capacity_type: cloud::CapacityType::OnDemand,
+    };
+    let tags = |claim: &str| {
+        cloud::Tags::from([
+            (
+                format!("kubernetes.io/cluster/{CLUSTER}"),
+                "owned".to_string(),
+            ),
+            (cloud::TAG_NODECLAIM.to_string(), claim.to_string()),
+        ])
+    };
+    let leaked = fx.sim.cloud().leak(&offering, tags("ghost")).expect("leak");
+    let other_cluster = fx
+        .sim
+        .cloud()
+        .leak(
+            &offering,
+            cloud::Tags::from([
+                (
+                    "kubernetes.io/cluster/other".to_string(),
+                    "owned".to_string(),
+                ),
+                (cloud::TAG_NODECLAIM.to_string(), "ghost".to_string()),
+            ]),
+        )
+        .expect("leak");
+
+    let r = gc::collect(&fx.ctl).await.expect("gc");
+    assert_eq!(r, gc::Report::default(), "nothing within the grace period");
+    tokio::time::sleep(Duration::from_secs(5 * 60)).await;
+    let r = gc::collect(&fx.ctl).await.expect("gc");
+    assert_eq!(r.terminated, [leaked.id.as_str()]);
+    assert!(r.vanished.is_empty());
+    let state = |id: &str| {
+        fx.instances()
+            .into_iter()
+            .find(|i| i.id == id)
+            .map(|i| i.state)
+    };
+    assert_eq!(state(&leaked.id), Some(InstanceState::ShuttingDown));
+    assert_eq!(
+        state(&other_cluster.id),
+        Some(InstanceState::Running),
+        "not this cluster's"
+    );
+    let claim = fx
+        .ledger
+        .claim("default-g1")
+        .await
+        .expect("read")
+        .expect("claim");
+    let mine = claim.instance.expect("instance").instance_id;
+    assert_eq!(
+        state(&mine),
+        Some(InstanceState::Running),
+        "an owned instance stays"
+    );
+
+    // The claim's instance vanishes under it: failed, NodeClaim removed.
+    fx.sim
+        .cloud()
+        .terminate(
+            &fx.sim
+                .cloud()
+                .instances()
+                .into_iter()
+                .find(|i| i.id == mine)
+                .expect("mine")
+                .provider_id,
+        )
+        .expect("terminate");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let r = gc::collect(&fx.ctl).await.expect("gc");
+    assert_eq!(r.vanished, ["default-g1".to_string()]);
+    fx.until("default-g1", ClaimState::Failed, 10).await;
+    let claim = fx
+        .ledger
+        .claim("default-g1")
+        .await
+        .expect("read")
+        .expect("claim");
+    assert!(
+        claim
+            .failure_reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("instance_vanished")),
+        "{:?}",
+        claim.failure_reason
+    );
+    assert!(
+        fx.nodeclaims()
+            .get_opt("default-g1")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    fx.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crash_between_nodeclaim_created_and_launched_resumes_without_a_second_of_either() {
+    let fx = Fx::new().await;
+    fx.submit(&["default-c1"]).await;
+    // Worker 1 creates the NodeClaim and the instance, then dies before writing `launched`.
+    let w1 = fx.worker("w1", Some(Step::Created));
+    let crashed = tokio::spawn(async move {
+        let _ = w1.round().await;
+    });
+    let uid = loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if !fx.instances().is_empty()
+            && let Some(nc) = fx.nodeclaims().get_opt("default-c1").await.expect("get")
+        {
+            break nc.metadata.uid.clone().expect("uid");
+        }
+    };
+    crashed.abort();
+    let _ = crashed.await;
+    assert_eq!(fx.state("default-c1").await, ClaimState::Launching);
+
+    // Worker 2 takes the claim over once the lease expires.
+    tokio::time::sleep(Duration::from_secs(31)).await;
+    assert_eq!(fx.worker("w2", None).round().await.expect("round"), 1);
+    assert_eq!(fx.state("default-c1").await, ClaimState::Launched);
+    let nc = fx.nodeclaims().get("default-c1").await.expect("nodeclaim");
+    assert_eq!(
+        nc.metadata.uid.as_deref(),
+        Some(uid.as_str()),
+        "the same NodeClaim, adopted"
+    );
+    let all = fx
+        .nodeclaims()
+        .list(&Default::default())
+        .await
+        .expect("list");
+    assert_eq!(all.items.len(), 1);
+    assert_eq!(fx.instances().len(), 1, "one instance");
+    assert_eq!(
+        fx.sim.cloud().create_calls(),
+        1,
+        "the instance was found by its tag"
+    );
+    fx.until("default-c1", ClaimState::Registered, 30).await;
+    fx.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_nodeclaim_removed_by_hand_is_recreated_and_its_instance_kept() {
+    let fx = Fx::new().await;
+    fx.submit(&["default-r1"]).await;
+    fx.worker("w1", None).round().await.expect("round");
+    fx.ctl.pass().await.expect("pass");
+    let old = fx.nodeclaims().get("default-r1").await.expect("nodeclaim");
+    fx.nodeclaims()
+        .patch(
+            "default-r1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("drop the finalizer");
+    fx.nodeclaims()
+        .delete("default-r1", &DeleteParams::default())
+        .await
+        .expect("delete");
+    assert!(
+        fx.nodeclaims()
+            .get_opt("default-r1")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    let p = fx.ctl.pass().await.expect("pass");
+    assert!(p.errors.is_empty() && p.steps.is_empty(), "{p:?}");
+    let new = fx.nodeclaims().get("default-r1").await.expect("recreated");
+    assert_ne!(new.metadata.uid, old.metadata.uid);
+    assert_eq!(fx.state("default-r1").await, ClaimState::Launched);
+    assert!(
+        fx.instances()
+            .iter()
+            .all(|i| i.state != InstanceState::Terminated && i.state != InstanceState::ShuttingDown)
+    );
+    fx.until("default-r1", ClaimState::Registered, 30).await;
+    fx.finish().await;
+}

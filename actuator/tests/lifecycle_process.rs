@@ -1,0 +1,175 @@
+//! The `dovetail-actuator` process with a cluster (`--kubeconfig` of the simulator): a plan
+//! submitted over gRPC shows up as a NodeClaim before its instance is recorded, the NodeClaim
+//! becomes `Launched=True` with the instance's provider ID, and deleting it terminates the
+//! claim and releases its finalizer. The process's cloud is its own `sim` stand-in (no kubelet
+//! joins from it), so registration is covered by `tests/lifecycle.rs`.
+
+mod process_support;
+mod support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use actuator::ledger::ClaimState;
+use crds::{ConditionStatus, NodeClaim, NodePool};
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use process_support::{cloud_file, request, statuses};
+use serde_json::json;
+use support::TestDb;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    mut f: impl FnMut() -> F,
+) -> T {
+    for _ in 0..600 {
+        if let Some(v) = f().await {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test]
+async fn the_binary_creates_launches_and_releases_nodeclaims_in_the_cluster() {
+    let sim = simulator::Simulation::start(simulator::Config {
+        scheduler: false,
+        ..simulator::Config::default()
+    })
+    .await
+    .expect("simulation");
+    let client = sim.kube_client().expect("client");
+    let pool: NodePool = serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+        "spec": {"template": {"spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": []
+        }}}
+    }))
+    .expect("pool");
+    Api::<NodePool>::all(client.clone())
+        .create(&PostParams::default(), &pool)
+        .await
+        .expect("pool");
+    let db = TestDb::sqlite();
+    let ledger = db.ledger().await;
+    let cloud = cloud_file(&db, "lifecycle");
+    let kubeconfig = cloud.with_file_name("kubeconfig");
+    std::fs::write(&kubeconfig, sim.kubeconfig()).expect("kubeconfig");
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dovetail-actuator"))
+        .args([
+            "--ledger",
+            db.url(),
+            "--cloud",
+            "sim",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "off",
+            "--insecure-no-auth",
+            "--poll-interval",
+            "50ms",
+            "--lifecycle-interval",
+            "100ms",
+            "--drain-delay",
+            "0",
+        ])
+        .arg("--cloud-state")
+        .arg(&cloud)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .env_remove("DOVETAIL_TEST_PAUSE_AT")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn dovetail-actuator");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("started in time")
+        .expect("read")
+        .expect("a listening line");
+    let grpc = first
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("grpc="))
+        .map(|a| format!("http://{a}"))
+        .expect("grpc address");
+    let mut c = proto::v1::actuator_client::ActuatorClient::connect(grpc)
+        .await
+        .expect("connect");
+    let r = c
+        .submit(request("plan-1", &[], &["default-p1"]))
+        .await
+        .expect("submit")
+        .into_inner();
+    assert_eq!(statuses(&r), ["Accepted"]);
+
+    let ncs: Api<NodeClaim> = Api::all(client.clone());
+    let nc = eventually("a Launched NodeClaim", || async {
+        let nc = ncs.get_opt("default-p1").await.ok()??;
+        let launched = nc
+            .status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .any(|c| c.type_ == "Launched" && c.status == ConditionStatus::True);
+        launched.then_some(nc)
+    })
+    .await;
+    let claim = ledger
+        .claim("default-p1")
+        .await
+        .expect("read")
+        .expect("claim");
+    assert_eq!(claim.state, ClaimState::Launched);
+    assert_eq!(
+        nc.status.and_then(|s| s.provider_id),
+        claim.instance.map(|i| i.provider_id)
+    );
+    assert_eq!(
+        nc.metadata.finalizers.unwrap_or_default(),
+        ["karpenter.sh/termination"]
+    );
+
+    ncs.delete("default-p1", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("the NodeClaim released", || async {
+        ncs.get_opt("default-p1")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let claim = ledger
+        .claim("default-p1")
+        .await
+        .expect("read")
+        .expect("claim");
+    assert_eq!(claim.state, ClaimState::Terminated);
+
+    let pid = child.id().expect("pid").to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .await
+            .expect("kill")
+            .success()
+    );
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("stopped in time")
+        .expect("status");
+    assert!(status.success(), "{status}");
+    ledger.close().await;
+    sim.shutdown().await;
+    db.drop().await;
+}
