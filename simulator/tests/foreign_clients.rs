@@ -13,7 +13,7 @@ use std::process::Stdio;
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-use common::{eventually, start};
+use common::{eventually, kubectl, run_kubectl, start};
 
 fn python() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("DOVETAIL_PYTHON") {
@@ -51,46 +51,6 @@ async fn official_python_client_lists_watches_creates_patches_and_evicts() {
         "python client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     assert!(stdout.contains("all checks passed"), "{stdout}");
-}
-
-fn kubectl() -> Option<PathBuf> {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join("kubectl"))
-        .find(|p| p.is_file())
-}
-
-async fn run_kubectl(
-    kubectl: &PathBuf,
-    server: &str,
-    args: &[&str],
-    stdin: Option<&str>,
-) -> (bool, String, String) {
-    let mut cmd = Command::new(kubectl);
-    cmd.arg(format!("--server={server}"))
-        .args(["--kubeconfig=/dev/null", "--request-timeout=10s"])
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("kubectl starts");
-    if let Some(input) = stdin {
-        use tokio::io::AsyncWriteExt;
-        let mut s = child.stdin.take().expect("stdin");
-        s.write_all(input.as_bytes()).await.unwrap();
-        drop(s);
-    }
-    let out = child.wait_with_output().await.unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[tokio::test]
@@ -161,23 +121,13 @@ spec:
       requirements:
       - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}
 "#;
-    let (ok, out, err) = run_kubectl(
-        &kubectl,
-        &server,
-        &["apply", "--validate=false", "-f", "-"],
-        Some(manifest),
-    )
-    .await;
+    let (ok, out, err) =
+        run_kubectl(&kubectl, &server, &["apply", "-f", "-"], Some(manifest)).await;
     assert!(ok, "kubectl apply failed:\n{out}\n{err}");
     // Apply again with a change: a patch of the live objects.
     let changed = manifest.replace("labels: {app: cli}", "labels: {app: cli, rev: two}");
-    let (ok, out, err) = run_kubectl(
-        &kubectl,
-        &server,
-        &["apply", "--validate=false", "-f", "-"],
-        Some(&changed),
-    )
-    .await;
+    let (ok, out, err) =
+        run_kubectl(&kubectl, &server, &["apply", "-f", "-"], Some(&changed)).await;
     assert!(ok, "second kubectl apply failed:\n{out}\n{err}");
     let (ok, out, err) = run_kubectl(
         &kubectl,
@@ -200,7 +150,7 @@ spec:
     let (ok, out, err) = run_kubectl(
         &kubectl,
         &server,
-        &["apply", "--server-side", "--validate=false", "-f", "-"],
+        &["apply", "--server-side", "-f", "-"],
         Some(&changed.replace("rev: two", "rev: three")),
     )
     .await;

@@ -2,11 +2,14 @@
 #![allow(dead_code, unreachable_pub)] // Each test binary uses a different subset.
 
 use std::future::Future;
+use std::path::PathBuf;
+use std::process::Stdio;
 use std::time::Duration;
 
 use simulator::cloud::CloudConfig;
 use simulator::controllers::kubelet::KubeletConfig;
 use simulator::{Config, Simulation};
+use tokio::process::Command;
 
 /// A config with short delays so that tests on real time stay fast.
 pub fn fast_config() -> Config {
@@ -103,4 +106,46 @@ pub async fn start_without_scheduler() -> Simulation {
     })
     .await
     .expect("simulation starts")
+}
+
+/// The `kubectl` on PATH, if any.
+pub fn kubectl() -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file())
+}
+
+/// Runs kubectl against `server` without any kubeconfig: (success, stdout, stderr).
+pub async fn run_kubectl(
+    kubectl: &PathBuf,
+    server: &str,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> (bool, String, String) {
+    let mut cmd = Command::new(kubectl);
+    cmd.arg(format!("--server={server}"))
+        .args(["--kubeconfig=/dev/null", "--request-timeout=10s"])
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("kubectl starts");
+    if let Some(input) = stdin {
+        use tokio::io::AsyncWriteExt;
+        let mut s = child.stdin.take().expect("stdin");
+        s.write_all(input.as_bytes()).await.unwrap();
+        drop(s);
+    }
+    let out = child.wait_with_output().await.unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
