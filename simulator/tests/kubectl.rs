@@ -360,3 +360,57 @@ spec:
     let obj: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(obj["kind"], "Deployment");
 }
+
+#[tokio::test]
+async fn kubectl_get_watch_prints_rows_from_table_watch_events() {
+    use tokio::io::AsyncBufReadExt;
+
+    let Some((k, sim, url)) = setup().await else {
+        return;
+    };
+    let pods: Api<k8s_openapi::api::core::v1::Pod> =
+        Api::namespaced(sim.kube_client().unwrap(), "default");
+    let create = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let pod = serde_json::from_value(common::pod_json(name, json!({}), "10m")).unwrap();
+            pods.create(&Default::default(), &pod).await.unwrap();
+        }
+    };
+    create("listed").await;
+    let mut child = tokio::process::Command::new(&k)
+        .arg(format!("--server={url}"))
+        .args(["--kubeconfig=/dev/null", "get", "pods", "--watch"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("kubectl starts");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut next = async || {
+        lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("kubectl keeps printing")
+    };
+    // The list: the header and the pod that exists.
+    assert_eq!(
+        headers(&next().await),
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    );
+    assert!(next().await.starts_with("listed"));
+    // kubectl watches from the list's resourceVersion, so a pod created now arrives as a watch
+    // event, which carries a one-row Table with the same columns.
+    create("watched").await;
+    loop {
+        let l = next().await;
+        if l.starts_with("watched") {
+            let cells: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(cells[1..4], ["0/1", "Pending", "0"], "{l:?}");
+            break;
+        }
+    }
+    child.kill().await.unwrap();
+}

@@ -337,7 +337,10 @@ async fn serve(
         return scale(store, &kind, &ns_str, name, method, content_type, body);
     }
     match (method.clone(), name) {
-        (Method::GET, None) if params.watch || expire => watch(st, &kind, ns, params, expire),
+        (Method::GET, None) if params.watch || expire => {
+            let table = as_table.then_some(params.include_object);
+            watch(st, &kind, ns, params, expire, table)
+        }
         (Method::GET, None) => {
             let mut l = list(store, &kind, ns.as_deref(), params)?;
             if as_table {
@@ -574,6 +577,7 @@ fn watch(
     ns: Option<String>,
     params: &Params,
     expire: bool,
+    table: Option<IncludeObject>,
 ) -> Result<Response> {
     let from = match params.resource_version.as_deref() {
         None => None,
@@ -620,6 +624,22 @@ fn watch(
         ..Params::default()
     };
     let kind = kind.clone();
+    // With `as=Table`, each event carries a one-row Table; as upstream, only the first one
+    // carries the column definitions.
+    let store = Arc::clone(&st.store);
+    let mut columns_sent = false;
+    let mut render = move |kind: &KindInfo, obj: &Value| -> Value {
+        let Some(include) = table else {
+            return obj.clone();
+        };
+        let meta = json!({"resourceVersion": obj["metadata"]["resourceVersion"]});
+        let mut t = table::table(&store, kind, std::slice::from_ref(obj), meta, include);
+        if columns_sent {
+            t["columnDefinitions"] = json!([]);
+        }
+        columns_sent = true;
+        t
+    };
     let mut drops = st.faults.drops();
     drops.mark_unchanged();
     let bookmark_every = st.bookmark_interval;
@@ -630,7 +650,10 @@ fn watch(
         let mut progress = sub.rv;
         for c in &sub.initial {
             if let Some(t) = translate(c, ns.as_deref(), &params)
-                && tx.send(Ok(watch_line(t, &c.object))).await.is_err()
+                && tx
+                    .send(Ok(watch_line(t, &render(&kind, &c.object))))
+                    .await
+                    .is_err()
             {
                 return;
             }
@@ -664,7 +687,7 @@ fn watch(
                             continue;
                         }
                         if let Some(t) = translate(&c, ns.as_deref(), &params)
-                            && tx.send(Ok(watch_line(t, &c.object))).await.is_err()
+                            && tx.send(Ok(watch_line(t, &render(&kind, &c.object)))).await.is_err()
                         {
                             return;
                         }

@@ -47,6 +47,9 @@ impl IncludeObject {
     }
 }
 
+/// Makes the cells of one row from an object.
+type RowFn = Box<dyn Fn(&Value) -> Vec<Value>>;
+
 struct Column {
     name: String,
     kind: &'static str,
@@ -467,10 +470,8 @@ pub fn table(
     let builtin = kind.group.is_empty()
         || kind.group.ends_with(".k8s.io")
         || matches!(kind.group.as_str(), "apps" | "policy");
-    let (columns, cells): (Vec<Column>, Box<dyn Fn(&Value) -> Vec<Value>>) = match (
-        kind.group.as_str(),
-        kind.resource.as_str(),
-    ) {
+    let (columns, cells): (Vec<Column>, RowFn) = match (kind.group.as_str(), kind.resource.as_str())
+    {
         ("", "pods") => (
             vec![
                 name_col(),
