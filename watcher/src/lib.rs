@@ -1,1 +1,1 @@
-//! The dovetail watcher service. Placeholder: see ../shared/docs/roadmap.md for what it will hold.
+//! The dovetail watcher service. Placeholder: see designs/roadmap.md for what it will hold.

@@ -22,7 +22,6 @@
 mod budgets;
 mod candidate;
 pub mod cron;
-mod duration;
 mod evaluation;
 #[cfg(test)]
 mod tests;

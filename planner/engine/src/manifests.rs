@@ -10,7 +10,7 @@
 //! directly. `v1 List` (and `*List`) objects contribute their `items`.
 //!
 //! # Kinds
-//! The kinds of `../shared/docs/planner-io.md`. Rules beyond that page, chosen here:
+//! The kinds of `designs/planner-io.md`. Rules beyond that page, chosen here:
 //! - Workload controllers (Deployment, ReplicaSet, StatefulSet, Job) become pending pods named
 //!   `<controller>-<index>` (index from 0) in the controller's namespace (default `default`),
 //!   with the template's labels and annotations and an owner reference whose kind is the
@@ -59,8 +59,7 @@
 //! [`Loaded::warnings`]). A document without `apiVersion` or `kind` is an error.
 
 mod cluster;
-mod duration;
-pub mod hash;
+pub use common::hash;
 mod karpenter;
 mod kinds;
 mod object;
@@ -78,7 +77,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::model::{ClusterSnapshot, PersistentVolumeClaim, PriorityClass};
-pub use duration::parse_go_duration;
+pub use common::duration::parse_go_duration;
 use object::{Object, convert_object, convert_unit};
 use pods::PriorityRef;
 use workloads::Controller;

@@ -108,13 +108,50 @@ pub async fn start_without_scheduler() -> Simulation {
     .expect("simulation starts")
 }
 
-/// The `kubectl` on PATH, if any.
+/// The venv `scripts/python-env.sh` creates.
+pub fn venv() -> Option<PathBuf> {
+    let cache = std::env::var_os("DOVETAIL_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|c| PathBuf::from(c).join("dovetail")))
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/dovetail")))?;
+    Some(cache.join("venv-py"))
+}
+
+/// A client binary: `env` if set (it must exist), else the venv's `bin/<name>`, else `PATH`
+/// (when `search_path`).
+pub fn client(env: &str, name: &str, search_path: bool) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(env) {
+        let p = PathBuf::from(p);
+        assert!(p.is_file(), "{env}={} does not exist", p.display());
+        return Some(p);
+    }
+    let in_venv = venv()
+        .map(|v| v.join("bin").join(name))
+        .filter(|p| p.is_file());
+    in_venv.or_else(|| {
+        search_path
+            .then(|| std::env::var_os("PATH"))
+            .flatten()
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Skips a test whose client is missing, with a notice; fails instead under CI.
+pub fn missing(what: &str, how: &str) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{what} is missing under CI: {how} (scripts/test.sh installs it)"
+    );
+    println!("NOTICE: skipping the {what} test: {how} (scripts/test.sh does)");
+}
+
+/// kubectl: `DOVETAIL_KUBECTL` (set by `scripts/test.sh`, which installs it), else the venv's,
+/// else `PATH`.
 pub fn kubectl() -> Option<PathBuf> {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join("kubectl"))
-        .find(|p| p.is_file())
+    client("DOVETAIL_KUBECTL", "kubectl", true)
 }
 
 /// Runs kubectl against `server` without any kubeconfig: (success, stdout, stderr).

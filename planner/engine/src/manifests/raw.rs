@@ -8,13 +8,13 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use super::duration::parse_go_duration;
 use super::time::parse_rfc3339;
 use crate::model::quantity::{parse_milli, parse_units};
 use crate::model::{
     IntOrPercent, Labels, NodeInclusionPolicy, Operator, PodPhase, SelectorOperator, TaintEffect,
     Timestamp, VolumeBindingMode, WhenUnsatisfiable, names,
 };
+use common::duration::parse_go_duration;
 
 // === scalar wrappers ===
 

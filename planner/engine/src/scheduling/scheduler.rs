@@ -193,7 +193,7 @@ fn has_preferences(p: &Pod) -> bool {
 
 /// The catalog as NodePools with this node class see it (kubelet settings applied).
 fn for_node_class(catalog: &Catalog, class: Option<&NodeClass>) -> Catalog {
-    catalog.for_node_class(class)
+    crate::catalog::ForNodeClass::for_node_class(catalog, class)
 }
 
 /// The topology domain universe of new capacity: values each key can take on a new node
