@@ -4,10 +4,12 @@
 pub mod error;
 pub mod eviction;
 pub mod kinds;
+pub mod openapi;
 pub mod patch;
 pub mod selectors;
 pub(crate) mod server;
 pub mod store;
+pub mod table;
 
 pub use error::ApiError;
 pub use kinds::{KindInfo, Kinds, ResKey};

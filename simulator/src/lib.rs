@@ -5,6 +5,8 @@
 //!   official Python client use unchanged: discovery, list/watch with `resourceVersion`
 //!   semantics (bookmarks, 410 Gone), CRUD, patches, finalizers, status subresources, the
 //!   `eviction` (PodDisruptionBudget-aware) and `binding` subresources, and the Karpenter CRDs;
+//!   OpenAPI v2/v3 documents with server-side field validation and Table output, so `kubectl
+//!   apply` validates and `kubectl get` prints the columns a real API server prints;
 //! - a simulated EC2 ([`cloud::SimCloud`]) behind the `cloud::CloudProvider` interface;
 //! - a simulated kubelet, a simulated kube-scheduler (its own filter-and-score, independent of
 //!   the planner) and the

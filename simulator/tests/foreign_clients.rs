@@ -15,47 +15,7 @@ use std::process::Stdio;
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-use common::{eventually, start};
-
-/// The venv `scripts/python-env.sh` creates.
-fn venv() -> Option<PathBuf> {
-    let cache = std::env::var_os("DOVETAIL_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|c| PathBuf::from(c).join("dovetail")))
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/dovetail")))?;
-    Some(cache.join("venv-py"))
-}
-
-/// A client binary: `env` if set (it must exist), else the venv's `bin/<name>`, else `PATH`
-/// (when `search_path`).
-fn client(env: &str, name: &str, search_path: bool) -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os(env) {
-        let p = PathBuf::from(p);
-        assert!(p.is_file(), "{env}={} does not exist", p.display());
-        return Some(p);
-    }
-    let in_venv = venv()
-        .map(|v| v.join("bin").join(name))
-        .filter(|p| p.is_file());
-    in_venv.or_else(|| {
-        search_path
-            .then(|| std::env::var_os("PATH"))
-            .flatten()
-            .into_iter()
-            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    })
-}
-
-/// Skips a test whose client is missing, with a notice; fails instead under CI.
-fn missing(what: &str, how: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{what} is missing under CI: {how} (scripts/test.sh installs it)"
-    );
-    println!("NOTICE: skipping the {what} test: {how} (scripts/test.sh does)");
-}
+use common::{client, eventually, kubectl, missing, run_kubectl, start};
 
 fn python() -> Option<PathBuf> {
     client("DOVETAIL_PYTHON", "python", false)
@@ -83,42 +43,6 @@ async fn official_python_client_lists_watches_creates_patches_and_evicts() {
         "python client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     assert!(stdout.contains("all checks passed"), "{stdout}");
-}
-
-fn kubectl() -> Option<PathBuf> {
-    client("DOVETAIL_KUBECTL", "kubectl", true)
-}
-
-async fn run_kubectl(
-    kubectl: &PathBuf,
-    server: &str,
-    args: &[&str],
-    stdin: Option<&str>,
-) -> (bool, String, String) {
-    let mut cmd = Command::new(kubectl);
-    cmd.arg(format!("--server={server}"))
-        .args(["--kubeconfig=/dev/null", "--request-timeout=10s"])
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("kubectl starts");
-    if let Some(input) = stdin {
-        use tokio::io::AsyncWriteExt;
-        let mut s = child.stdin.take().expect("stdin");
-        s.write_all(input.as_bytes()).await.unwrap();
-        drop(s);
-    }
-    let out = child.wait_with_output().await.unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[tokio::test]
@@ -190,23 +114,13 @@ spec:
       requirements:
       - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}
 "#;
-    let (ok, out, err) = run_kubectl(
-        &kubectl,
-        &server,
-        &["apply", "--validate=false", "-f", "-"],
-        Some(manifest),
-    )
-    .await;
+    let (ok, out, err) =
+        run_kubectl(&kubectl, &server, &["apply", "-f", "-"], Some(manifest)).await;
     assert!(ok, "kubectl apply failed:\n{out}\n{err}");
     // Apply again with a change: a patch of the live objects.
     let changed = manifest.replace("labels: {app: cli}", "labels: {app: cli, rev: two}");
-    let (ok, out, err) = run_kubectl(
-        &kubectl,
-        &server,
-        &["apply", "--validate=false", "-f", "-"],
-        Some(&changed),
-    )
-    .await;
+    let (ok, out, err) =
+        run_kubectl(&kubectl, &server, &["apply", "-f", "-"], Some(&changed)).await;
     assert!(ok, "second kubectl apply failed:\n{out}\n{err}");
     let (ok, out, err) = run_kubectl(
         &kubectl,
@@ -229,7 +143,7 @@ spec:
     let (ok, out, err) = run_kubectl(
         &kubectl,
         &server,
-        &["apply", "--server-side", "--validate=false", "-f", "-"],
+        &["apply", "--server-side", "-f", "-"],
         Some(&changed.replace("rev: two", "rev: three")),
     )
     .await;

@@ -449,43 +449,13 @@ fn group_doc(group: &str, versions: &[String]) -> Value {
 }
 
 /// The CustomResourceDefinitions stored at start: NodePool and NodeClaim (`karpenter.sh/v1`) and
-/// EC2NodeClass (`karpenter.k8s.aws/v1`), cluster-scoped with status subresources. Their schemas
-/// preserve unknown fields; validation is the services' business.
+/// EC2NodeClass (`karpenter.k8s.aws/v1`), exactly as `dovetail crds` prints them (crate `crds`):
+/// their schemas are published in `/openapi/v3` and check `fieldValidation=Strict` requests, and
+/// their printer columns lay out `kubectl get`. Defaults and CEL rules are not applied here.
 pub fn karpenter_crds() -> Vec<Value> {
-    let crd = |group: &str, kind: &str, plural: &str, short: &[&str]| {
-        json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": format!("{plural}.{group}")},
-            "spec": {
-                "group": group,
-                "names": {
-                    "kind": kind,
-                    "listKind": format!("{kind}List"),
-                    "plural": plural,
-                    "singular": kind.to_lowercase(),
-                    "shortNames": short,
-                    "categories": ["karpenter"],
-                },
-                "scope": "Cluster",
-                "versions": [{
-                    "name": "v1",
-                    "served": true,
-                    "storage": true,
-                    "subresources": {"status": {}},
-                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-                }],
-            },
-        })
-    };
-    vec![
-        crd("karpenter.sh", "NodePool", "nodepools", &[]),
-        crd("karpenter.sh", "NodeClaim", "nodeclaims", &[]),
-        crd(
-            "karpenter.k8s.aws",
-            "EC2NodeClass",
-            "ec2nodeclasses",
-            &["ec2nc", "ec2ncs"],
-        ),
-    ]
+    crds::crds()
+        .iter()
+        .map(|crd| serde_json::to_value(crd).unwrap_or(Value::Null))
+        .filter(Value::is_object)
+        .collect()
 }

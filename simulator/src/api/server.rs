@@ -1,5 +1,6 @@
 //! The HTTP front of the API: routing of Kubernetes paths, list/watch, CRUD, patch, the
-//! `status`, `eviction` and `binding` subresources, discovery, and fault injection.
+//! `status`, `eviction` and `binding` subresources, discovery, OpenAPI documents, server-side
+//! field validation, Table output for `kubectl get`, and fault injection.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -16,9 +17,11 @@ use tokio::sync::{broadcast, mpsc};
 use super::error::{ApiError, Result, success_status};
 use super::eviction;
 use super::kinds::KindInfo;
+use super::openapi::{self, validate::FieldValidation};
 use super::patch::PatchType;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::store::{Change, EventType, Store, Subresource};
+use super::table::{self, IncludeObject};
 use crate::faults::Faults;
 
 /// Shared state of the HTTP server.
@@ -63,6 +66,8 @@ struct Params {
     continue_token: Option<String>,
     dry_run: bool,
     send_initial_events: bool,
+    field_validation: FieldValidation,
+    include_object: IncludeObject,
 }
 
 // === impl Params ===
@@ -97,6 +102,14 @@ impl Params {
                 }
                 "continue" => p.continue_token = Some(v).filter(|v| !v.is_empty()),
                 "dryRun" => p.dry_run = v == "All",
+                "fieldValidation" => {
+                    p.field_validation = FieldValidation::parse(&v).ok_or_else(|| {
+                        ApiError::bad_request(format!(
+                            "invalid fieldValidation {v:?}: expected Ignore, Warn or Strict"
+                        ))
+                    })?;
+                }
+                "includeObject" => p.include_object = IncludeObject::parse(&v),
                 _ => {}
             }
         }
@@ -110,6 +123,9 @@ impl Params {
 
 enum Route {
     Version,
+    OpenApiV2,
+    OpenApiV3,
+    OpenApiV3Gv(String, String),
     Health,
     CoreVersions,
     Groups,
@@ -127,6 +143,12 @@ fn route(store: &Store, path: &str) -> Result<Route> {
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let (group, version, rest) = match segs.as_slice() {
         ["version"] => return Ok(Route::Version),
+        ["openapi", "v2"] => return Ok(Route::OpenApiV2),
+        ["openapi", "v3"] => return Ok(Route::OpenApiV3),
+        ["openapi", "v3", "api", v] => return Ok(Route::OpenApiV3Gv(String::new(), v.to_string())),
+        ["openapi", "v3", "apis", g, v] => {
+            return Ok(Route::OpenApiV3Gv(g.to_string(), v.to_string()));
+        }
         ["healthz" | "readyz" | "livez", ..] => return Ok(Route::Health),
         ["api"] => return Ok(Route::CoreVersions),
         ["apis"] => return Ok(Route::Groups),
@@ -240,6 +262,27 @@ async fn serve(
     };
     let (kind, ns, name, sub) = match r {
         Route::Version => return get_only(version()),
+        Route::OpenApiV2 => {
+            // client-go asks for the protobuf encoding first; only JSON is spoken here.
+            let accept = header_str(headers, header::ACCEPT);
+            if !accept.is_empty() && !accept.contains("json") && !accept.contains("*/*") {
+                return Err(ApiError {
+                    code: 406,
+                    reason: "NotAcceptable",
+                    message: format!(
+                        "only application/json is served at /openapi/v2, not {accept}"
+                    ),
+                    details: None,
+                });
+            }
+            return get_only(openapi::v2(store));
+        }
+        Route::OpenApiV3 => return get_only(openapi::v3_root(store)),
+        Route::OpenApiV3Gv(g, v) => {
+            return openapi::v3_group_version(store, &g, &v)
+                .ok_or_else(|| ApiError::no_route(path))
+                .and_then(get_only);
+        }
         Route::Health => return Ok((StatusCode::OK, "ok").into_response()),
         Route::CoreVersions => return get_only(store.kinds().core_versions(&st.address)),
         Route::Groups => return get_only(store.kinds().groups()),
@@ -274,10 +317,8 @@ async fn serve(
         Some("scale") if has_scale(&kind) => Subresource::Main,
         Some(other) => return Err(ApiError::no_route(&format!("{path} (subresource {other})"))),
     };
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
+    let content_type = header_str(headers, header::CONTENT_TYPE);
+    let as_table = table::wants_table(header_str(headers, header::ACCEPT));
     let parse_body = || -> Result<Value> {
         if body.is_empty() {
             return Ok(json!({}));
@@ -296,14 +337,32 @@ async fn serve(
         return scale(store, &kind, &ns_str, name, method, content_type, body);
     }
     match (method.clone(), name) {
-        (Method::GET, None) if params.watch || expire => watch(st, &kind, ns, params, expire),
-        (Method::GET, None) => Ok(json_response(
-            200,
-            &list(store, &kind, ns.as_deref(), params)?,
-        )),
+        (Method::GET, None) if params.watch || expire => {
+            let table = as_table.then_some(params.include_object);
+            watch(st, &kind, ns, params, expire, table)
+        }
+        (Method::GET, None) => {
+            let mut l = list(store, &kind, ns.as_deref(), params)?;
+            if as_table {
+                let items = l["items"].take();
+                let items = items.as_array().map_or(&[][..], Vec::as_slice);
+                l = table::table(
+                    store,
+                    &kind,
+                    items,
+                    l["metadata"].take(),
+                    params.include_object,
+                );
+            }
+            Ok(json_response(200, &l))
+        }
         (Method::POST, None) => {
             let obj = parse_body()?;
-            Ok(json_response(201, &store.create(&kind, &ns_str, obj)?))
+            let warnings = check_fields(store, &kind, &obj, params.field_validation)?;
+            Ok(with_warnings(
+                json_response(201, &store.create(&kind, &ns_str, obj)?),
+                &warnings,
+            ))
         }
         (Method::DELETE, None) => {
             let (items, _) = store.list(&kind, ns.as_deref());
@@ -320,20 +379,38 @@ async fn serve(
                 &list_doc(&kind, deleted, store.current_rv(), None),
             ))
         }
-        (Method::GET, Some(name)) => Ok(json_response(200, &store.get(&kind, &ns_str, &name)?)),
+        (Method::GET, Some(name)) => {
+            let obj = store.get(&kind, &ns_str, &name)?;
+            if as_table {
+                let meta = json!({"resourceVersion": obj["metadata"]["resourceVersion"]});
+                let t = table::table(store, &kind, &[obj], meta, params.include_object);
+                return Ok(json_response(200, &t));
+            }
+            Ok(json_response(200, &obj))
+        }
         (Method::PUT, Some(name)) => {
             let obj = parse_body()?;
-            Ok(json_response(
-                200,
-                &store.update(&kind, &ns_str, &name, obj, sub_kind)?,
+            let warnings = check_fields(store, &kind, &obj, params.field_validation)?;
+            Ok(with_warnings(
+                json_response(200, &store.update(&kind, &ns_str, &name, obj, sub_kind)?),
+                &warnings,
             ))
         }
         (Method::PATCH, Some(name)) => {
             let pt = PatchType::from_content_type(content_type)?;
             let patch = pt.parse_body(body)?;
+            // A JSON patch is a list of operations, not a partial object: nothing to check.
+            let warnings = if pt == PatchType::Json {
+                Vec::new()
+            } else {
+                check_fields(store, &kind, &patch, params.field_validation)?
+            };
             let exists = store.get(&kind, &ns_str, &name).is_ok();
             let out = store.patch(&kind, &ns_str, &name, pt, &patch, sub_kind)?;
-            Ok(json_response(if exists { 200 } else { 201 }, &out))
+            Ok(with_warnings(
+                json_response(if exists { 200 } else { 201 }, &out),
+                &warnings,
+            ))
         }
         (Method::DELETE, Some(name)) => {
             let opts = parse_body()?;
@@ -357,6 +434,58 @@ async fn serve(
             "{m} is not supported on {path}"
         ))),
     }
+}
+
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> &str {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
+/// Server-side field validation of a request body (an object or a merge/apply patch): with
+/// `Strict`, unknown fields fail the request as the API server fails it; with `Warn`, they are
+/// returned as warnings for `Warning` headers.
+fn check_fields(
+    store: &Store,
+    kind: &KindInfo,
+    body: &Value,
+    mode: FieldValidation,
+) -> Result<Vec<String>> {
+    if mode == FieldValidation::Ignore {
+        return Ok(Vec::new());
+    }
+    let Some((schema, defs)) = openapi::schema_for(store, kind) else {
+        return Ok(Vec::new());
+    };
+    let unknown = openapi::validate::unknown_fields(body, &schema, defs);
+    if unknown.is_empty() {
+        return Ok(Vec::new());
+    }
+    let listed: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field \"{f}\""))
+        .collect();
+    if mode == FieldValidation::Strict {
+        return Err(ApiError::bad_request(format!(
+            "{k} in version \"{v}\" cannot be handled as a {k}: strict decoding error: {}",
+            listed.join(", "),
+            k = kind.kind,
+            v = kind.version,
+        )));
+    }
+    Ok(listed)
+}
+
+/// Adds one `Warning: 299 - "..."` header per message, as the API server reports warnings.
+fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let text = format!("299 - {:?}", w);
+        if let Ok(v) = header::HeaderValue::from_str(&text) {
+            response.headers_mut().append(header::WARNING, v);
+        }
+    }
+    response
 }
 
 fn version() -> Value {
@@ -448,6 +577,7 @@ fn watch(
     ns: Option<String>,
     params: &Params,
     expire: bool,
+    table: Option<IncludeObject>,
 ) -> Result<Response> {
     let from = match params.resource_version.as_deref() {
         None => None,
@@ -494,6 +624,22 @@ fn watch(
         ..Params::default()
     };
     let kind = kind.clone();
+    // With `as=Table`, each event carries a one-row Table; as upstream, only the first one
+    // carries the column definitions.
+    let store = Arc::clone(&st.store);
+    let mut columns_sent = false;
+    let mut render = move |kind: &KindInfo, obj: &Value| -> Value {
+        let Some(include) = table else {
+            return obj.clone();
+        };
+        let meta = json!({"resourceVersion": obj["metadata"]["resourceVersion"]});
+        let mut t = table::table(&store, kind, std::slice::from_ref(obj), meta, include);
+        if columns_sent {
+            t["columnDefinitions"] = json!([]);
+        }
+        columns_sent = true;
+        t
+    };
     let mut drops = st.faults.drops();
     drops.mark_unchanged();
     let bookmark_every = st.bookmark_interval;
@@ -504,7 +650,10 @@ fn watch(
         let mut progress = sub.rv;
         for c in &sub.initial {
             if let Some(t) = translate(c, ns.as_deref(), &params)
-                && tx.send(Ok(watch_line(t, &c.object))).await.is_err()
+                && tx
+                    .send(Ok(watch_line(t, &render(&kind, &c.object))))
+                    .await
+                    .is_err()
             {
                 return;
             }
@@ -538,7 +687,7 @@ fn watch(
                             continue;
                         }
                         if let Some(t) = translate(&c, ns.as_deref(), &params)
-                            && tx.send(Ok(watch_line(t, &c.object))).await.is_err()
+                            && tx.send(Ok(watch_line(t, &render(&kind, &c.object)))).await.is_err()
                         {
                             return;
                         }

@@ -179,6 +179,21 @@ impl Kubelet {
                         p["status"]["startTime"] = json!(stamp);
                         p["status"]["hostIP"] = host_ip.clone();
                         p["status"]["podIP"] = host_ip.clone();
+                        // What a kubelet reports per container; `kubectl get pods` counts
+                        // READY and RESTARTS from it.
+                        let statuses: Vec<Value> = p["spec"]["containers"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .map(|c| {
+                                json!({
+                                    "name": c["name"], "image": c["image"], "imageID": "",
+                                    "ready": true, "started": true, "restartCount": 0,
+                                    "state": {"running": {"startedAt": stamp}},
+                                })
+                            })
+                            .collect();
+                        p["status"]["containerStatuses"] = json!(statuses);
                         for c in ["PodScheduled", "Initialized", "ContainersReady", "Ready"] {
                             set_condition(p, c, "True", None, None, &stamp);
                         }

@@ -2,11 +2,14 @@
 #![allow(dead_code, unreachable_pub)] // Each test binary uses a different subset.
 
 use std::future::Future;
+use std::path::PathBuf;
+use std::process::Stdio;
 use std::time::Duration;
 
 use simulator::cloud::CloudConfig;
 use simulator::controllers::kubelet::KubeletConfig;
 use simulator::{Config, Simulation};
+use tokio::process::Command;
 
 /// A config with short delays so that tests on real time stay fast.
 pub fn fast_config() -> Config {
@@ -103,4 +106,83 @@ pub async fn start_without_scheduler() -> Simulation {
     })
     .await
     .expect("simulation starts")
+}
+
+/// The venv `scripts/python-env.sh` creates.
+pub fn venv() -> Option<PathBuf> {
+    let cache = std::env::var_os("DOVETAIL_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|c| PathBuf::from(c).join("dovetail")))
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/dovetail")))?;
+    Some(cache.join("venv-py"))
+}
+
+/// A client binary: `env` if set (it must exist), else the venv's `bin/<name>`, else `PATH`
+/// (when `search_path`).
+pub fn client(env: &str, name: &str, search_path: bool) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(env) {
+        let p = PathBuf::from(p);
+        assert!(p.is_file(), "{env}={} does not exist", p.display());
+        return Some(p);
+    }
+    let in_venv = venv()
+        .map(|v| v.join("bin").join(name))
+        .filter(|p| p.is_file());
+    in_venv.or_else(|| {
+        search_path
+            .then(|| std::env::var_os("PATH"))
+            .flatten()
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Skips a test whose client is missing, with a notice; fails instead under CI.
+pub fn missing(what: &str, how: &str) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{what} is missing under CI: {how} (scripts/test.sh installs it)"
+    );
+    println!("NOTICE: skipping the {what} test: {how} (scripts/test.sh does)");
+}
+
+/// kubectl: `DOVETAIL_KUBECTL` (set by `scripts/test.sh`, which installs it), else the venv's,
+/// else `PATH`.
+pub fn kubectl() -> Option<PathBuf> {
+    client("DOVETAIL_KUBECTL", "kubectl", true)
+}
+
+/// Runs kubectl against `server` without any kubeconfig: (success, stdout, stderr).
+pub async fn run_kubectl(
+    kubectl: &PathBuf,
+    server: &str,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> (bool, String, String) {
+    let mut cmd = Command::new(kubectl);
+    cmd.arg(format!("--server={server}"))
+        .args(["--kubeconfig=/dev/null", "--request-timeout=10s"])
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("kubectl starts");
+    if let Some(input) = stdin {
+        use tokio::io::AsyncWriteExt;
+        let mut s = child.stdin.take().expect("stdin");
+        s.write_all(input.as_bytes()).await.unwrap();
+        drop(s);
+    }
+    let out = child.wait_with_output().await.unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
