@@ -437,3 +437,6 @@ where
 {
     s.boxed()
 }
+
+#[cfg(test)]
+mod tests;
