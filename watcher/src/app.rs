@@ -71,6 +71,8 @@ pub struct Running {
     /// The latest plan of the current term (replaced at each new term).
     pub plans: watch::Receiver<Option<LatestPlan>>,
     stop: watch::Sender<bool>,
+    /// Held without election, so that `leading` stays true.
+    _lead_alone: Option<watch::Sender<bool>>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -116,15 +118,19 @@ pub fn start(
     };
     let mut tasks = informers::spawn_all(client.clone(), &settings.informers, sinks);
     let (leading_tx, leading) = watch::channel(settings.leader.is_none());
-    if let Some(l) = settings.leader.clone() {
-        tasks.push(tokio::spawn(leader::run(
-            client.clone(),
-            l,
-            settings.clock,
-            leading_tx,
-            stop_rx.clone(),
-        )));
-    }
+    let lead_alone = match settings.leader.clone() {
+        Some(l) => {
+            tasks.push(tokio::spawn(leader::run(
+                client.clone(),
+                l,
+                settings.clock,
+                leading_tx,
+                stop_rx.clone(),
+            )));
+            None
+        }
+        None => Some(leading_tx),
+    };
     let (plans_tx, plans) = watch::channel(None);
     let supervisor = {
         let (mirror, readiness, metrics, mut leading, mut stop_rx) = (
@@ -191,6 +197,7 @@ pub fn start(
         leading,
         plans,
         stop,
+        _lead_alone: lead_alone,
         tasks,
     }
 }
