@@ -5,6 +5,7 @@
 //! other failure (e.g. writing the output, a `--server` that cannot be reached).
 
 mod backend;
+mod crds;
 mod plan;
 mod remote;
 mod table;
@@ -29,6 +30,8 @@ enum Command {
     /// Show which nodes dovetail would launch for the pending pods of some manifests, and which
     /// nodes it would disrupt.
     Plan(PlanArgs),
+    /// Print the custom resource definitions (NodePool, NodeClaim, EC2NodeClass) as YAML.
+    Crds(crds::CrdsArgs),
 }
 
 /// Why a command failed.
@@ -62,6 +65,7 @@ impl CliError {
 pub(crate) fn run(cli: Cli, now: i64) -> ExitCode {
     let result = match cli.command {
         Command::Plan(args) => plan::run(&args, now),
+        Command::Crds(args) => crds::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

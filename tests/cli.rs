@@ -191,3 +191,44 @@ fn a_bad_document_on_stdin_is_named_stdin() {
         stderr(&o)
     );
 }
+
+#[test]
+fn crds_prints_the_three_crds_exactly_as_deploy_holds_them() {
+    let o = dovetail(&["crds"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let printed = String::from_utf8(o.stdout).expect("utf-8");
+    let mut deployed = String::new();
+    for name in [
+        "karpenter.sh_nodepools.yaml",
+        "karpenter.sh_nodeclaims.yaml",
+        "karpenter.k8s.aws_ec2nodeclasses.yaml",
+    ] {
+        deployed.push_str(
+            &std::fs::read_to_string(repo(&format!("deploy/crds/{name}"))).expect("deploy/crds"),
+        );
+    }
+    assert_eq!(printed, deployed);
+    assert_eq!(
+        printed
+            .matches("\nkind: CustomResourceDefinition\n")
+            .count(),
+        3
+    );
+}
+
+#[test]
+fn crds_output_dir_writes_one_file_per_crd() {
+    let dir = std::env::temp_dir().join(format!("dovetail-cli-crds-{}", std::process::id()));
+    let o = dovetail(&["crds", "--output-dir", &dir.display().to_string()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for name in [
+        "karpenter.sh_nodepools.yaml",
+        "karpenter.sh_nodeclaims.yaml",
+        "karpenter.k8s.aws_ec2nodeclasses.yaml",
+    ] {
+        let written = std::fs::read_to_string(dir.join(name)).expect("written");
+        let deployed =
+            std::fs::read_to_string(repo(&format!("deploy/crds/{name}"))).expect("deploy");
+        assert_eq!(written, deployed, "{name}");
+    }
+}
