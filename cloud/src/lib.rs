@@ -20,9 +20,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+pub use common::Timestamp;
+pub use common::catalog::{Catalog, InstanceType, Offering};
 pub use interruption::{InterruptionEvent, InterruptionKind, InterruptionQueue};
-pub use planner::catalog::{Catalog, InstanceType, Offering};
-pub use planner::model::Timestamp;
 pub use provider_id::{ParseProviderIdError, ProviderId};
 
 /// Tag key carrying the NodeClaim name on every instance the actuator launches.

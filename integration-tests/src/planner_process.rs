@@ -91,6 +91,24 @@ impl PlannerProcess {
         Ok(h.check(req).await?.into_inner().status())
     }
 
+    /// The health Watch stream of `service`: the current status, then every change (no polling).
+    pub async fn health_watch(
+        &self,
+        service: &str,
+    ) -> Result<tonic::Streaming<tonic_health::pb::HealthCheckResponse>, tonic::Status> {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", self.grpc))
+            .map_err(|e| tonic::Status::internal(e.to_string()))?
+            .connect_timeout(Duration::from_secs(2))
+            .connect()
+            .await
+            .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+        let mut h = HealthClient::new(channel);
+        let req = tonic::Request::new(HealthCheckRequest {
+            service: service.to_string(),
+        });
+        Ok(h.watch(req).await?.into_inner())
+    }
+
     /// Sends SIGTERM.
     ///
     /// # Errors

@@ -3,22 +3,23 @@
 //! SERVING for live replicas, NOT_SERVING for the one draining, and nothing for the dead one.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use integration_tests::binary;
 use integration_tests::planner_process::PlannerProcess;
-use planner::api::convert::CatalogChoice;
-use planner::api::fixtures;
-use planner::client::{ClientConfig, PlannerClient};
 use planner::model::PlanOptions;
+use planner_client::{ClientConfig, PlannerClient};
+use planner_wire::CatalogChoice;
+use planner_wire::fixtures;
+use planner_wire::remote::RemotePlan;
 use tonic_health::pb::health_check_response::ServingStatus;
 
 const CALLERS: usize = 3;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_calls_survive_a_killed_and_a_drained_replica() -> anyhow::Result<()> {
-    let bin = binary("planner", "dovetail-planner")?;
+    let bin = binary("planner-service", "dovetail-planner")?;
     let args = ["--insecure-no-auth", "--drain-delay", "1500ms"];
     let mut replicas = Vec::new();
     for _ in 0..3 {
@@ -44,7 +45,8 @@ async fn plan_calls_survive_a_killed_and_a_drained_replica() -> anyhow::Result<(
     );
 
     // Callers plan in a loop until told to stop; every answer must be the in-process plan.
-    let done = Arc::new(AtomicUsize::new(0));
+    // The number of answered calls; waiters wake on changes (no polling).
+    let done = Arc::new(tokio::sync::watch::Sender::new(0usize));
     let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut callers = Vec::new();
     for _ in 0..CALLERS {
@@ -61,21 +63,17 @@ async fn plan_calls_survive_a_killed_and_a_drained_replica() -> anyhow::Result<(
                     .plan(&snapshot, &CatalogChoice::Default, &PlanOptions::default())
                     .await?;
                 anyhow::ensure!(plan == expected, "a replica answered a different plan");
-                done.fetch_add(1, Ordering::SeqCst);
+                done.send_modify(|n| *n += 1);
             }
             anyhow::Ok(())
         }));
     }
 
     let wait_for = |n: usize| {
-        let done = done.clone();
-        async move {
-            while done.load(Ordering::SeqCst) < n {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
+        let mut seen = done.subscribe();
+        async move { seen.wait_for(|d| *d >= n).await.map(|_| ()) }
     };
-    tokio::time::timeout(Duration::from_secs(60), wait_for(20)).await?;
+    tokio::time::timeout(Duration::from_secs(60), wait_for(20)).await??;
 
     // SIGKILL replica 0 mid-run.
     replicas[0].child.start_kill()?;
@@ -84,37 +82,39 @@ async fn plan_calls_survive_a_killed_and_a_drained_replica() -> anyhow::Result<(
         replicas[0].health("").await.is_err(),
         "a killed replica answers nothing"
     );
-    let before = done.load(Ordering::SeqCst);
-    tokio::time::timeout(Duration::from_secs(60), wait_for(before + 20)).await?;
+    let before = *done.borrow();
+    tokio::time::timeout(Duration::from_secs(60), wait_for(before + 20)).await??;
     for r in &replicas[1..] {
         assert_eq!(r.health("").await?, ServingStatus::Serving);
     }
 
-    // SIGTERM replica 1: NOT_SERVING while it drains, then it exits cleanly.
+    // SIGTERM replica 1: NOT_SERVING while it drains, then it exits cleanly. The health Watch
+    // stream, opened before the signal, reports the change.
+    let mut watch = replicas[1].health_watch("").await?;
+    let first = watch.message().await?.map(|m| m.status());
+    assert_eq!(first, Some(ServingStatus::Serving));
     replicas[1].terminate()?;
     let mut saw_not_serving = false;
-    for _ in 0..100 {
-        match replicas[1].health("").await {
-            Ok(ServingStatus::NotServing) => {
-                saw_not_serving = true;
-                break;
-            }
-            Ok(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-            Err(e) => anyhow::bail!("replica 1 stopped answering before NOT_SERVING: {e}"),
+    while let Some(m) = tokio::time::timeout(Duration::from_secs(30), watch.message()).await?? {
+        if m.status() == ServingStatus::NotServing {
+            saw_not_serving = true;
+            break;
         }
     }
     assert!(saw_not_serving, "replica 1 never reported NOT_SERVING");
+    // An open Watch stream would hold the graceful shutdown open.
+    drop(watch);
     assert_eq!(replicas[2].health("").await?, ServingStatus::Serving);
     let status = tokio::time::timeout(Duration::from_secs(30), replicas[1].child.wait()).await??;
     assert!(status.success(), "a drained replica exits 0, got {status}");
-    let before = done.load(Ordering::SeqCst);
-    tokio::time::timeout(Duration::from_secs(60), wait_for(before + 20)).await?;
+    let before = *done.borrow();
+    tokio::time::timeout(Duration::from_secs(60), wait_for(before + 20)).await??;
     assert_eq!(replicas[2].health("").await?, ServingStatus::Serving);
 
     stopping.store(true, Ordering::SeqCst);
     for c in callers {
         c.await??;
     }
-    assert!(done.load(Ordering::SeqCst) >= 60);
+    assert!(*done.borrow() >= 60);
     Ok(())
 }

@@ -8,7 +8,7 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use planner::model::Timestamp;
+use cloud::Timestamp;
 
 /// A clock shared by every part of a simulation.
 #[derive(Clone, Debug)]

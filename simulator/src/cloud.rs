@@ -16,7 +16,6 @@ use cloud::{
     InterruptionEvent, InterruptionKind, InterruptionQueue, LaunchRequest, ListFilter, Offering,
     OfferingKey, ProviderId, Result, Tags,
 };
-use planner::model::Resources;
 use tokio::sync::watch;
 
 use crate::clock::Clock;
@@ -538,46 +537,31 @@ impl InterruptionQueue for SimCloud {
 }
 
 /// A small catalog for tests that do not need the full AWS one: general-purpose and
-/// compute-optimized amd64 types plus one arm64 type, in three zones, on-demand and spot.
+/// compute-optimized amd64 types plus one arm64 type, in three zones, on-demand and spot, with
+/// capacity and overhead from the simulator's EKS formulas ([`crate::instance_types`]).
 pub fn sample_catalog(region: &str) -> Catalog {
-    let gib = 1i64 << 30;
+    use crate::instance_types::{ROOT_VOLUME, instance_type};
+    use crate::resources::Resources;
+
     let types = [
-        ("m5.large", 2000, 8 * gib, 29, "amd64", 0.096),
-        ("m5.xlarge", 4000, 16 * gib, 58, "amd64", 0.192),
-        ("m5.2xlarge", 8000, 32 * gib, 58, "amd64", 0.384),
-        ("c5.large", 2000, 4 * gib, 29, "amd64", 0.085),
-        ("c5.xlarge", 4000, 8 * gib, 58, "amd64", 0.17),
-        ("m6g.large", 2000, 8 * gib, 29, "arm64", 0.077),
+        ("m5.large", 2, 8192, 29, "amd64", 0.096),
+        ("m5.xlarge", 4, 16384, 58, "amd64", 0.192),
+        ("m5.2xlarge", 8, 32768, 58, "amd64", 0.384),
+        ("c5.large", 2, 4096, 29, "amd64", 0.085),
+        ("c5.xlarge", 4, 8192, 58, "amd64", 0.17),
+        ("m6g.large", 2, 8192, 29, "arm64", 0.077),
     ];
     let zones = ["a", "b", "c"].map(|z| format!("{region}{z}"));
     let instance_types = types
         .iter()
-        .map(|(name, cpu, mem, pods, arch, price)| {
+        .map(|(name, vcpu, mib, pods, arch, price)| {
             let capacity = Resources {
-                cpu: *cpu,
-                memory: *mem,
-                ephemeral_storage: 20 * gib,
+                cpu: vcpu * 1000,
+                memory: mib << 20,
+                ephemeral_storage: ROOT_VOLUME,
                 pods: *pods,
                 extended: BTreeMap::new(),
             };
-            let overhead = planner::catalog::Overhead {
-                kube_reserved: Resources::cpu_memory(70, (11 * pods + 255) << 20),
-                system_reserved: Resources::default(),
-                eviction_threshold: Resources::cpu_memory(0, 100 << 20),
-            };
-            let (family, size) = name.split_once('.').unwrap_or((name, ""));
-            let labels = [
-                (planner::labels::INSTANCE_TYPE, name.to_string()),
-                (planner::labels::ARCH, arch.to_string()),
-                (planner::labels::OS, "linux".to_string()),
-                (planner::labels::INSTANCE_FAMILY, family.to_string()),
-                (planner::labels::INSTANCE_CATEGORY, family[..1].to_string()),
-                (planner::labels::INSTANCE_SIZE, size.to_string()),
-                (planner::labels::INSTANCE_CPU, (cpu / 1000).to_string()),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
             let mut offerings = Vec::new();
             for z in &zones {
                 for (ct, p) in [("on-demand", *price), ("spot", price * 0.35)] {
@@ -589,14 +573,10 @@ pub fn sample_catalog(region: &str) -> Catalog {
                     });
                 }
             }
-            InstanceType {
-                name: name.to_string(),
-                capacity,
-                overhead,
-                labels,
-                os: vec!["linux".into()],
-                offerings,
-            }
+            let mut it = instance_type(name, arch, &capacity, *mib, offerings);
+            it.labels
+                .insert(crate::labels::REGION.into(), region.to_string());
+            it
         })
         .collect();
     Catalog {

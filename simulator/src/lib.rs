@@ -6,7 +6,8 @@
 //!   semantics (bookmarks, 410 Gone), CRUD, patches, finalizers, status subresources, the
 //!   `eviction` (PodDisruptionBudget-aware) and `binding` subresources, and the Karpenter CRDs;
 //! - a simulated EC2 ([`cloud::SimCloud`]) behind the `cloud::CloudProvider` interface;
-//! - a simulated kubelet, a minimal kube-scheduler (the planner's scheduling library) and the
+//! - a simulated kubelet, a simulated kube-scheduler (its own filter-and-score, independent of
+//!   the planner) and the
 //!   controllers a demo needs ([`controllers`]);
 //! - fault injection ([`Faults`]).
 //!
@@ -40,6 +41,9 @@ pub mod clock;
 pub mod cloud;
 pub mod controllers;
 pub mod faults;
+pub mod instance_types;
+pub mod labels;
+pub mod resources;
 pub mod simulation;
 
 pub use clock::Clock;

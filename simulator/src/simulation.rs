@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use planner::catalog::Catalog;
+use cloud::Catalog;
 use serde_json::json;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -190,7 +190,6 @@ impl Simulation {
         if config.scheduler {
             tasks.push(tokio::spawn(scheduler::run(
                 ctx,
-                config.catalog.clone(),
                 config.scheduler_interval,
                 shutdown.subscribe(),
             )));
@@ -287,10 +286,11 @@ impl Drop for Simulation {
     }
 }
 
-/// The built-in AWS catalog for us-east-1 (so that plans in the simulator match
-/// `dovetail plan`), or the small sample catalog should the built-in data fail to load.
+/// The simulator's built-in us-east-1 catalog ([`crate::instance_types::builtin`]: the
+/// project's EC2 data with the simulator's own EKS formulas), or the small sample catalog should
+/// the data fail to parse.
 pub fn default_catalog() -> Catalog {
-    planner::catalog::aws::builtin("us-east-1").unwrap_or_else(|e| {
+    crate::instance_types::builtin().unwrap_or_else(|e| {
         tracing::warn!(error = %e, "Built-in AWS catalog unavailable; using the sample catalog");
         sample_catalog("us-east-1")
     })

@@ -51,7 +51,7 @@ async fn eviction_honours_the_disruption_budget() {
         running_pod(&client, name, "n1").await;
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    eventually("pods running and ready", || async {
+    eventually(&sim, "pods running and ready", || async {
         let l = pods.list(&Default::default()).await.ok()?;
         l.items
             .iter()
@@ -85,7 +85,7 @@ async fn eviction_honours_the_disruption_budget() {
     assert!(pods.get_opt("web-1").await.unwrap().is_none());
     assert!(pods.get_opt("web-2").await.unwrap().is_some());
     // The PDB controller keeps the status current.
-    eventually("pdb status", || async {
+    eventually(&sim, "pdb status", || async {
         let p = pdbs.get("web").await.ok()?;
         let s = p.status?;
         (s.disruptions_allowed == 0 && s.current_healthy == 2 && s.desired_healthy == 2)
@@ -247,7 +247,7 @@ async fn binding_assigns_a_node_once() {
         .unwrap();
     let status: serde_json::Value = client.request(req).await.unwrap();
     assert_eq!(status["status"], "Success");
-    let p = eventually("the pod running on n1", || async {
+    let p = eventually(&sim, "the pod running on n1", || async {
         let p = pods.get("p").await.ok()?;
         (p.status.as_ref()?.phase.as_deref() == Some("Running")).then_some(p)
     })

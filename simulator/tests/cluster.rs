@@ -17,7 +17,7 @@ use kube::api::{
 };
 use serde_json::json;
 
-use common::{client_without_retries, eventually, start};
+use common::{client_without_retries, eventually, poll_until, start};
 
 fn launch(token: &str, claim: &str, ct: CapacityType) -> LaunchRequest {
     LaunchRequest {
@@ -70,7 +70,7 @@ async fn kubelet_registers_nodes_for_running_instances_and_removes_them() {
         .await
         .unwrap();
     let nodes: Api<Node> = Api::all(client.clone());
-    let node = eventually("a ready node", || async {
+    let node = eventually(&sim, "a ready node", || async {
         let n = nodes.get_opt(&inst.private_dns_name).await.ok()??;
         let ready = n
             .status
@@ -127,7 +127,7 @@ async fn kubelet_registers_nodes_for_running_instances_and_removes_them() {
     CloudProvider::delete(sim.cloud(), &inst.provider_id)
         .await
         .unwrap();
-    eventually("the node removed", || async {
+    eventually(&sim, "the node removed", || async {
         nodes
             .get_opt(&inst.private_dns_name)
             .await
@@ -138,33 +138,32 @@ async fn kubelet_registers_nodes_for_running_instances_and_removes_them() {
     .await;
 }
 
-#[tokio::test]
+/// Under paused time the notice period is exact: the node stays for the whole notice
+/// (120 s), then the instance shuts down (5 s) and the node goes away.
+#[tokio::test(start_paused = true)]
 async fn spot_interruption_warns_then_the_node_goes_away() {
-    let sim = start().await;
-    let nodes: Api<Node> = Api::all(sim.kube_client().unwrap());
+    let sim = simulator::Simulation::start(simulator::Config {
+        scheduler: false,
+        ..simulator::Config::default()
+    })
+    .await
+    .unwrap();
+    let nodes = sim.store().kinds().find("", "v1", "nodes").unwrap();
     let inst = sim
         .cloud()
         .create(&launch("tok-spot", "c-spot", CapacityType::Spot))
         .await
         .unwrap();
-    eventually("the spot node", || async {
-        nodes
-            .get_opt(&inst.private_dns_name)
-            .await
-            .ok()?
-            .map(|_| ())
-    })
-    .await;
+    let node =
+        |sim: &simulator::Simulation| sim.store().get(&nodes, "", &inst.private_dns_name).ok();
+    // Pending 5 s, registered 3 s later.
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    let n = node(&sim).expect("the spot node registered");
     assert_eq!(
-        nodes
-            .get(&inst.private_dns_name)
-            .await
-            .unwrap()
-            .metadata
-            .labels
-            .unwrap()["karpenter.sh/capacity-type"],
+        n["metadata"]["labels"]["karpenter.sh/capacity-type"],
         "spot"
     );
+
     sim.cloud().interrupt(&inst.provider_id).unwrap();
     let events = sim.cloud().receive(10).await.unwrap();
     assert!(
@@ -173,23 +172,11 @@ async fn spot_interruption_warns_then_the_node_goes_away() {
             .any(|e| e.kind == InterruptionKind::SpotInterruptionWarning
                 && e.provider_id == inst.provider_id)
     );
-    // Still there during the notice period (300 ms in tests), gone after.
-    assert!(
-        nodes
-            .get_opt(&inst.private_dns_name)
-            .await
-            .unwrap()
-            .is_some()
-    );
-    eventually("the interrupted node removed", || async {
-        nodes
-            .get_opt(&inst.private_dns_name)
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    tokio::time::sleep(Duration::from_millis(119_900)).await;
+    assert!(node(&sim).is_some(), "still there during the 120 s notice");
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(node(&sim).is_none(), "gone once the instance shut down");
+    sim.shutdown().await;
 }
 
 #[tokio::test]
@@ -210,7 +197,7 @@ async fn deployments_scale_and_pods_land_on_ready_nodes() {
         .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let lp = ListParams::default().labels("app=web");
-    eventually("3 pods", || async {
+    eventually(&sim, "3 pods", || async {
         (pods.list(&lp).await.ok()?.items.len() == 3).then_some(())
     })
     .await;
@@ -227,7 +214,7 @@ async fn deployments_scale_and_pods_land_on_ready_nodes() {
         )
         .await
         .unwrap();
-    eventually("1 pod", || async {
+    eventually(&sim, "1 pod", || async {
         (pods.list(&lp).await.ok()?.items.len() == 1).then_some(())
     })
     .await;
@@ -262,7 +249,7 @@ async fn deployments_scale_and_pods_land_on_ready_nodes() {
     )
     .await
     .unwrap();
-    eventually("deployment ready", || async {
+    eventually(&sim, "deployment ready", || async {
         let d = deploys.get("web").await.ok()?;
         (d.status?.ready_replicas == Some(1)).then_some(())
     })
@@ -270,7 +257,7 @@ async fn deployments_scale_and_pods_land_on_ready_nodes() {
 
     // Deleting the Deployment collects its ReplicaSet and pods.
     deploys.delete("web", &Default::default()).await.unwrap();
-    eventually("pods collected", || async {
+    eventually(&sim, "pods collected", || async {
         pods.list(&lp).await.ok()?.items.is_empty().then_some(())
     })
     .await;
@@ -306,18 +293,25 @@ async fn fault_injection_fails_and_slows_requests() {
         "{e:?}"
     );
 
+    // A delay of an hour: the slowed request is still waiting when the next one has been
+    // answered, which shows the delay applies to exactly one request without reading a clock.
     sim.faults()
-        .slow_requests(1, Duration::from_millis(400), Some("/api/v1/nodes"));
-    let t = tokio::time::Instant::now();
-    nodes.list(&Default::default()).await.unwrap();
-    assert!(
-        t.elapsed() >= Duration::from_millis(400),
-        "slowed: {:?}",
-        t.elapsed()
-    );
-    let t = tokio::time::Instant::now();
-    nodes.list(&Default::default()).await.unwrap();
-    assert!(t.elapsed() < Duration::from_millis(400), "only once");
+        .slow_requests(1, Duration::from_secs(3600), Some("/api/v1/nodes"));
+    let injected = sim.faults().injected();
+    let slowed = tokio::spawn({
+        let nodes = nodes.clone();
+        async move { nodes.list(&Default::default()).await }
+    });
+    poll_until("the delay applied", || async {
+        (sim.faults().injected() > injected).then_some(())
+    })
+    .await;
+    nodes
+        .list(&Default::default())
+        .await
+        .expect("the next request is not slowed");
+    assert!(!slowed.is_finished(), "the slowed request is still waiting");
+    slowed.abort();
 
     // kube's default client retries 503s on its own.
     sim.faults().fail_requests(2, 503, Some("/api/v1/nodes"));
@@ -428,7 +422,7 @@ async fn daemonsets_run_on_matching_ready_nodes() {
         v.sort();
         Some(v)
     };
-    eventually("one agent on the linux node", || async {
+    eventually(&sim, "one agent on the linux node", || async {
         (on().await? == ["n-linux"]).then_some(())
     })
     .await;
@@ -440,11 +434,11 @@ async fn daemonsets_run_on_matching_ready_nodes() {
     )
     .await
     .unwrap();
-    eventually("agents on both linux nodes", || async {
+    eventually(&sim, "agents on both linux nodes", || async {
         (on().await? == ["n-linux", "n-tainted"]).then_some(())
     })
     .await;
-    eventually("status", || async {
+    eventually(&sim, "status", || async {
         let s = ds.get("agent").await.ok()?.status?;
         (s.desired_number_scheduled == 2 && s.number_ready == 2).then_some(())
     })

@@ -1,9 +1,11 @@
 //! Clients nobody here wrote: the official Python `kubernetes` client and `kubectl`.
 //!
 //! The Python test uses the interpreter in `DOVETAIL_PYTHON` (set by `scripts/test.sh`, which
-//! installs the client with `scripts/python-env.sh`), else the venv that script creates; when
-//! neither exists it prints a notice and skips. The kubectl test skips with a notice when
-//! `kubectl` is not on the machine.
+//! installs the client with `scripts/python-env.sh`), else the venv that script creates. The
+//! kubectl test uses `DOVETAIL_KUBECTL` (also set by `scripts/test.sh`; the same script installs
+//! a kubectl binary into that venv), else the venv's, else `kubectl` on `PATH`. When a client is
+//! missing the test prints a notice and skips, except under CI (`CI` set), where it fails: CI
+//! must run every foreign-client test.
 
 mod common;
 
@@ -15,24 +17,54 @@ use tokio::process::Command;
 
 use common::{eventually, start};
 
-fn python() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("DOVETAIL_PYTHON") {
-        return Some(PathBuf::from(p));
-    }
+/// The venv `scripts/python-env.sh` creates.
+fn venv() -> Option<PathBuf> {
     let cache = std::env::var_os("DOVETAIL_CACHE")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|c| PathBuf::from(c).join("dovetail")))
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/dovetail")))?;
-    let p = cache.join("venv-py/bin/python");
-    p.exists().then_some(p)
+    Some(cache.join("venv-py"))
+}
+
+/// A client binary: `env` if set (it must exist), else the venv's `bin/<name>`, else `PATH`
+/// (when `search_path`).
+fn client(env: &str, name: &str, search_path: bool) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(env) {
+        let p = PathBuf::from(p);
+        assert!(p.is_file(), "{env}={} does not exist", p.display());
+        return Some(p);
+    }
+    let in_venv = venv()
+        .map(|v| v.join("bin").join(name))
+        .filter(|p| p.is_file());
+    in_venv.or_else(|| {
+        search_path
+            .then(|| std::env::var_os("PATH"))
+            .flatten()
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Skips a test whose client is missing, with a notice; fails instead under CI.
+fn missing(what: &str, how: &str) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{what} is missing under CI: {how} (scripts/test.sh installs it)"
+    );
+    println!("NOTICE: skipping the {what} test: {how} (scripts/test.sh does)");
+}
+
+fn python() -> Option<PathBuf> {
+    client("DOVETAIL_PYTHON", "python", false)
 }
 
 #[tokio::test]
 async fn official_python_client_lists_watches_creates_patches_and_evicts() {
     let Some(py) = python() else {
-        println!(
-            "NOTICE: skipping the Python client test: run scripts/python-env.sh (scripts/test.sh does)"
-        );
+        missing("Python client", "run scripts/python-env.sh");
         return;
     };
     let sim = start().await;
@@ -54,11 +86,7 @@ async fn official_python_client_lists_watches_creates_patches_and_evicts() {
 }
 
 fn kubectl() -> Option<PathBuf> {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join("kubectl"))
-        .find(|p| p.is_file())
+    client("DOVETAIL_KUBECTL", "kubectl", true)
 }
 
 async fn run_kubectl(
@@ -96,7 +124,7 @@ async fn run_kubectl(
 #[tokio::test]
 async fn kubectl_gets_and_applies() {
     let Some(kubectl) = kubectl() else {
-        println!("NOTICE: skipping the kubectl test: kubectl is not on PATH");
+        missing("kubectl", "set DOVETAIL_KUBECTL or put kubectl on PATH");
         return;
     };
     let sim = start().await;
@@ -120,7 +148,7 @@ async fn kubectl_gets_and_applies() {
     .unwrap();
     let client = sim.kube_client().unwrap();
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
-    eventually("the node", || async {
+    eventually(&sim, "the node", || async {
         nodes
             .get_opt(&inst.private_dns_name)
             .await

@@ -13,7 +13,7 @@ use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::reflector;
 use kube::runtime::watcher::{self, Event};
 
-use common::{eventually, pod_json, start_without_scheduler};
+use common::{pod_json, poll_until, start_without_scheduler};
 
 /// Counts of what a watcher saw.
 #[derive(Default, Debug)]
@@ -74,12 +74,12 @@ async fn reflector_lists_then_follows_changes() {
     )
     .await
     .unwrap();
-    eventually("the new pod in the store", || async {
+    poll_until("the new pod in the store", || async {
         (names(&store) == ["after", "before"]).then_some(())
     })
     .await;
     pods.delete("before", &Default::default()).await.unwrap();
-    eventually("the deleted pod gone", || async {
+    poll_until("the deleted pod gone", || async {
         (names(&store) == ["after"]).then_some(())
     })
     .await;
@@ -109,11 +109,11 @@ async fn watcher_relists_after_410_gone() {
         )
         .unwrap();
     sim.store().compact();
-    eventually("a relist", || async {
+    poll_until("a relist", || async {
         (seen.lock().unwrap().inits >= 2).then_some(())
     })
     .await;
-    eventually("p1 in the store after the relist", || async {
+    poll_until("p1 in the store after the relist", || async {
         (names(&store) == ["p1"]).then_some(())
     })
     .await;
@@ -121,7 +121,7 @@ async fn watcher_relists_after_410_gone() {
     // An injected 410 on the next watch also forces a relist.
     sim.faults().expire_next_watches(1);
     sim.faults().drop_watches();
-    eventually("a third relist", || async {
+    poll_until("a third relist", || async {
         (seen.lock().unwrap().inits >= 3).then_some(())
     })
     .await;
@@ -142,7 +142,7 @@ async fn watcher_resumes_after_a_dropped_stream_without_relisting() {
     )
     .await
     .unwrap();
-    eventually("the pod created during the reconnect", || async {
+    poll_until("the pod created during the reconnect", || async {
         (names(&store) == ["during"]).then_some(())
     })
     .await;
@@ -316,7 +316,7 @@ async fn streaming_list_watcher_gets_initial_events_then_changes() {
     )
     .await
     .unwrap();
-    eventually("the new pod", || async {
+    poll_until("the new pod", || async {
         (names(&reader) == ["new", "old"]).then_some(())
     })
     .await;

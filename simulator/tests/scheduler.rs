@@ -1,5 +1,5 @@
-//! The simulated kube-scheduler: binds pending pods to Ready nodes where the planner's
-//! scheduling places them and marks the rest Unschedulable.
+//! The simulated kube-scheduler through the API: binds pending pods to Ready nodes where they
+//! fit and marks the rest Unschedulable (filters and scoring have unit tests next to the code).
 
 mod common;
 
@@ -87,21 +87,35 @@ async fn binds_what_fits_and_marks_the_rest_unschedulable() {
     .unwrap();
 
     for name in ["fits-1", "fits-2"] {
-        let p = eventually(&format!("{name} bound"), || async {
+        let p = eventually(&sim, &format!("{name} bound"), || async {
             let p = pods.get(name).await.ok()?;
             p.spec.as_ref()?.node_name.is_some().then_some(p)
         })
         .await;
         assert_eq!(p.spec.unwrap().node_name.as_deref(), Some("small"));
     }
-    for name in ["too-big", "wrong-disk"] {
-        let (status, reason, message) = eventually(&format!("{name} unschedulable"), || async {
-            scheduled_condition(&pods.get(name).await.ok()?)
-        })
-        .await;
+    for (name, expected) in [
+        (
+            "too-big",
+            "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were not ready.",
+        ),
+        (
+            "wrong-disk",
+            "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) were not ready.",
+        ),
+    ] {
+        let (status, reason, message) =
+            eventually(&sim, &format!("{name} unschedulable"), || async {
+                scheduled_condition(&pods.get(name).await.ok()?)
+            })
+            .await;
         assert_eq!(status, "False");
         assert_eq!(reason.as_deref(), Some("Unschedulable"));
-        assert!(message.is_some_and(|m| !m.is_empty()));
+        assert_eq!(
+            message.as_deref(),
+            Some(expected),
+            "kube-scheduler's FitError format"
+        );
         assert!(
             pods.get(name)
                 .await
@@ -133,7 +147,7 @@ async fn binds_what_fits_and_marks_the_rest_unschedulable() {
     )
     .await
     .unwrap();
-    let (status, _, _) = eventually("fits-3 unschedulable", || async {
+    let (status, _, _) = eventually(&sim, "fits-3 unschedulable", || async {
         scheduled_condition(&pods.get("fits-3").await.ok()?)
     })
     .await;
@@ -146,7 +160,7 @@ async fn binds_what_fits_and_marks_the_rest_unschedulable() {
         json!({"kubernetes.io/hostname": "second"}),
     )
     .await;
-    let p = eventually("fits-3 bound to the new node", || async {
+    let p = eventually(&sim, "fits-3 bound to the new node", || async {
         let p = pods.get("fits-3").await.ok()?;
         p.spec.as_ref()?.node_name.clone()
     })
@@ -177,7 +191,7 @@ async fn pending_pods_run_once_a_launched_instance_becomes_a_node() {
         .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let lp = kube::api::ListParams::default().labels("app=web");
-    eventually("3 unschedulable pods", || async {
+    eventually(&sim, "3 unschedulable pods", || async {
         let l = pods.list(&lp).await.ok()?;
         let n = l
             .items
@@ -202,7 +216,7 @@ async fn pending_pods_run_once_a_launched_instance_becomes_a_node() {
         })
         .await
         .unwrap();
-    eventually("3 running pods on the new node", || async {
+    eventually(&sim, "3 running pods on the new node", || async {
         let l = pods.list(&lp).await.ok()?;
         let ok = l.items.iter().all(|p| {
             p.spec.as_ref().and_then(|s| s.node_name.as_deref())
@@ -212,7 +226,7 @@ async fn pending_pods_run_once_a_launched_instance_becomes_a_node() {
         (ok && l.items.len() == 3).then_some(())
     })
     .await;
-    eventually("the deployment ready", || async {
+    eventually(&sim, "the deployment ready", || async {
         (deploys.get("web").await.ok()?.status?.ready_replicas == Some(3)).then_some(())
     })
     .await;

@@ -2,9 +2,10 @@
 
 use std::io::{IsTerminal, Write};
 
+use clap::builder::TypedValueParser as _;
 use clap::{Args, ValueEnum};
 use planner::manifests;
-use planner::model::{MinValuesPolicy, PlanOptions, PreferencePolicy};
+use planner::model::{MinValuesPolicy, Named, PlanOptions, PreferencePolicy};
 
 use super::CliError;
 use super::backend::{CatalogChoice, Local, PlanBackend, PlanRequest, Planned};
@@ -29,11 +30,11 @@ pub(crate) struct PlanArgs {
     #[arg(long, value_name = "RFC3339")]
     now: Option<String>,
     /// Whether preferred affinities and ScheduleAnyway spreads are honoured.
-    #[arg(long, value_enum, ignore_case = true, default_value_t = PreferenceArg::Respect)]
-    preference_policy: PreferenceArg,
+    #[arg(long, ignore_case = true, default_value = "Respect", value_parser = named::<PreferencePolicy>())]
+    preference_policy: PreferencePolicy,
     /// What happens when a NodePool's minValues cannot be met.
-    #[arg(long, value_enum, ignore_case = true, default_value_t = MinValuesArg::Strict)]
-    min_values_policy: MinValuesArg,
+    #[arg(long, ignore_case = true, default_value = "Strict", value_parser = named::<MinValuesPolicy>())]
+    min_values_policy: MinValuesPolicy,
     /// Allow replacing a spot node with a cheaper spot node.
     #[arg(long)]
     spot_to_spot_consolidation: bool,
@@ -58,26 +59,22 @@ pub(crate) struct PlanArgs {
     output: Option<OutputFormat>,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum PreferenceArg {
-    #[value(name = "Respect")]
-    Respect,
-    #[value(name = "Ignore")]
-    Ignore,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum MinValuesArg {
-    #[value(name = "Strict")]
-    Strict,
-    #[value(name = "BestEffort")]
-    BestEffort,
+/// A flag whose values are a model enum's names (the table on the enum, [`Named`]); matching
+/// ignores case as the flags always have.
+fn named<T: Named + Send + Sync>() -> impl clap::builder::TypedValueParser<Value = T> {
+    clap::builder::PossibleValuesParser::new(T::names()).map(|s| {
+        T::VARIANTS
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(&s))
+            .map(|(_, v)| *v)
+            .unwrap_or(T::VARIANTS[0].1)
+    })
 }
 
 /// `--output`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum OutputFormat {
-    /// The contract's JSON (`../shared/docs/planner-io.md`), pretty-printed.
+    /// The contract's JSON (`designs/planner-io.md`), pretty-printed.
     Json,
     /// A table for people.
     Table,
@@ -109,14 +106,8 @@ pub(super) fn run(args: &PlanArgs, clock_now: i64) -> Result<(), CliError> {
         catalog,
         options: PlanOptions {
             now,
-            preference_policy: match args.preference_policy {
-                PreferenceArg::Respect => PreferencePolicy::Respect,
-                PreferenceArg::Ignore => PreferencePolicy::Ignore,
-            },
-            min_values_policy: match args.min_values_policy {
-                MinValuesArg::Strict => MinValuesPolicy::Strict,
-                MinValuesArg::BestEffort => MinValuesPolicy::BestEffort,
-            },
+            preference_policy: args.preference_policy,
+            min_values_policy: args.min_values_policy,
             spot_to_spot_consolidation: args.spot_to_spot_consolidation,
             no_disruption: args.no_disruption,
         },

@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
-use planner::api::convert::CatalogChoice as WireCatalog;
-use planner::client::{ClientConfig, PlannerClient};
+use planner_client::{ClientConfig, PlannerClient};
+use planner_wire::CatalogChoice as WireCatalog;
+use planner_wire::remote::RemotePlan;
 
 use super::CliError;
 use super::backend::{CatalogChoice, PlanBackend, PlanRequest, Planned};
@@ -53,7 +54,7 @@ impl PlanBackend for Remote {
                 .plan(&request.snapshot, &catalog, &request.options)
                 .await
                 .map_err(|e| match &e {
-                    planner::client::Error::Rpc { status, .. }
+                    planner_client::Error::Rpc { status, .. }
                         if status.code() == tonic::Code::InvalidArgument =>
                     {
                         CliError::Input(e.to_string())

@@ -20,7 +20,7 @@
 use std::time::{Duration, Instant};
 
 use planner::catalog::{Catalog, aws};
-use planner::consolidation::{self, Reason, Session};
+use planner::consolidation::{self, Evaluation, Reason};
 use planner::labels;
 use planner::model::{
     ClusterSnapshot, LabelSelector, Node, NodeInclusionPolicy, NodePool, Operator, OwnerRef,
@@ -268,7 +268,7 @@ fn dovetail(s: &ClusterSnapshot, catalog: &Catalog, o: &PlanOptions) -> Figures 
     let time = start.elapsed();
     // One state: build the scheduler, evaluate every candidate alone, one prefix search.
     let start = Instant::now();
-    let session = Session::new(s, catalog, o).expect("valid input");
+    let session = Evaluation::new(s, catalog, o).expect("valid input");
     {
         let sim = session.build(&consolidation::with_scheduler);
         let order = session.underutilized_order();
@@ -290,7 +290,7 @@ fn dovetail(s: &ClusterSnapshot, catalog: &Catalog, o: &PlanOptions) -> Figures 
 /// The Karpenter-style baseline (see the header).
 fn karpenter(s: &ClusterSnapshot, catalog: &Catalog, o: &PlanOptions) -> (Figures, usize) {
     let start = Instant::now();
-    let mut session = Session::new(s, catalog, o).expect("valid input");
+    let mut session = Evaluation::new(s, catalog, o).expect("valid input");
     // Karpenter takes any strictly cheaper command.
     session.set_min_repack_saving(0.0);
     let mut passes = 0;
@@ -384,7 +384,7 @@ fn main() {
             catalog.instance_types.len()
         );
         let start = Instant::now();
-        let session = Session::new(&s, &catalog, &o).expect("valid");
+        let session = Evaluation::new(&s, &catalog, &o).expect("valid");
         let candidates = session.candidates().len();
         drop(session);
         println!(

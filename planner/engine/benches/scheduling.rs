@@ -1,7 +1,9 @@
-//! Scheduling benchmark: Karpenter's own benchmark workload (`scheduling_benchmark_test.go`) at
-//! 1k, 5k, 10k and 20k pods on 400 synthetic instance types, and a realistic workload on the
-//! built-in us-east-1 catalog. Prints a table of pods/s, nodes, cost, cost ÷ lower bound and
-//! peak memory; asserts nothing.
+//! Scheduling benchmark: Karpenter's own benchmark workload (kubernetes-sigs/karpenter
+//! `pkg/controllers/provisioning/scheduling/scheduling_benchmark_test.go`, `makeDiversePods`) at
+//! 1k, 5k, 10k and 20k pods on 400 synthetic instance types, each of its five pod groups alone
+//! at 10k, dovetail's earlier variant of it (`mix`, see [`mix_workload`]), and a realistic
+//! workload on the built-in us-east-1 catalog. Prints a table of pods/s, nodes, cost, cost ÷
+//! lower bound and peak memory; asserts nothing.
 //!
 //! Run: `cargo bench -p planner --bench scheduling`
 //!
@@ -23,7 +25,16 @@ use planner::model::{
 use planner::test_util::{GI, MI, SplitMix, daemon_set, taint, toleration};
 
 const SIZES: [usize; 4] = [1_000, 5_000, 10_000, 20_000];
+/// Karpenter's five pod groups, in `makeDiversePods` order.
 const GROUPS: [&str; 5] = [
+    "generic",
+    "zone-spread",
+    "hostname-spread",
+    "zone-affinity",
+    "hostname-anti-affinity",
+];
+/// The groups of the `mix` variant.
+const MIX_GROUPS: [&str; 5] = [
     "plain",
     "zone-spread",
     "hostname-spread",
@@ -67,6 +78,7 @@ fn main() {
     for g in GROUPS {
         cases.push((format!("karpenter-{g}"), 10_000));
     }
+    cases.push(("mix".to_string(), 10_000));
     cases.push(("realistic".to_string(), 3_000));
     cases.push(("realistic".to_string(), 10_000));
     for (name, n) in cases {
@@ -87,6 +99,7 @@ fn run_case(name: &str, n: usize) {
             karpenter_workload(n, None),
             synthetic::karpenter_benchmark(400),
         ),
+        "mix" => (mix_workload(n, None), synthetic::karpenter_benchmark(400)),
         "realistic" => (
             realistic_workload(n),
             aws::builtin("us-east-1").expect("built-in catalog"),
@@ -104,6 +117,17 @@ fn run_case(name: &str, n: usize) {
                 }
             });
             (snap, aws::builtin("us-east-1").expect("built-in catalog"))
+        }
+        other if other.starts_with("mix-") => {
+            let g = other.trim_start_matches("mix-");
+            let idx = MIX_GROUPS
+                .iter()
+                .position(|x| *x == g)
+                .expect("known group");
+            (
+                mix_workload(n, Some(idx)),
+                synthetic::karpenter_benchmark(400),
+            )
         }
         other => {
             let g = other.trim_start_matches("karpenter-");
@@ -183,6 +207,103 @@ fn peak_mb() -> f64 {
 const CPUS: [i64; 6] = [100, 250, 500, 750, 1000, 1500];
 const MEMS: [i64; 6] = [100 * MI, 250 * MI, 500 * MI, GI, 2 * GI, 4 * GI];
 
+/// `randomCPU()` of Karpenter's benchmark (millicores).
+const KARPENTER_CPUS: [i64; 5] = [100, 250, 500, 1000, 1500];
+/// `randomMemory()` of Karpenter's benchmark (MiB).
+const KARPENTER_MEMS_MI: [i64; 6] = [100, 256, 512, 1024, 2048, 4096];
+/// `randomLabelValue()` of Karpenter's benchmark.
+const KARPENTER_LABEL_VALUES: [&str; 7] = ["a", "b", "c", "d", "e", "f", "g"];
+
+/// A uniform pick from `values` (Karpenter: `values[r.Intn(len(values))]`).
+fn pick<T: Copy>(rng: &mut SplitMix, values: &[T]) -> T {
+    values[rng.range(0, values.len() as i64 - 1) as usize]
+}
+
+/// Karpenter's benchmark pods, exactly as `makeDiversePods(n)` builds them: `n/5` each of
+/// generic pods, zone spread, hostname spread, zone self-affinity and hostname anti-affinity
+/// pods, then generic pods for the remainder. Random draws in Karpenter's order per pod (label,
+/// spread selector, cpu, memory) from a fixed seed (42, as Karpenter's `rand.NewSource(42)`; the
+/// generator is SplitMix, not Go's, so the draws are like Karpenter's, not identical):
+/// - generic: label `my-label` ∈ a..g;
+/// - spread (zone or hostname, maxSkew 1, DoNotSchedule): label `my-label` ∈ a..g and a
+///   selector `my-label` ∈ a..g drawn independently (it need not match the pod itself);
+/// - zone affinity: label `my-affininity` ∈ a..g (Karpenter's spelling), required self-affinity
+///   on the zone: 7 random groups;
+/// - hostname anti-affinity: label `app=nginx`, anti-affinity to `app=nginx` on the hostname:
+///   one group, so one pod per node.
+///
+/// cpu ∈ {100m, 250m, 500m, 1, 1.5}, memory ∈ {100, 256, 512, 1024, 2048, 4096} MiB. With
+/// `only`, all `n` pods come from that one group.
+fn karpenter_workload(n: usize, only: Option<usize>) -> ClusterSnapshot {
+    let mut rng = SplitMix(42);
+    let per_group = n / GROUPS.len();
+    let mut pods = Vec::with_capacity(n);
+    for i in 0..n {
+        let group = match only {
+            Some(g) => g,
+            // Remainder: generic pods (makeDiversePods' fill-up).
+            None if i >= per_group * GROUPS.len() => 0,
+            None => i / per_group.max(1),
+        };
+        let label = |rng: &mut SplitMix| pick(rng, &KARPENTER_LABEL_VALUES).to_string();
+        let mut p = Pod {
+            namespace: "default".into(),
+            uid: format!("uid-{}-{i}", GROUPS[group]),
+            name: format!("{}-{i}", GROUPS[group]),
+            ..Pod::default()
+        };
+        match group {
+            1 | 2 => {
+                p.labels.insert("my-label".into(), label(&mut rng));
+                let mut sel = LabelSelector::default();
+                sel.match_labels.insert("my-label".into(), label(&mut rng));
+                let key = if group == 1 {
+                    labels::ZONE
+                } else {
+                    labels::HOSTNAME
+                };
+                p.topology_spread.push(TopologySpreadConstraint {
+                    label_selector: Some(sel),
+                    ..spread(key, "")
+                });
+            }
+            3 => {
+                let v = label(&mut rng);
+                p.labels.insert("my-affininity".into(), v.clone());
+                let mut sel = LabelSelector::default();
+                sel.match_labels.insert("my-affininity".into(), v);
+                p.pod_affinity.push(PodAffinityTerm {
+                    label_selector: Some(sel),
+                    ..affinity(labels::ZONE, "")
+                });
+            }
+            4 => {
+                p.labels.insert("app".into(), "nginx".into());
+                p.pod_anti_affinity
+                    .push(affinity(labels::HOSTNAME, "nginx"));
+            }
+            _ => {
+                p.labels.insert("my-label".into(), label(&mut rng));
+            }
+        }
+        p.requests = Resources {
+            cpu: pick(&mut rng, &KARPENTER_CPUS),
+            memory: pick(&mut rng, &KARPENTER_MEMS_MI) * MI,
+            pods: 1,
+            ..Resources::default()
+        };
+        pods.push(p);
+    }
+    ClusterSnapshot {
+        pods,
+        node_pools: vec![NodePool {
+            name: "default".into(),
+            ..NodePool::default()
+        }],
+        ..ClusterSnapshot::default()
+    }
+}
+
 fn selector(app: &str) -> LabelSelector {
     let mut s = LabelSelector::default();
     s.match_labels.insert("app".into(), app.into());
@@ -228,15 +349,17 @@ fn affinity(key: &str, app: &str) -> PodAffinityTerm {
     }
 }
 
-/// Karpenter's benchmark pods: five equal groups (plain; zone spread; hostname spread; zone
-/// self-affinity; hostname anti-affinity), random cpu and memory from a fixed seed. With
-/// `only`, all `n` pods come from that one group.
-fn karpenter_workload(n: usize, only: Option<usize>) -> ClusterSnapshot {
+/// dovetail's earlier variant of Karpenter's workload (kept for comparison with old figures; it
+/// is NOT Karpenter's): five equal groups (plain; zone spread; hostname spread; zone
+/// self-affinity in one group; hostname anti-affinity in 10 label groups), spread selectors
+/// matching the pod's own label, cpu sizes with 750m added. With `only`, all `n` pods come from
+/// that one group.
+fn mix_workload(n: usize, only: Option<usize>) -> ClusterSnapshot {
     let mut rng = SplitMix(42);
     let mut pods = Vec::with_capacity(n);
     for i in 0..n {
         let group = only.unwrap_or(i * 5 / n.max(1));
-        let mut p = base_pod(format!("{}-{i}", GROUPS[group]), &mut rng);
+        let mut p = base_pod(format!("{}-{i}", MIX_GROUPS[group]), &mut rng);
         match group {
             1 => {
                 p.labels.insert("app".into(), "spread-zone".into());

@@ -5,7 +5,7 @@
 //! Everything here is pure: the clock is `PlanOptions::now` and the only way to learn whether
 //! pods fit is the scheduler, through [`Simulate`] (the engine's `Scheduler::simulate`), never
 //! a second packer. A plan's decisions are meant to run together, so each is evaluated on the
-//! cluster as the earlier decisions leave it: a [`Session`] keeps that working snapshot, and
+//! cluster as the earlier decisions leave it: an [`Evaluation`] keeps that working snapshot, and
 //! the scheduler is rebuilt over it after each committed decision. Within one state,
 //! candidates are evaluated incrementally: a simulation removes their nodes and places only
 //! their pods on the model built once for that state.
@@ -22,8 +22,7 @@
 mod budgets;
 mod candidate;
 pub mod cron;
-mod duration;
-mod session;
+mod evaluation;
 #[cfg(test)]
 mod tests;
 
@@ -33,7 +32,7 @@ pub use candidate::{
     Candidate, HASH_VERSION, NODECLASS_HASH_VERSION, NODEPOOL_HASH_VERSION, POD_DELETION_COST,
     eviction_cost, is_reschedulable, lifetime_remaining, offering_price, pod_do_not_disrupt,
 };
-pub use session::{Command, MIN_REPACK_SAVING, MIN_SPOT_TO_SPOT_TYPES, Rejection, Session};
+pub use evaluation::{Command, Evaluation, MIN_REPACK_SAVING, MIN_SPOT_TO_SPOT_TYPES, Rejection};
 
 use crate::catalog::Catalog;
 use crate::model::{ClusterSnapshot, PlanOptions, Pod, PodKey};
@@ -82,7 +81,7 @@ impl Reason {
 
 /// What a disruption simulation returns: where the displaced pods go.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Simulation {
+pub struct Relocation {
     /// New NodeClaims the displaced pods need (`pods` are the pods placed on each).
     pub new_claims: Vec<PlannedNodeClaim>,
     /// Pods placed on remaining existing nodes / in-flight claims, by node name.
@@ -96,7 +95,7 @@ pub struct Simulation {
 pub trait Simulate {
     /// Places `displaced` as if the nodes in `removed` were gone. Must not change `self`
     /// observably and must be deterministic.
-    fn simulate(&self, removed: &[&str], displaced: &[&Pod]) -> Simulation;
+    fn simulate(&self, removed: &[&str], displaced: &[&Pod]) -> Relocation;
 }
 
 /// Builds a simulator over a cluster state (snapshot, catalog, options of the plan).
@@ -106,9 +105,9 @@ pub type BuildSimulator<'c> = dyn for<'s> Fn(&'s ClusterSnapshot, &'s Catalog, &
 // === impl Simulate for Scheduler ===
 
 impl Simulate for crate::scheduling::Scheduler<'_> {
-    fn simulate(&self, removed: &[&str], displaced: &[&Pod]) -> Simulation {
+    fn simulate(&self, removed: &[&str], displaced: &[&Pod]) -> Relocation {
         let r = crate::scheduling::Scheduler::simulate(self, removed, displaced);
-        Simulation {
+        Relocation {
             new_claims: r.new_claims,
             existing: r.existing,
             unschedulable: r.unschedulable,
@@ -201,17 +200,17 @@ pub fn disrupt_after_launch(
     build: &BuildSimulator<'_>,
     launch: &[(String, Vec<PodKey>)],
 ) -> Result<Outcome, Error> {
-    let mut s = Session::new(snapshot, catalog, options)?;
+    let mut s = Evaluation::new(snapshot, catalog, options)?;
     s.place_pending(launch);
     run(&mut s, build);
     Ok(s.finish())
 }
 
-/// Runs every disruption method on a session, in Karpenter's order. For underutilized nodes
+/// Runs every disruption method on an evaluation, in Karpenter's order. For underutilized nodes
 /// two searches run from the same state — dovetail's bulk search and Karpenter's sequence of
 /// single commands (which can chain on slack earlier commands leave) — and the one that saves
 /// more is kept.
-pub fn run(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
+pub fn run(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>) {
     expire(s, build);
     empty(s);
     drift(s, build);
@@ -243,7 +242,7 @@ pub const MAX_SEQUENCE_PASSES: usize = 250;
 /// (binary search over the first [`MAX_GROUP`] candidates, at most one new node), else the first
 /// of the next [`SEQUENCE_SINGLES`] single nodes that can go or be replaced more cheaply; at
 /// most `max_passes` passes.
-pub fn karpenter_sequence(s: &mut Session<'_>, build: &BuildSimulator<'_>, max_passes: usize) {
+pub fn karpenter_sequence(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>, max_passes: usize) {
     for _ in 0..max_passes {
         let cmd = {
             let sim = s.build(build);
@@ -266,7 +265,7 @@ pub fn karpenter_sequence(s: &mut Session<'_>, build: &BuildSimulator<'_>, max_p
 
 /// Expired nodes, one decision per NodePool; forceful: no budget, no blocker, and pods that fit
 /// nowhere are reported in a note rather than holding the expiry back.
-fn expire(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
+fn expire(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>) {
     for pool in s.pool_names() {
         let group: Vec<usize> = s.ordered(|c| c.expired && c.node_pool == pool);
         if group.is_empty() {
@@ -284,7 +283,7 @@ fn expire(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
 
 /// Empty nodes: consolidatable, unblocked, no reschedulable pods; one decision per NodePool
 /// with as many as its Empty budget allows.
-fn empty(s: &mut Session<'_>) {
+fn empty(s: &mut Evaluation<'_>) {
     for pool in s.pool_names() {
         let budget = s.remaining(&pool, Reason::Empty);
         let group: Vec<usize> = s
@@ -303,7 +302,7 @@ fn empty(s: &mut Session<'_>) {
 /// Drifted nodes, per NodePool within its Drifted budget: each is simulated alone; the largest
 /// prefix of those that can be replaced whose pods fit together is committed as one decision
 /// (replacements without a price check).
-fn drift(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
+fn drift(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>) {
     for pool in s.pool_names() {
         let budget = s.remaining(&pool, Reason::Drifted) as usize;
         let drifted =
@@ -343,7 +342,7 @@ pub const MAX_WINDOWS: usize = 2;
 /// when the prefix searches over what it found stop finding anything: between refreshes the
 /// lists may be stale, which costs nothing in safety (every committed prefix is verified
 /// jointly on the current state) and at worst one refresh.
-fn underutilized(s: &mut Session<'_>, build: &BuildSimulator<'_>) {
+fn underutilized(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>) {
     let mut deletable: Vec<usize> = Vec::new();
     let mut repackable: Vec<usize> = Vec::new();
     let mut fresh = false;

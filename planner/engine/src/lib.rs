@@ -8,31 +8,21 @@
 //! reads no clock and sees no wire types. Edge modules convert inputs into the model:
 //! `manifests` reads Kubernetes YAML/JSON.
 //!
-//! With the default `grpc` feature the crate also holds the network edge: [`api`] (the
-//! `dovetail.v1.Planner` service and the wire conversions), [`server`] and [`config`] (the
-//! `dovetail-planner` binary), [`client`] (balanced, retrying calls to several replicas),
-//! [`auth`] and [`metrics`]. Wire types never leave `api` and `client`.
+//! The crate has no gRPC, HTTP, CLI or metrics dependency: the wire conversions are in
+//! `planner-wire`, the service in `planner-service`, the client in `planner-client`. Types
+//! several services share (resources, catalog data, well-known keys, drift hashes) live in
+//! `common` and are re-exported here.
 
-#[cfg(feature = "grpc")]
-pub mod api;
-#[cfg(feature = "grpc")]
-pub mod auth;
 pub mod catalog;
-#[cfg(feature = "grpc")]
-pub mod client;
-#[cfg(feature = "grpc")]
-pub mod config;
 pub mod consolidation;
-pub mod labels;
+pub use common::labels;
 pub mod manifests;
-#[cfg(feature = "grpc")]
-pub mod metrics;
 pub mod model;
 pub mod plan;
 pub mod requirements;
+mod scalar_text;
 pub mod scheduling;
-#[cfg(feature = "grpc")]
-pub mod server;
+#[cfg(any(test, feature = "test-util"))]
 pub mod test_util;
 
 use catalog::Catalog;

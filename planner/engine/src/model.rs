@@ -4,15 +4,17 @@
 //! (`crate::manifests` for YAML, the gRPC layer for proto). Units are fixed by
 //! [`Resources`]; time is [`Timestamp`] seconds.
 
+pub mod named;
 mod node;
 mod nodepool;
 mod pod;
-pub mod quantity;
-mod resources;
 mod selectors;
 mod snapshot;
 mod workloads;
 
+pub use common::quantity;
+pub use common::resources::{Resources, format_bytes, format_cpu, names};
+pub use named::Named;
 pub use node::{Node, NodeClaim};
 pub use nodepool::{
     Budget, BudgetNodes, ConsolidationPolicy, Disruption, KubeletConfig, NodeClass, NodePool,
@@ -21,7 +23,6 @@ pub use pod::{
     HostPort, NodeInclusionPolicy, OwnerRef, Pod, PodAffinityTerm, PodKey, PodPhase,
     TopologySpreadConstraint, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
-pub use resources::{Resources, format_bytes, format_cpu, names};
 pub use selectors::{
     LabelSelector, Labels, NodeSelectorTerm, Operator, PreferredTerm, Requirement,
     SelectorExpression, SelectorOperator, Taint, TaintEffect, Toleration, TolerationOperator,

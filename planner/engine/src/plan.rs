@@ -1,5 +1,5 @@
 //! The plan: the planner's output, in the shape of the public contract
-//! (`../shared/docs/planner-io.md`). Field names serialize to lowerCamelCase, exactly as the
+//! (`designs/planner-io.md`). Field names serialize to lowerCamelCase, exactly as the
 //! gRPC `PlanResponse` renders in canonical proto3 JSON.
 
 use serde::{Deserialize, Serialize};

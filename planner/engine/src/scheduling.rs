@@ -25,13 +25,16 @@
 
 mod dims;
 mod existing_node;
-pub mod lower_bound;
+mod lower_bound;
+pub mod lp;
 mod node_claim;
 mod packing;
 mod pools;
+mod ports;
 pub(crate) mod preferences;
 mod queue;
 mod results;
+mod run;
 mod scheduler;
 mod signature;
 pub(crate) mod topology;

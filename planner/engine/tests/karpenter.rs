@@ -11,30 +11,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use planner::catalog::Catalog;
-use planner::model::{ClusterSnapshot, MinValuesPolicy, PlanOptions, PodPhase, PreferencePolicy};
-use planner::plan::{Plan, PlannedNodeClaim};
+use planner::model::{ClusterSnapshot, PodPhase};
+use planner::plan::{Plan, PlannedNodeClaim, Unschedulable};
 use serde::Deserialize;
+
+#[path = "support/harness.rs"]
+mod harness;
 
 /// Default clock of every scenario unless `options.yaml` sets `now`.
 const DEFAULT_NOW: &str = "2025-06-01T12:00:00Z";
 
 // === scenario files ===
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Options {
-    now: Option<String>,
-    preference_policy: Option<String>,
-    min_values_policy: Option<String>,
-    #[serde(default)]
-    spot_to_spot_consolidation: bool,
-    #[serde(default)]
-    no_disruption: bool,
-    /// `builtin` (with optional `region`) uses the built-in AWS catalog instead of a file.
-    catalog: Option<String>,
-    region: Option<String>,
-}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -103,6 +90,9 @@ struct DisruptionExpect {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Expect {
+    /// The Karpenter test this scenario comes from: file and `It(...)` text (required at the top
+    /// level, not in an `unblocked` twin).
+    #[serde(default)]
     source: String,
     #[serde(default)]
     scheduled: Vec<String>,
@@ -145,8 +135,39 @@ struct Expect {
     /// Nodes that no disruption may name.
     #[serde(default)]
     not_disrupted: Vec<String>,
+    /// Node → why it is kept: a plan note `node <name> is not disrupted: ...` contains the text
+    /// (case-insensitive), and no disruption names the node.
+    #[serde(default)]
+    blocked_by: BTreeMap<String, String>,
+    /// Texts some plan note contains (case-insensitive).
+    #[serde(default)]
+    notes_contain: Vec<String>,
+    /// The positive twin of a "nothing happens" scenario: the same input without the blocker,
+    /// which must act.
+    unblocked: Option<Box<Unblocked>>,
     cost_per_hour: Option<f64>,
     cost_per_hour_max: Option<f64>,
+}
+
+/// A scenario's positive twin: its `input.yaml` with the blocker edited out.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Unblocked {
+    /// Text edits applied in order to `input.yaml`; each `from` must occur in it (every
+    /// occurrence is replaced).
+    replace: Vec<Edit>,
+    /// Options replacing the scenario's.
+    options: Option<harness::Options>,
+    /// What the planner must do then (it must name a disruption, a scheduled pod or a claim).
+    expect: Expect,
+}
+
+/// One text edit of an input.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Edit {
+    from: String,
+    to: String,
 }
 
 // === placement index ===
@@ -390,16 +411,11 @@ fn check_claim(what: &str, c: &PlannedNodeClaim, e: &ClaimExpect, errs: &mut Vec
 
 // === checks ===
 
-fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String> {
+/// What differs between `expect` and `plan`; `contract` also checks that every pending pod is
+/// in exactly one place.
+fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot, contract: bool) -> Vec<String> {
     let mut errs = Vec::new();
-    let pending: BTreeSet<String> = snapshot
-        .pods
-        .iter()
-        .filter(|p| {
-            p.node_name.is_none() && !matches!(p.phase, PodPhase::Succeeded | PodPhase::Failed)
-        })
-        .map(|p| p.key())
-        .collect();
+    let pending = pending_pods(snapshot);
     let pl = Placements::new(plan, &pending);
 
     for pat in &expect.scheduled {
@@ -415,6 +431,18 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
     }
     for pat in &expect.unschedulable {
         for pod in pl.matching(pat, &mut errs) {
+            if !expect
+                .reason_contains
+                .keys()
+                .any(|k| match k.strip_suffix('*') {
+                    Some(prefix) => pod.starts_with(prefix),
+                    None => *k == pod,
+                })
+            {
+                errs.push(format!(
+                    "expect.yaml: {pod} is expected unschedulable without a reasonContains entry"
+                ));
+            }
             if let Some(p) = pl.node_id(&pod) {
                 errs.push(format!(
                     "{pod} should be unschedulable, but was placed on {p}"
@@ -433,6 +461,13 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
                 Some(r) => errs.push(format!("{pod}: reason {r:?} does not mention {text:?}")),
                 None => errs.push(format!("{pod}: expected unschedulable mentioning {text:?}")),
             }
+        }
+    }
+    for pod in pending.iter().filter(|_| expect.all_scheduled) {
+        if !pl.by_pod.contains_key(pod) && !pl.unschedulable.contains_key(pod) {
+            errs.push(format!(
+                "every pod should be scheduled, {pod} is not placed"
+            ));
         }
     }
     if expect.all_scheduled && !plan.unschedulable.is_empty() {
@@ -758,8 +793,39 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
             plan.summary.cost_per_hour
         ));
     }
+    for (node, text) in &expect.blocked_by {
+        let head = format!("node {node} is not disrupted");
+        let hit = plan
+            .notes
+            .iter()
+            .any(|n| n.starts_with(&head) && n.to_lowercase().contains(&text.to_lowercase()));
+        if !hit {
+            errs.push(format!(
+                "{node}: no note says it is not disrupted because of {text:?}; notes: {:?}",
+                plan.notes
+            ));
+        }
+        if let Some(d) = plan.disruptions.iter().find(|d| d.nodes.contains(node)) {
+            errs.push(format!(
+                "{node} is blocked, yet disrupted: {} {:?}",
+                d.reason, d.nodes
+            ));
+        }
+    }
+    for text in &expect.notes_contain {
+        if !plan
+            .notes
+            .iter()
+            .any(|n| n.to_lowercase().contains(&text.to_lowercase()))
+        {
+            errs.push(format!(
+                "no note mentions {text:?}; notes: {:?}",
+                plan.notes
+            ));
+        }
+    }
     // Contract invariant: every pending pod in exactly one place.
-    for pod in &pending {
+    for pod in pending.iter().filter(|_| contract) {
         let n = usize::from(pl.by_pod.contains_key(pod))
             + usize::from(pl.unschedulable.contains_key(pod));
         if n != 1 {
@@ -772,73 +838,6 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot) -> Vec<String
 }
 
 // === running ===
-
-fn scenario_dirs(root: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                if p.join("expect.yaml").is_file() {
-                    out.push(p.clone());
-                }
-                stack.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-fn read_yaml<T: for<'de> Deserialize<'de> + Default>(path: &Path) -> Result<T, String> {
-    if !path.is_file() {
-        return Ok(T::default());
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-fn load_catalog(dir: &Path, root: &Path, options: &Options) -> Result<Catalog, String> {
-    if options.catalog.as_deref() == Some("builtin") {
-        let region = options.region.as_deref().unwrap_or("us-east-1");
-        return planner::catalog::aws::builtin(region).map_err(|e| format!("builtin catalog: {e}"));
-    }
-    let mut d = dir.to_path_buf();
-    loop {
-        let f = d.join("catalog.yaml");
-        if f.is_file() {
-            let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
-            return planner::catalog::file::parse(&text, &f.display().to_string())
-                .map_err(|e| e.to_string());
-        }
-        if d == root || !d.pop() {
-            return Err(format!("no catalog.yaml for {}", dir.display()));
-        }
-    }
-}
-
-fn plan_options(options: &Options) -> Result<PlanOptions, String> {
-    let now = options.now.as_deref().unwrap_or(DEFAULT_NOW);
-    Ok(PlanOptions {
-        now: planner::manifests::time::parse_rfc3339(now).map_err(|e| format!("now: {e}"))?,
-        preference_policy: match options.preference_policy.as_deref() {
-            None | Some("Respect") => PreferencePolicy::Respect,
-            Some("Ignore") => PreferencePolicy::Ignore,
-            Some(o) => return Err(format!("preferencePolicy: unknown {o:?}")),
-        },
-        min_values_policy: match options.min_values_policy.as_deref() {
-            None | Some("Strict") => MinValuesPolicy::Strict,
-            Some("BestEffort") => MinValuesPolicy::BestEffort,
-            Some(o) => return Err(format!("minValuesPolicy: unknown {o:?}")),
-        },
-        spot_to_spot_consolidation: options.spot_to_spot_consolidation,
-        no_disruption: options.no_disruption,
-    })
-}
 
 fn verbose_labels() -> bool {
     std::env::var_os("KARPENTER_LABELS").is_some()
@@ -868,6 +867,9 @@ fn describe(plan: &Plan) -> String {
     for u in &plan.unschedulable {
         let _ = writeln!(s, "    unschedulable {}: {}", u.pod, u.reason);
     }
+    for n in &plan.notes {
+        let _ = writeln!(s, "    note {n}");
+    }
     for d in &plan.disruptions {
         let _ = writeln!(
             s,
@@ -884,44 +886,148 @@ fn describe(plan: &Plan) -> String {
     s
 }
 
-fn run_one(dir: &Path, root: &Path) -> Result<(Vec<String>, String), String> {
-    let options: Options = read_yaml(&dir.join("options.yaml"))?;
-    let expect_text = std::fs::read_to_string(dir.join("expect.yaml"))
-        .map_err(|e| format!("expect.yaml: {e}"))?;
-    let expect: Expect =
-        serde_yaml::from_str(&expect_text).map_err(|e| format!("expect.yaml: {e}"))?;
+/// Who answers a scenario: the real planner, or a trivial one that every scenario must reject
+/// (proof that no scenario can pass for the wrong reason).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Planner {
+    /// `planner::plan`.
+    Real,
+    /// An empty plan: no claim, no placement, no disruption, no note (its missing pods are not
+    /// reported: a scenario must fail on one of its own expectations).
+    DoNothing,
+    /// Every pending pod unschedulable with an empty reason; nothing else.
+    UnschedulableEverything,
+}
+
+/// The plan `planner` gives for `snapshot`.
+fn plan_by(
+    planner: Planner,
+    snapshot: &ClusterSnapshot,
+    pending: &BTreeSet<String>,
+    plan: impl FnOnce() -> Plan,
+) -> Plan {
+    match planner {
+        Planner::Real => plan(),
+        Planner::DoNothing => Plan::default(),
+        Planner::UnschedulableEverything => Plan {
+            unschedulable: pending
+                .iter()
+                .map(|p| Unschedulable {
+                    pod: p.clone(),
+                    reason: String::new(),
+                })
+                .collect(),
+            summary: planner::plan::Summary {
+                pending_pods: u32::try_from(snapshot.pods.len()).unwrap_or(u32::MAX),
+                ..Default::default()
+            },
+            ..Plan::default()
+        },
+    }
+}
+
+/// Pending pods of a snapshot (keys).
+fn pending_pods(snapshot: &ClusterSnapshot) -> BTreeSet<String> {
+    snapshot
+        .pods
+        .iter()
+        .filter(|p| {
+            p.node_name.is_none() && !matches!(p.phase, PodPhase::Succeeded | PodPhase::Failed)
+        })
+        .map(|p| p.key())
+        .collect()
+}
+
+fn run_one(dir: &Path, root: &Path, planner: Planner) -> Result<(Vec<String>, String), String> {
+    let options = harness::options(dir)?;
+    let expect: Expect = harness::read_yaml(&dir.join("expect.yaml"))?
+        .ok_or_else(|| format!("{}: no expect.yaml", dir.display()))?;
     if expect.source.trim().is_empty() {
         return Err("expect.yaml: source is empty".into());
     }
-    let input = dir.join("input.yaml");
-    let loaded = planner::manifests::load_paths(&[input.display().to_string()])
-        .map_err(|e| format!("input: {e}"))?;
-    let catalog = load_catalog(dir, root, &options)?;
-    let opts = plan_options(&options)?;
-    let plan = planner::plan(&loaded.snapshot, &catalog, &opts);
-    let mut errs = check(&expect, &plan, &loaded.snapshot);
-    // Contract: the same input gives the same output, byte for byte.
-    let again = planner::plan(&loaded.snapshot, &catalog, &opts);
-    if serde_json::to_string(&plan).ok() != serde_json::to_string(&again).ok() {
-        errs.push("planning the same input twice gave different plans".to_string());
+    let loaded = harness::load_input(dir).map_err(|e| format!("input: {e}"))?;
+    let catalog = harness::load_catalog(dir, root, &options)?;
+    let opts = harness::plan_options(&options, DEFAULT_NOW)?;
+    let pending = pending_pods(&loaded.snapshot);
+    let plan = plan_by(planner, &loaded.snapshot, &pending, || {
+        planner::plan(&loaded.snapshot, &catalog, &opts)
+    });
+    let mut errs = check(&expect, &plan, &loaded.snapshot, planner == Planner::Real);
+    if let Some(twin) = &expect.unblocked {
+        let acts = !twin.expect.disruptions.is_empty()
+            || !twin.expect.scheduled.is_empty()
+            || twin.expect.new_node_claims.is_some_and(|n| n > 0);
+        if !acts {
+            errs.push(
+                "expect.yaml: unblocked.expect names no disruption, scheduled pod or claim".into(),
+            );
+        }
+        let path = dir.join("input.yaml");
+        let mut text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        for edit in &twin.replace {
+            if !text.contains(&edit.from) {
+                return Err(format!("unblocked: input.yaml has no {:?}", edit.from));
+            }
+            text = text.replace(&edit.from, &edit.to);
+        }
+        let mut builder = planner::manifests::SnapshotBuilder::new();
+        builder
+            .add_document_text(&text, "input.yaml (unblocked)")
+            .map_err(|e| format!("unblocked input: {e}"))?;
+        let loaded = builder.finish();
+        let opts = match &twin.options {
+            Some(o) => harness::plan_options(o, DEFAULT_NOW)?,
+            None => opts.clone(),
+        };
+        let pending = pending_pods(&loaded.snapshot);
+        let plan = plan_by(planner, &loaded.snapshot, &pending, || {
+            planner::plan(&loaded.snapshot, &catalog, &opts)
+        });
+        for e in check(
+            &twin.expect,
+            &plan,
+            &loaded.snapshot,
+            planner == Planner::Real,
+        ) {
+            errs.push(format!("unblocked twin: {e}"));
+        }
+    }
+    if planner == Planner::Real {
+        // Contract: the same input gives the same output, byte for byte.
+        let again = planner::plan(&loaded.snapshot, &catalog, &opts);
+        if serde_json::to_string(&plan).ok() != serde_json::to_string(&again).ok() {
+            errs.push("planning the same input twice gave different plans".to_string());
+        }
     }
     Ok((errs, describe(&plan)))
 }
 
-#[test]
-fn karpenter_conformance() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/karpenter");
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/karpenter")
+}
+
+/// The scenarios `KARPENTER_SCENARIO` selects (all by default), by path relative to the root.
+fn selected() -> Vec<(String, PathBuf)> {
+    let root = root();
     let filter = std::env::var("KARPENTER_SCENARIO").unwrap_or_default();
-    let verbose = std::env::var_os("KARPENTER_VERBOSE").is_some();
-    let dirs: Vec<PathBuf> = scenario_dirs(&root)
+    let dirs: Vec<(String, PathBuf)> = harness::scenario_dirs(&root, "expect.yaml")
         .into_iter()
-        .filter(|d| d.display().to_string().contains(&filter))
+        .map(|d| (d.strip_prefix(&root).unwrap_or(&d).display().to_string(), d))
+        .filter(|(name, _)| name.contains(&filter))
         .collect();
     assert!(!dirs.is_empty(), "no scenarios under {}", root.display());
+    dirs
+}
+
+#[test]
+fn karpenter_conformance() {
+    let root = root();
+    let verbose = std::env::var_os("KARPENTER_VERBOSE").is_some();
+    let dirs = selected();
     let mut failed = Vec::new();
-    for dir in &dirs {
-        let name = dir.strip_prefix(&root).unwrap_or(dir).display().to_string();
-        match run_one(dir, &root) {
+    for (name, dir) in &dirs {
+        match run_one(dir, &root, Planner::Real) {
             Ok((errs, plan)) if errs.is_empty() => {
                 if verbose {
                     println!("ok   {name}\n{plan}");
@@ -949,5 +1055,30 @@ fn karpenter_conformance() {
         failed.len(),
         dirs.len(),
         failed.join("\n")
+    );
+}
+
+/// Every scenario fails under a planner that does nothing and under one that marks every pod
+/// unschedulable: no scenario passes for the wrong reason ("nothing happened" expectations
+/// also say why nothing happened, unschedulable pods say why they are).
+#[test]
+fn karpenter_scenarios_reject_trivial_planners() {
+    let root = root();
+    let dirs = selected();
+    let mut passed = Vec::new();
+    for planner in [Planner::DoNothing, Planner::UnschedulableEverything] {
+        for (name, dir) in &dirs {
+            match run_one(dir, &root, planner) {
+                Ok((errs, _)) if errs.is_empty() => passed.push(format!("{planner:?} {name}")),
+                Ok(_) => {}
+                Err(e) => passed.push(format!("{planner:?} {name}: ERROR {e}")),
+            }
+        }
+    }
+    assert!(
+        passed.is_empty(),
+        "{} scenario runs pass under a trivial planner:\n{}",
+        passed.len(),
+        passed.join("\n")
     );
 }

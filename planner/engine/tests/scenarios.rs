@@ -5,7 +5,8 @@
 //! - `catalog.yaml` (optional): an `--instance-types` file; without it the built-in us-east-1
 //!   catalog is used;
 //! - `options.yaml` (optional): `{now: RFC3339, preferencePolicy: Respect|Ignore,
-//!   minValuesPolicy: Strict|BestEffort, spotToSpotConsolidation: bool, noDisruption: bool}`;
+//!   minValuesPolicy: Strict|BestEffort, spotToSpotConsolidation: bool, noDisruption: bool,
+//!   catalog: builtin, region: <region>}` (the shared harness, `tests/support/harness.rs`);
 //!   `now` defaults to 2026-01-01T00:00:00Z so that scenarios never read the clock;
 //! - at least one expectation:
 //!   - `expect.json`: the whole plan, byte for byte as `dovetail plan --output json` prints it.
@@ -25,11 +26,13 @@
 
 use std::path::{Path, PathBuf};
 
-use planner::catalog::Catalog;
-use planner::manifests::{self, Loaded};
-use planner::model::{MinValuesPolicy, PlanOptions, PreferencePolicy};
 use serde::Deserialize;
 use serde_json::Value;
+
+#[path = "support/harness.rs"]
+mod harness;
+
+use harness::{load_input, read_yaml};
 
 /// `expect.yaml`.
 #[derive(Debug, Default, Deserialize)]
@@ -42,33 +45,10 @@ struct Expect {
     plan: Option<Value>,
 }
 
-/// `options.yaml`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct Options {
-    now: Option<String>,
-    preference_policy: Option<PreferencePolicy>,
-    min_values_policy: Option<MinValuesPolicy>,
-    #[serde(default)]
-    spot_to_spot_consolidation: bool,
-    #[serde(default)]
-    no_disruption: bool,
-}
-
 const DEFAULT_NOW: &str = "2026-01-01T00:00:00Z";
 
 fn scenarios_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios")
-}
-
-fn read_yaml<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, String> {
-    if !path.exists() {
-        return Ok(None);
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_yaml::from_str(&text)
-        .map(Some)
-        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Where the first difference between `expected` (a subset) and `actual` is, if any.
@@ -95,40 +75,6 @@ fn subset_mismatch(expected: &Value, actual: &Value, path: &str) -> Option<Strin
         (e, a) if e == a => None,
         (e, a) => Some(format!("{path}: expected {e}, got {a}")),
     }
-}
-
-fn load_input(dir: &Path) -> Result<Loaded, manifests::Error> {
-    let folder = dir.join("input");
-    let input = if folder.is_dir() {
-        folder
-    } else {
-        dir.join("input.yaml")
-    };
-    manifests::load_paths(&[input.display().to_string()])
-}
-
-fn load_catalog(dir: &Path) -> Result<Catalog, String> {
-    let path = dir.join("catalog.yaml");
-    if path.exists() {
-        let text = std::fs::read_to_string(&path).map_err(|e| e.to_string())?;
-        // A relative name: catalog notes end up in the plan, and expect.json must not depend
-        // on where the repository is checked out.
-        planner::catalog::file::parse(&text, "catalog.yaml").map_err(|e| e.to_string())
-    } else {
-        planner::catalog::aws::builtin("us-east-1").map_err(|e| e.to_string())
-    }
-}
-
-fn plan_options(dir: &Path) -> Result<PlanOptions, String> {
-    let o: Options = read_yaml(&dir.join("options.yaml"))?.unwrap_or_default();
-    let now = o.now.as_deref().unwrap_or(DEFAULT_NOW);
-    Ok(PlanOptions {
-        now: manifests::time::parse_rfc3339(now)?,
-        preference_policy: o.preference_policy.unwrap_or_default(),
-        min_values_policy: o.min_values_policy.unwrap_or_default(),
-        spot_to_spot_consolidation: o.spot_to_spot_consolidation,
-        no_disruption: o.no_disruption,
-    })
 }
 
 /// Runs one scenario folder against its expectations.
@@ -167,8 +113,9 @@ fn check(fixture: &Path, expect: &Expect) -> Result<(), String> {
     if expect.plan.is_none() && !golden.exists() {
         return Ok(());
     }
-    let catalog = load_catalog(fixture)?;
-    let options = plan_options(fixture)?;
+    let options = harness::options(fixture)?;
+    let catalog = harness::load_catalog(fixture, &scenarios_dir(), &options)?;
+    let options = harness::plan_options(&options, DEFAULT_NOW)?;
     let plan = planner::plan(&loaded.snapshot, &catalog, &options);
     let mut json = serde_json::to_string_pretty(&plan).map_err(|e| e.to_string())?;
     json.push('\n');

@@ -6,14 +6,15 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use cloud::{Instance, InstanceState, TAG_NODECLAIM, TAG_NODECLASS, TAG_NODEPOOL};
-use planner::labels;
-use planner::model::{Resources, format_bytes, format_cpu};
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
 use super::{Ctx, kind, name_of, namespace_of};
 use crate::api::Subresource;
 use crate::api::server::set_condition;
+use crate::instance_types::allocatable;
+use crate::labels;
+use crate::resources::Resources;
 
 /// The taint a Node carries until it is Ready.
 pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
@@ -190,14 +191,22 @@ impl Kubelet {
     fn node_object(&self, ctx: &Ctx, inst: &Instance) -> Value {
         let mut labels_map: Map<String, Value> = Map::new();
         let mut capacity = Resources::default();
-        let mut allocatable = Resources::default();
+        let mut node_allocatable = Resources::default();
         let mut arch = "amd64".to_string();
         if let Some(t) = ctx.cloud.instance_type(&inst.instance_type) {
             for (k, v) in &t.labels {
                 labels_map.insert(k.clone(), json!(v));
             }
-            capacity = t.capacity.clone();
-            allocatable = t.allocatable();
+            // Capacity as the catalog sells it; allocatable from the simulator's own EKS
+            // formulas, not from the catalog's overhead.
+            capacity = Resources {
+                cpu: t.capacity.cpu,
+                memory: t.capacity.memory,
+                ephemeral_storage: t.capacity.ephemeral_storage,
+                pods: t.capacity.pods,
+                extended: t.capacity.extended.clone(),
+            };
+            node_allocatable = allocatable(&capacity);
             if let Some(a) = t.labels.get(labels::ARCH) {
                 arch = a.clone();
             }
@@ -267,7 +276,7 @@ impl Kubelet {
             "spec": {"providerID": inst.provider_id.to_string(), "taints": taints},
             "status": {
                 "capacity": quantities(&capacity),
-                "allocatable": quantities(&allocatable),
+                "allocatable": quantities(&node_allocatable),
                 "addresses": [
                     {"type": "InternalIP", "address": inst.private_ip},
                     {"type": "Hostname", "address": inst.private_dns_name},
@@ -310,18 +319,5 @@ pub(crate) fn node_ready(n: &Value) -> bool {
 
 /// Resources as a Kubernetes resource list (`{"cpu": "2", "memory": "8Gi", "pods": "29"}`).
 pub fn quantities(r: &Resources) -> Value {
-    let mut m = Map::new();
-    m.insert("cpu".into(), json!(format_cpu(r.cpu)));
-    m.insert("memory".into(), json!(format_bytes(r.memory)));
-    m.insert("pods".into(), json!(r.pods.to_string()));
-    if r.ephemeral_storage != 0 {
-        m.insert(
-            "ephemeral-storage".into(),
-            json!(format_bytes(r.ephemeral_storage)),
-        );
-    }
-    for (k, v) in &r.extended {
-        m.insert(k.clone(), json!(format_cpu(*v)));
-    }
-    Value::Object(m)
+    r.to_list()
 }

@@ -33,8 +33,35 @@ pub async fn start() -> Simulation {
         .expect("simulation starts")
 }
 
-/// Polls `f` every 20 ms until it returns `Some`, failing the test after 10 s.
-pub async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+/// Waits until `f` returns `Some`, checking it again after every change to the simulation's
+/// store or cloud; no clock is read, so a slow machine cannot fail the test (a condition that
+/// never holds hangs; nextest's per-package timeout in `.config/nextest.toml` ends it).
+///
+/// Only for conditions on the server's state (read through the API): a condition on a
+/// client-side cache can lag the last change; use [`poll_until`] for those.
+pub async fn eventually<T, F, Fut>(sim: &Simulation, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let mut store = sim.store().changed();
+    let mut cloud = sim.cloud().changed();
+    loop {
+        store.borrow_and_update();
+        cloud.borrow_and_update();
+        if let Some(v) = f().await {
+            return v;
+        }
+        tokio::select! {
+            r = store.changed() => r.unwrap_or_else(|_| panic!("simulation stopped before {what}")),
+            r = cloud.changed() => r.unwrap_or_else(|_| panic!("simulation stopped before {what}")),
+        }
+    }
+}
+
+/// Polls `f` every 20 ms until it returns `Some`, failing the test after 10 s: only for
+/// conditions on client-side caches (kube's reflector), which no server-side change signals.
+pub async fn poll_until<T, F, Fut>(what: &str, mut f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,

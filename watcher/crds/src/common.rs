@@ -122,7 +122,7 @@ pub struct NodeSelectorRequirementWithMinValues {
     /// The minimum number of distinct values of `key` that must stay possible (1–50).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 50))]
-    pub min_values: Option<u32>,
+    pub min_values: Option<i32>,
 }
 
 /// The CEL rules Karpenter puts on a list of requirements (`spec.requirements`).

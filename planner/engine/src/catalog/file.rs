@@ -36,10 +36,9 @@
 //!   `catalog.yaml: instanceTypes[3].cpu: invalid quantity "abc": expected a number`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
 use serde::Deserialize;
-use serde::de::{self, Deserializer, Visitor};
+use serde::de::Deserializer;
 use thiserror::Error;
 
 use crate::labels;
@@ -488,29 +487,7 @@ struct Scalar(String);
 
 impl<'de> Deserialize<'de> for Scalar {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct ScalarVisitor;
-        impl Visitor<'_> for ScalarVisitor {
-            type Value = Scalar;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string or a number")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Scalar, E> {
-                Ok(Scalar(v.to_string()))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Scalar, E> {
-                Ok(Scalar(v.to_string()))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar, E> {
-                Ok(Scalar(v.to_string()))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Scalar, E> {
-                Ok(Scalar(v.to_string()))
-            }
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Scalar, E> {
-                Ok(Scalar(v.to_string()))
-            }
-        }
-        d.deserialize_any(ScalarVisitor)
+        crate::scalar_text::deserialize(d, "a string or a number", true).map(Scalar)
     }
 }
 

@@ -445,6 +445,7 @@ mod tests {
 
     #[test]
     fn for_node_class_applies_family_and_kubelet() {
+        use crate::catalog::ForNodeClass;
         let catalog = aws::builtin("us-east-1").expect("built-in catalog");
         assert_eq!(catalog.for_node_class(None), catalog);
 

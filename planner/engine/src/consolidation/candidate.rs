@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use super::duration::parse_go_duration_secs;
 use crate::catalog::{Catalog, InstanceType};
 use crate::labels;
 use crate::model::{
@@ -15,6 +14,7 @@ use crate::model::{
     PodDisruptionBudget, Timestamp,
 };
 use crate::requirements::Requirements;
+use common::duration::parse_go_duration;
 
 /// Annotation carrying Kubernetes' pod deletion cost (ReplicaSet scale-down order).
 pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
@@ -100,7 +100,7 @@ pub fn pod_do_not_disrupt(pod: &Pod, now: Timestamp) -> Option<String> {
             labels::DO_NOT_DISRUPT
         ));
     }
-    let d = parse_go_duration_secs(v)?;
+    let d = parse_go_duration(v.trim()).ok()?;
     if d <= 0 {
         return None;
     }

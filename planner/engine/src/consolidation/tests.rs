@@ -182,7 +182,7 @@ fn fits(free: &Resources, r: &Resources) -> bool {
 }
 
 impl Simulate for FakeSim<'_> {
-    fn simulate(&self, removed: &[&str], displaced: &[&Pod]) -> Simulation {
+    fn simulate(&self, removed: &[&str], displaced: &[&Pod]) -> Relocation {
         let mut free: Vec<(String, Resources)> = self
             .snapshot
             .nodes
@@ -216,9 +216,9 @@ impl Simulate for FakeSim<'_> {
                 None => left.push(p),
             }
         }
-        let mut out = Simulation {
+        let mut out = Relocation {
             existing: existing.into_iter().collect(),
-            ..Simulation::default()
+            ..Relocation::default()
         };
         let price = |t: &InstanceType| {
             t.offerings
@@ -768,7 +768,7 @@ fn cheapest_disruption_per_saving_first() {
         .push(node("n3", &cat.instance_types[1], "on-demand"));
     s.pods.push(pod("p3-0", "n3", 1000));
     let o = opts();
-    let session = Session::new(&s, &cat, &o).expect("valid");
+    let session = Evaluation::new(&s, &cat, &o).expect("valid");
     let names: Vec<&str> = session
         .underutilized_order()
         .into_iter()
@@ -851,7 +851,7 @@ mod properties {
         o: &PlanOptions,
     ) -> (Outcome, ClusterSnapshot) {
         let build = builder(|snap, cat, _| Box::new(FakeSim::new(snap, cat, &["on-demand"])));
-        let mut session = Session::new(s, cat, o).expect("valid");
+        let mut session = Evaluation::new(s, cat, o).expect("valid");
         super::super::run(&mut session, &build);
         let after = session.snapshot().clone();
         (session.finish(), after)
@@ -939,7 +939,7 @@ fn repacks_that_save_too_little_are_churn() {
     cat.instance_types[3] = itype("m.2xlarge", 16, 0.75);
     let o = opts();
     let build = builder(|snap, cat, _| Box::new(FakeSim::new(snap, cat, &["on-demand"])));
-    let mut session = Session::new(&s, &cat, &o).expect("valid");
+    let mut session = Evaluation::new(&s, &cat, &o).expect("valid");
     session.set_min_repack_saving(0.0);
     run_all(&mut session, &build);
     assert_eq!(session.finish().decisions.len(), 1);

@@ -8,13 +8,13 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use super::duration::parse_go_duration;
 use super::time::parse_rfc3339;
 use crate::model::quantity::{parse_milli, parse_units};
 use crate::model::{
     IntOrPercent, Labels, NodeInclusionPolicy, Operator, PodPhase, SelectorOperator, TaintEffect,
     Timestamp, VolumeBindingMode, WhenUnsatisfiable, names,
 };
+use common::duration::parse_go_duration;
 
 // === scalar wrappers ===
 
@@ -23,26 +23,8 @@ struct QuantityText(String);
 
 impl<'de> Deserialize<'de> for QuantityText {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = QuantityText;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a quantity such as \"500m\", \"2Gi\" or 4")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<QuantityText, E> {
-                Ok(QuantityText(v.to_string()))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<QuantityText, E> {
-                Ok(QuantityText(v.to_string()))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<QuantityText, E> {
-                Ok(QuantityText(v.to_string()))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<QuantityText, E> {
-                Ok(QuantityText(v.to_string()))
-            }
-        }
-        d.deserialize_any(V)
+        crate::scalar_text::deserialize(d, "a quantity such as \"500m\", \"2Gi\" or 4", false)
+            .map(QuantityText)
     }
 }
 

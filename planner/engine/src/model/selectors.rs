@@ -3,12 +3,9 @@
 //! These are plain data. The algebra over them (intersection, compatibility, matching) lives in
 //! `crate::requirements`.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
-/// Label map, ordered so that output is deterministic.
-pub type Labels = BTreeMap<String, String>;
+pub use common::Labels;
 
 /// An operator of a node selector requirement (Kubernetes plus Karpenter's `Gte`/`Lte`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -7,8 +7,7 @@ use super::{
     PersistentVolumeClaim, Pod, PodDisruptionBudget, StorageClass,
 };
 
-/// Seconds since the Unix epoch, UTC. The planner never reads a clock: `now` is an input.
-pub type Timestamp = i64;
+pub use common::Timestamp;
 
 /// Everything a plan is computed from, apart from the catalog and the options.
 ///

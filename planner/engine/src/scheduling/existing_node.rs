@@ -12,8 +12,9 @@ use crate::model::{ClusterSnapshot, HostPort, Labels, Node, NodeClaim, Taint};
 use crate::requirements::{Requirement, Requirements, Undefined, taints};
 
 use super::dims::{self, Dims, Vector};
-use super::node_claim::{Reject, normalize_ports, port_conflict};
+use super::node_claim::Reject;
 use super::pools::{DaemonInfo, Pool};
+use super::ports::{normalize_ports, port_conflict};
 use super::signature::Sig;
 
 /// Taints that the node lifecycle controller puts on nodes that are still starting; Karpenter

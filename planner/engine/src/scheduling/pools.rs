@@ -404,7 +404,7 @@ impl<'a> DaemonInfo<'a> {
         Self {
             ds,
             requests: d.vector(&t.requests),
-            host_ports: super::node_claim::normalize_ports(&t.host_ports),
+            host_ports: super::ports::normalize_ports(&t.host_ports),
             terms,
         }
     }

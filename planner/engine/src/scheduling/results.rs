@@ -4,7 +4,7 @@ use crate::labels;
 use crate::model::PodKey;
 use crate::plan::{PlannedNodeClaim, TaintOut};
 
-use super::scheduler::Run;
+use super::run::Run;
 
 /// Most instance types listed on one claim (Karpenter launches with at most 60).
 pub const MAX_INSTANCE_TYPES: usize = 60;

@@ -2,52 +2,26 @@
 //! opened in this plan, then on new claims from NodePools by weight.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::rc::Rc;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog::Catalog;
-use crate::labels;
 use crate::model::{
     ClusterSnapshot, NodeClass, PlanOptions, Pod, PreferencePolicy, WhenUnsatisfiable,
 };
-use crate::requirements::{Requirements, Undefined, taints};
 
-use super::dims::{self, Dims, Vector};
+use super::dims::Dims;
 use super::existing_node::{self, ExistingNode};
-use super::node_claim::{Claim, Reject};
 use super::pools::{DaemonInfo, Pool};
-use super::preferences::Preferences;
-use super::queue::{self, Queue};
+use super::queue;
 use super::results::Results;
-use super::signature::Sigs;
-use super::topology::{Topology, TopologyInput};
+use super::run::{Item, Run, Tables};
 use super::volumes::VolumeTopology;
 
 /// The scheduler of one plan: built once, then [`Scheduler::solve`] and any number of
 /// [`Scheduler::simulate`] calls.
 #[derive(Debug)]
 pub struct Scheduler<'a> {
-    pub(super) snapshot: &'a ClusterSnapshot,
-    pub(super) options: &'a PlanOptions,
-    pub(super) dims: Dims,
-    pub(super) pools: Vec<Pool<'a>>,
-    pub(super) existing: Vec<ExistingNode>,
-    /// Pending pods to provision for, in queue order.
-    pub(super) pending: Vec<&'a Pod>,
-    /// Whether any pod in the snapshot has required or preferred pod anti-affinity (then every
-    /// pod may be constrained by topology).
-    pub(super) any_anti_affinity: bool,
-    /// Whether topology matters at all in this snapshot.
-    pub(super) topology_active: bool,
-    /// Topology domain universe per key.
-    pub(super) domains: BTreeMap<String, BTreeSet<String>>,
-    /// PersistentVolumeClaims, volumes and classes, for volume topology.
-    pub(super) volumes: VolumeTopology<'a>,
-    pub(super) notes: Vec<String>,
-    /// The distinct label selectors of every pod in the snapshot (spread, affinity and
-    /// anti-affinity terms, required and preferred), built on first use and shared by every
-    /// simulation of this scheduler (see `packing::fill_gaps`).
-    pub(super) snapshot_selectors: std::sync::OnceLock<Vec<crate::model::LabelSelector>>,
+    tables: Tables<'a>,
 }
 
 // === impl Scheduler ===
@@ -130,7 +104,7 @@ impl<'a> Scheduler<'a> {
         } else {
             BTreeMap::new()
         };
-        Self {
+        let tables = Tables {
             snapshot,
             options,
             dims: d,
@@ -143,23 +117,24 @@ impl<'a> Scheduler<'a> {
             volumes: VolumeTopology::new(snapshot),
             notes,
             snapshot_selectors: std::sync::OnceLock::new(),
-        }
+        };
+        Self { tables }
     }
 
     /// Number of pending pods the launch plan provisions for (pending, not owned by a DaemonSet
     /// or a node).
     pub fn pending_count(&self) -> usize {
-        self.pending.len()
+        self.tables.pending.len()
     }
 
     /// The launch plan for the snapshot's pending pods, cost-improved, with its lower bound.
     pub fn solve(&self) -> Results {
-        let mut run = self.run(&BTreeSet::new(), self.pending.clone());
+        let mut run = self.run(&BTreeSet::new(), self.tables.pending.clone());
         super::packing::improve(&mut run);
         let lb = super::lower_bound::for_run(&run);
         let mut results = run.results();
         results.lower_bound = lb;
-        results.notes.extend(self.notes.iter().cloned());
+        results.notes.extend(self.tables.notes.iter().cloned());
         results
     }
 
@@ -175,7 +150,7 @@ impl<'a> Scheduler<'a> {
             .into_iter()
             .map(|p| self.item(Cow::Owned(p.clone())))
             .collect();
-        let mut run = self.run_items(&removed, items);
+        let mut run = Run::new(&self.tables, &removed, items);
         super::packing::improve(&mut run);
         run.results()
     }
@@ -185,11 +160,11 @@ impl<'a> Scheduler<'a> {
             .into_iter()
             .map(|p| self.item(Cow::Borrowed(p)))
             .collect();
-        self.run_items(removed, items)
+        Run::new(&self.tables, removed, items)
     }
 
     fn item(&self, pod: Cow<'a, Pod>) -> Item<'a> {
-        let pod = if self.options.preference_policy == PreferencePolicy::Ignore
+        let pod = if self.tables.options.preference_policy == PreferencePolicy::Ignore
             && has_preferences(&pod)
         {
             let mut p = pod.into_owned();
@@ -199,86 +174,6 @@ impl<'a> Scheduler<'a> {
             pod
         };
         Item { pod, sig: u32::MAX }
-    }
-
-    fn run_items(&self, removed: &BTreeSet<String>, mut items: Vec<Item<'a>>) -> Run<'_, 'a> {
-        let existing: Vec<ExistingNode> = self
-            .existing
-            .iter()
-            .filter(|n| !removed.contains(&n.name))
-            .cloned()
-            .collect();
-        let mut remaining: Vec<Vec<(usize, i64)>> =
-            self.pools.iter().map(|p| p.limits.clone()).collect();
-        for (pi, pool) in self.pools.iter().enumerate() {
-            for n in &existing {
-                if n.pool.as_deref() == Some(pool.name()) {
-                    for (slot, left) in &mut remaining[pi] {
-                        *left -= n.capacity[*slot];
-                    }
-                }
-            }
-        }
-        let pending_refs: Vec<&Pod> = items.iter().map(|i| i.pod.as_ref()).collect();
-        let mut topology = Topology::new(&TopologyInput {
-            snapshot: self.snapshot,
-            pending: &pending_refs,
-            domains: &self.domains,
-            excluded_nodes: removed,
-        });
-        drop(pending_refs);
-        let mut sigs = Sigs::default();
-        for it in &mut items {
-            it.sig = sigs.intern(
-                &it.pod,
-                &self.dims,
-                self.any_anti_affinity,
-                &self.volumes,
-                &topology,
-            );
-        }
-        for n in &existing {
-            if let Some(h) = n.reqs.get(labels::HOSTNAME).and_then(|r| r.single_value()) {
-                topology.register(labels::HOSTNAME, h);
-            }
-        }
-        let n_items = items.len();
-        let mut run = Run {
-            s: self,
-            sigs,
-            items,
-            existing,
-            claims: Vec::new(),
-            remaining,
-            topology,
-            cur_existing: Vec::new(),
-            cur_claims: Vec::new(),
-            pool_fit: HashMap::new(),
-            placeholder: 0,
-            unschedulable: Vec::new(),
-            prefs: Preferences::new(self.snapshot),
-        };
-        let mut errors: Vec<Option<String>> = vec![None; n_items];
-        let mut q = Queue::new(0..n_items as u32);
-        while let Some(i) = q.pop() {
-            match run.add(i) {
-                Ok(()) => errors[i as usize] = None,
-                Err(reason) => {
-                    errors[i as usize] = Some(reason);
-                    let relaxed = run.relax(i);
-                    q.push(i, relaxed);
-                }
-            }
-        }
-        let mut left: Vec<u32> = q.remaining().collect();
-        left.sort_unstable();
-        for i in left {
-            let reason = errors[i as usize]
-                .take()
-                .unwrap_or_else(|| "no progress could be made".to_string());
-            run.unschedulable.push((i, reason));
-        }
-        run
     }
 }
 
@@ -298,7 +193,7 @@ fn has_preferences(p: &Pod) -> bool {
 
 /// The catalog as NodePools with this node class see it (kubelet settings applied).
 fn for_node_class(catalog: &Catalog, class: Option<&NodeClass>) -> Catalog {
-    catalog.for_node_class(class)
+    crate::catalog::ForNodeClass::for_node_class(catalog, class)
 }
 
 /// The topology domain universe of new capacity: values each key can take on a new node
@@ -335,383 +230,7 @@ fn domains(
     }
     // Existing nodes' labels are added by the topology itself, which needs to know which domains
     // only exist on nodes (they count for a spread only when the node passes its node filter);
-    // existing nodes' and in-flight claims' hostnames are registered by `run_items`.
+    // existing nodes' and in-flight claims' hostnames are registered by `Run::new`.
     let _ = (existing, snapshot);
     out
-}
-
-/// The types of a pool a signature can use on its own, or why none.
-pub(super) type PoolFit = Result<Rc<[u32]>, String>;
-
-/// One pod being placed (a copy when preferences were relaxed or stripped).
-#[derive(Clone, Debug)]
-pub(super) struct Item<'a> {
-    pub(super) pod: Cow<'a, Pod>,
-    pub(super) sig: u32,
-}
-
-/// The state of one solve or simulation.
-pub(super) struct Run<'s, 'a> {
-    pub(super) s: &'s Scheduler<'a>,
-    pub(super) sigs: Sigs,
-    pub(super) items: Vec<Item<'a>>,
-    pub(super) existing: Vec<ExistingNode>,
-    pub(super) claims: Vec<Claim>,
-    /// Per pool: (slot, amount left under the limit).
-    pub(super) remaining: Vec<Vec<(usize, i64)>>,
-    pub(super) topology: Topology,
-    /// Per signature: the first existing node / claim that has not rejected it for good.
-    cur_existing: Vec<u32>,
-    cur_claims: Vec<u32>,
-    /// Per (signature, pool): the pool's types the signature can use alone, or why none.
-    pool_fit: HashMap<(u32, u32), PoolFit>,
-    placeholder: u32,
-    /// Items that could not be placed, with reasons.
-    pub(super) unschedulable: Vec<(u32, String)>,
-    prefs: Preferences,
-}
-
-// === impl Run ===
-
-impl<'s, 'a> Run<'s, 'a> {
-    fn ensure_cursors(&mut self) {
-        let n = self.sigs.len();
-        if self.cur_existing.len() < n {
-            self.cur_existing.resize(n, 0);
-            self.cur_claims.resize(n, 0);
-        }
-    }
-
-    /// One relaxation step of an item's preferences; re-interns its signature.
-    fn relax(&mut self, i: u32) -> bool {
-        let item = &mut self.items[i as usize];
-        let mut pod = item.pod.clone().into_owned();
-        if !self.prefs.relax(&mut pod) {
-            return false;
-        }
-        item.sig = self.sigs.intern(
-            &pod,
-            &self.s.dims,
-            self.s.any_anti_affinity,
-            &self.s.volumes,
-            &self.topology,
-        );
-        item.pod = Cow::Owned(pod);
-        true
-    }
-
-    /// Places item `i`, or says why it cannot be placed.
-    pub(super) fn add(&mut self, i: u32) -> Result<(), String> {
-        self.ensure_cursors();
-        let sig_id = self.items[i as usize].sig;
-        if let Some(e) = &self.sigs.get(sig_id).invalid {
-            return Err(e.clone());
-        }
-        if self.add_existing(i, sig_id) || self.add_claims(i, sig_id) {
-            return Ok(());
-        }
-        self.add_new(i, sig_id)
-    }
-
-    fn topo_reqs(
-        &self,
-        i: u32,
-        sig_id: u32,
-        base: &Requirements,
-        taints_: &[crate::model::Taint],
-    ) -> Option<Result<Requirements, Reject>> {
-        let sig = self.sigs.get(sig_id);
-        if !sig.constrained {
-            return None;
-        }
-        let mut node_reqs = base.clone();
-        node_reqs.add_all(&sig.reqs);
-        Some(
-            self.topology
-                .add_requirements(
-                    &self.items[i as usize].pod,
-                    &sig.strict,
-                    &node_reqs,
-                    taints_,
-                )
-                .map_err(Reject::topology),
-        )
-    }
-
-    fn add_existing(&mut self, i: u32, sig_id: u32) -> bool {
-        let mut advance = true;
-        let start = self.cur_existing[sig_id as usize] as usize;
-        for n in start..self.existing.len() {
-            // Resources and requirements first: they reject for good and are cheaper.
-            let res = self.existing[n]
-                .check(self.sigs.get(sig_id), None)
-                .and_then(|()| {
-                    match self.topo_reqs(
-                        i,
-                        sig_id,
-                        &self.existing[n].reqs,
-                        &self.existing[n].taints,
-                    ) {
-                        Some(Err(r)) => Err(r),
-                        Some(Ok(t)) => self.existing[n].check(self.sigs.get(sig_id), Some(&t)),
-                        None => Ok(()),
-                    }
-                });
-            match res {
-                Ok(()) => {
-                    let node = &mut self.existing[n];
-                    node.commit(self.sigs.get(sig_id), i);
-                    let pod = &self.items[i as usize].pod;
-                    self.topology.record(pod, &node.reqs, &node.taints);
-                    return true;
-                }
-                Err(r) => {
-                    if r.permanent && advance {
-                        self.cur_existing[sig_id as usize] = n as u32 + 1;
-                    } else {
-                        advance = false;
-                    }
-                }
-            }
-        }
-        false
-    }
-
-    fn add_claims(&mut self, i: u32, sig_id: u32) -> bool {
-        let mut advance = true;
-        let start = self.cur_claims[sig_id as usize] as usize;
-        for c in start..self.claims.len() {
-            let pool_idx = self.claims[c].pool;
-            let res = match self.pool_fit(sig_id, pool_idx) {
-                Err(e) => Err(Reject::permanent(e)),
-                Ok(_) => self.try_claim(i, sig_id, c),
-            };
-            match res {
-                Ok(()) => return true,
-                Err(r) => {
-                    if r.permanent && advance {
-                        self.cur_claims[sig_id as usize] = c as u32 + 1;
-                    } else {
-                        advance = false;
-                    }
-                }
-            }
-        }
-        false
-    }
-
-    /// Tries to add item `i` to claim `c`, committing on success.
-    pub(super) fn try_claim(&mut self, i: u32, sig_id: u32, c: usize) -> Result<(), Reject> {
-        let s = self.s;
-        let pool = &s.pools[self.claims[c].pool];
-        let sig = self.sigs.get(sig_id);
-        let claim = &self.claims[c];
-        if !claim.fits(sig) {
-            return Err(Reject::permanent("not enough resources"));
-        }
-        let topo = if sig.constrained {
-            // Topology sees the claim's requirements narrowed by the pod's.
-            let mut base = claim.reqs.clone();
-            base.add_all(&sig.reqs);
-            match self.topology.add_requirements(
-                &self.items[i as usize].pod,
-                &sig.strict,
-                &base,
-                pool.taints(),
-            ) {
-                Ok(t) => Some(t),
-                Err(e) => return Err(Reject::topology(e)),
-            }
-        } else {
-            None
-        };
-        let n = claim.check(pool, sig, topo.as_ref(), self.s.options.min_values_policy)?;
-        let claim = &mut self.claims[c];
-        claim.commit(pool, sig, i, n);
-        self.topology
-            .record(&self.items[i as usize].pod, &claim.reqs, pool.taints());
-        Ok(())
-    }
-
-    fn add_new(&mut self, i: u32, sig_id: u32) -> Result<(), String> {
-        if self.s.pools.is_empty() {
-            return Err("no NodePool exists".to_string());
-        }
-        let mut errs: Vec<String> = Vec::new();
-        let s = self.s;
-        for p in 0..s.pools.len() {
-            let pool = &s.pools[p];
-            let types = match self.pool_fit(sig_id, p) {
-                Err(e) => {
-                    errs.push(e);
-                    continue;
-                }
-                Ok(t) => t,
-            };
-            let remaining = &self.remaining[p];
-            let types: Vec<u32> = if remaining.is_empty() {
-                types.to_vec()
-            } else {
-                types
-                    .iter()
-                    .copied()
-                    .filter(|&t| {
-                        let cap = &pool.types[t as usize].capacity;
-                        remaining.iter().all(|(slot, left)| cap[*slot] <= *left)
-                    })
-                    .collect()
-            };
-            if types.is_empty() {
-                let left: Vec<String> = remaining
-                    .iter()
-                    .map(|(slot, left)| {
-                        format!(
-                            "{}={}",
-                            self.s.dims.name(*slot),
-                            fmt_amount(*slot, (*left).max(0))
-                        )
-                    })
-                    .collect();
-                errs.push(format!(
-                    "NodePool {}: every instance type that fits would exceed its limits (left: {})",
-                    pool.name(),
-                    left.join(" ")
-                ));
-                continue;
-            }
-            self.placeholder += 1;
-            let hostname = format!("hostname-placeholder-{:05}", self.placeholder);
-            self.topology.register(labels::HOSTNAME, &hostname);
-            self.claims.push(Claim::new(p, pool, types, hostname));
-            let c = self.claims.len() - 1;
-            match self.try_claim(i, sig_id, c) {
-                Ok(()) => {
-                    let mut max_cap: Vector = self.s.dims.zero();
-                    for &t in &self.claims[c].types {
-                        dims::max_in(&mut max_cap, &pool.types[t as usize].capacity);
-                    }
-                    for (slot, left) in &mut self.remaining[p] {
-                        *left -= max_cap[*slot];
-                    }
-                    return Ok(());
-                }
-                Err(r) => {
-                    self.claims.pop();
-                    errs.push(format!("NodePool {}: {}", pool.name(), r.reason));
-                }
-            }
-        }
-        Err(errs.join("; "))
-    }
-
-    /// [`Run::pool_fit`] if already computed.
-    pub(super) fn pool_fit_cached(&self, sig_id: u32, p: usize) -> Option<&PoolFit> {
-        self.pool_fit.get(&(sig_id, p as u32))
-    }
-
-    /// [`Run::pool_fit`] without the cache.
-    pub(super) fn pool_fit_uncached(&self, sig_id: u32, p: usize) -> Result<Rc<[u32]>, String> {
-        compute_pool_fit(&self.s.pools[p], self.sigs.get(sig_id), &self.s.dims)
-    }
-
-    /// The types of pool `p` that signature `sig_id` can use on its own, or why none.
-    pub(super) fn pool_fit(&mut self, sig_id: u32, p: usize) -> Result<Rc<[u32]>, String> {
-        if let Some(r) = self.pool_fit.get(&(sig_id, p as u32)) {
-            return r.clone();
-        }
-        let r = compute_pool_fit(&self.s.pools[p], self.sigs.get(sig_id), &self.s.dims);
-        self.pool_fit.insert((sig_id, p as u32), r.clone());
-        r
-    }
-}
-
-fn compute_pool_fit(
-    pool: &Pool<'_>,
-    sig: &super::signature::Sig,
-    d: &Dims,
-) -> Result<Rc<[u32]>, String> {
-    let name = pool.name();
-    if let Some(e) = &pool.unusable {
-        return Err(e.clone());
-    }
-    if let Some(t) = taints::first_untolerated(pool.taints(), &sig.tolerations) {
-        return Err(format!(
-            "incompatible with NodePool {name}: did not tolerate {}",
-            taints::describe(t)
-        ));
-    }
-    if let Err(e) = pool.reqs.compatible(&sig.reqs, Undefined::AllowWellKnown) {
-        let from_volume = sig.volume.as_ref().filter(|_| {
-            sig.strict
-                .get(e.key())
-                .is_none_or(|r| Some(r) != sig.reqs.get(e.key()))
-        });
-        return Err(match from_volume {
-            Some(v) => format!("incompatible with NodePool {name}: {e} (required by {v})"),
-            None => format!("incompatible with NodePool {name}: {e}"),
-        });
-    }
-    let mut reqs = pool.reqs.clone();
-    reqs.add_all(&sig.reqs);
-    let mut matching = 0usize;
-    let mut largest: Vector = d.zero();
-    let mut out = Vec::new();
-    for (ti, t) in pool.types.iter().enumerate() {
-        if !sig.reqs.is_empty()
-            && (t.reqs.intersects(&reqs).is_err() || t.cheapest_allowed(&reqs).is_none())
-        {
-            continue;
-        }
-        matching += 1;
-        let avail = &t.free;
-        dims::max_in(&mut largest, avail);
-        if dims::fits(&sig.requests, &t.free) {
-            out.push(ti as u32);
-        }
-    }
-    if matching == 0 {
-        return Err(format!(
-            "no instance type in NodePool {name} matches {}",
-            sig.reqs
-        ));
-    }
-    if out.is_empty() {
-        let mut need = Vec::new();
-        let mut allow = Vec::new();
-        for slot in 0..d.len() {
-            if sig.requests[slot] > largest[slot] {
-                need.push(format!(
-                    "{}={}",
-                    d.name(slot),
-                    fmt_amount(slot, sig.requests[slot])
-                ));
-                allow.push(format!(
-                    "{}={}",
-                    d.name(slot),
-                    fmt_amount(slot, largest[slot].max(0))
-                ));
-            }
-        }
-        if need.is_empty() {
-            return Err(format!(
-                "no instance type in NodePool {name} fits {} at once",
-                d.resources(&sig.requests)
-            ));
-        }
-        return Err(format!(
-            "no instance type in NodePool {name} fits {} (largest allows {})",
-            need.join(" "),
-            allow.join(" ")
-        ));
-    }
-    Ok(out.into())
-}
-
-/// Formats an amount of a slot as a Kubernetes quantity.
-pub(super) fn fmt_amount(slot: usize, v: i64) -> String {
-    match slot {
-        dims::MEMORY | dims::EPHEMERAL => crate::model::format_bytes(v),
-        dims::PODS => v.to_string(),
-        _ => crate::model::format_cpu(v),
-    }
 }

@@ -8,7 +8,7 @@ use crate::model::{HostPort, Pod, Toleration};
 use crate::requirements::Requirements;
 
 use super::dims::{Dims, Vector};
-use super::node_claim::normalize_ports;
+use super::ports::normalize_ports;
 use super::topology::{Identity, Topology};
 use super::volumes::VolumeTopology;
 

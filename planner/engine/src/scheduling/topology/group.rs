@@ -11,19 +11,8 @@ use crate::model::{
 use crate::requirements::taints::tolerates_all;
 use crate::requirements::{Requirement, Requirements, Undefined};
 
-use super::Unsatisfiable;
 use super::domains::KeyDomains;
-
-/// What a group enforces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum Kind {
-    /// A topology spread constraint.
-    Spread,
-    /// A pod affinity term: land where matching pods are.
-    Affinity,
-    /// A pod anti-affinity term: land where matching pods are not.
-    AntiAffinity,
-}
+use super::reason::{Kind, Unsatisfiable};
 
 /// The namespaces a term looks in: listed names, plus those whose labels match a selector (an
 /// empty selector matches every namespace).

@@ -1,0 +1,26 @@
+//! Types and constants several dovetail services share, with no engine logic and no IO.
+//!
+//! - [`resources`]: [`Resources`] in fixed integer units, and [`quantity`]: Kubernetes quantity
+//!   parsing (`500m`, `2Gi`) into those units.
+//! - [`catalog`]: the catalog data ([`Catalog`], [`InstanceType`], [`Offering`], [`Overhead`]).
+//!   The built-in AWS catalog and its formulas stay in the planner engine.
+//! - [`labels`]: well-known label, annotation and taint keys.
+//! - [`hash`]: the NodePool / EC2NodeClass drift hashes, computed from plain JSON.
+//! - [`duration`]: the one Go duration parser.
+//!
+//! The planner engine re-exports what it uses from here (`planner::model::Resources`,
+//! `planner::catalog::InstanceType`, `planner::labels`), so either path names the same type.
+
+pub mod catalog;
+pub mod duration;
+pub mod hash;
+pub mod labels;
+pub mod quantity;
+pub mod resources;
+
+pub use catalog::{Catalog, InstanceType, Offering, Overhead};
+pub use labels::Labels;
+pub use resources::Resources;
+
+/// Seconds since the Unix epoch, UTC. The planner never reads a clock: `now` is an input.
+pub type Timestamp = i64;

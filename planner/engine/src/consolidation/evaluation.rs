@@ -1,0 +1,520 @@
+//! The state of one disruption evaluation ([`Evaluation`]): candidates, budgets, PDB allowances
+//! and the working cluster state that committed decisions leave behind, plus the evaluation of a
+//! group of candidates through the scheduler (Karpenter's `SimulateScheduling` +
+//! `computeConsolidation` + validation). The price filter for replacements is in
+//! `evaluation/replacement.rs`, committing a decision in `evaluation/commit.rs`.
+
+mod commit;
+mod replacement;
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::budgets::Budgets;
+use super::candidate::{self, Candidate, PdbState, PodsByNode};
+use super::{BuildSimulator, Error, Outcome, Reason, Relocation, Simulate, Stats};
+use crate::catalog::{Catalog, InstanceType};
+use crate::model::{ClusterSnapshot, ConsolidationPolicy, NodePool, PlanOptions, Pod, PodKey};
+use crate::plan::{DisruptionDecision, PlannedNodeClaim};
+
+/// The least share of the removed nodes' price that a repack (two or more nodes onto new ones)
+/// must save: moving 50 nodes' pods to save 1% is churn, not consolidation. Deletions and 1→1
+/// replacements are not held to it (Karpenter's rule: strictly cheaper).
+pub const MIN_REPACK_SAVING: f64 = 0.10;
+
+/// Karpenter's floor of cheaper spot types a single-node spot→spot replacement must keep.
+pub const MIN_SPOT_TO_SPOT_TYPES: usize = 15;
+
+/// A decision ready to commit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Command {
+    /// Why.
+    pub reason: Reason,
+    /// Candidate indices (into [`Evaluation::candidates`]).
+    pub nodes: Vec<usize>,
+    /// New claims; their `pods` are the pods that move onto them.
+    pub replacements: Vec<PlannedNodeClaim>,
+    /// Where every displaced pod goes (existing node name or replacement claim name).
+    pub placements: BTreeMap<PodKey, String>,
+    /// Price of the nodes minus price of the replacements, per hour.
+    pub savings_per_hour: f64,
+    /// Pods no node can take (only ever set for forceful expiry).
+    pub unschedulable: Vec<(PodKey, String)>,
+}
+
+/// Why a group of candidates cannot be disrupted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    /// A blocker applies (PDB, do-not-disrupt, ...).
+    Blocked(String),
+    /// Some pod fits nowhere.
+    NoFit(String),
+    /// The pods fit, but not more cheaply (or on more new nodes than allowed, or breaking the
+    /// spot→spot rules); a larger group may still do better.
+    NotCheaper(String),
+}
+
+/// The state of one disruption run. Cloning it forks the run (to compare two searches from the
+/// same state).
+#[derive(Clone)]
+pub struct Evaluation<'a> {
+    catalog: &'a Catalog,
+    options: &'a PlanOptions,
+    types: BTreeMap<&'a str, &'a InstanceType>,
+    pools: BTreeMap<&'a str, &'a NodePool>,
+    working: ClusterSnapshot,
+    pods_on: PodsByNode,
+    candidates: Vec<Candidate>,
+    used: Vec<bool>,
+    budgets: Budgets,
+    pdbs: Vec<PdbState<'a>>,
+    /// PDB indices per pod key (pods of the original snapshot).
+    pod_pdbs: BTreeMap<PodKey, Vec<usize>>,
+    pdb_remaining: Vec<i64>,
+    decisions: Vec<DisruptionDecision>,
+    notes: Vec<String>,
+    rejected: RefCell<BTreeMap<usize, Rejection>>,
+    /// Nodes the launch plan places pending pods on: not disrupted.
+    receiving: BTreeSet<String>,
+    min_repack_saving: f64,
+    /// Existing capacity displaced pods must not land on, with why.
+    unusable: BTreeMap<String, String>,
+    simulations: Cell<usize>,
+    rebuilds: Cell<usize>,
+}
+
+// === impl Evaluation ===
+
+impl<'a> Evaluation<'a> {
+    /// Builds candidates, budgets and PDB allowances for a snapshot at `options.now`.
+    ///
+    /// # Errors
+    /// [`Error::Schedule`] when a budget schedule is invalid.
+    pub fn new(
+        snapshot: &'a ClusterSnapshot,
+        catalog: &'a Catalog,
+        options: &'a PlanOptions,
+    ) -> Result<Self, Error> {
+        let pods_on = candidate::pods_by_node(snapshot);
+        let (candidates, counts) = candidate::build(snapshot, catalog, options.now, &pods_on);
+        let budgets = Budgets::new(&snapshot.node_pools, &counts, options.now)?;
+        let unusable = candidate::unusable_destinations(snapshot, &candidates, options.now);
+        let pdbs = candidate::pdb_states(snapshot);
+        let pdb_remaining = pdbs.iter().map(|p| p.allowed).collect();
+        let mut pod_pdbs = BTreeMap::new();
+        if !pdbs.is_empty() {
+            for p in snapshot.pods.iter().filter(|p| p.is_bound_active()) {
+                let v = candidate::pdbs_of(p, &pdbs);
+                if !v.is_empty() {
+                    pod_pdbs.insert(p.key(), v);
+                }
+            }
+        }
+        let mut notes = Vec::new();
+        for c in &candidates {
+            if let Some(b) = &c.blocker {
+                notes.push(format!("node {} is not disrupted: {b}", c.name));
+            }
+        }
+        Ok(Self {
+            catalog,
+            options,
+            types: catalog
+                .instance_types
+                .iter()
+                .map(|t| (t.name.as_str(), t))
+                .collect(),
+            pools: snapshot
+                .node_pools
+                .iter()
+                .map(|p| (p.name.as_str(), p))
+                .collect(),
+            working: snapshot.clone(),
+            pods_on,
+            used: vec![false; candidates.len()],
+            candidates,
+            budgets,
+            pdbs,
+            pod_pdbs,
+            pdb_remaining,
+            decisions: Vec::new(),
+            notes,
+            rejected: RefCell::new(BTreeMap::new()),
+            receiving: BTreeSet::new(),
+            min_repack_saving: MIN_REPACK_SAVING,
+            unusable,
+            simulations: Cell::new(0),
+            rebuilds: Cell::new(0),
+        })
+    }
+
+    /// Sets the least share of the removed nodes' price a repack must save (default
+    /// [`MIN_REPACK_SAVING`]; 0 is Karpenter's rule).
+    pub fn set_min_repack_saving(&mut self, share: f64) {
+        self.min_repack_saving = share;
+    }
+
+    /// Binds the pending pods the launch plan places on existing nodes (node name → pods) to
+    /// those nodes in the working state, and keeps those nodes from being disrupted.
+    pub fn place_pending(&mut self, launch: &[(String, Vec<PodKey>)]) {
+        if launch.is_empty() {
+            return;
+        }
+        let target: BTreeMap<&str, &str> = launch
+            .iter()
+            .flat_map(|(n, pods)| pods.iter().map(move |p| (p.as_str(), n.as_str())))
+            .collect();
+        for p in &mut self.working.pods {
+            if p.is_pending()
+                && let Some(n) = target.get(p.key().as_str())
+            {
+                p.node_name = Some(n.to_string());
+            }
+        }
+        self.receiving.extend(launch.iter().map(|(n, _)| n.clone()));
+        self.pods_on = candidate::pods_by_node(&self.working);
+    }
+
+    /// The cluster as the committed decisions leave it (removed nodes gone, their pods bound
+    /// where they move, replacements present as nodes).
+    pub fn snapshot(&self) -> &ClusterSnapshot {
+        &self.working
+    }
+
+    /// Builds a simulator over the working state (counted in [`Stats::rebuilds`]).
+    pub fn build<'s>(&'s self, build: &BuildSimulator<'_>) -> Box<dyn Simulate + 's> {
+        self.rebuilds.set(self.rebuilds.get() + 1);
+        build(&self.working, self.catalog, self.options)
+    }
+
+    /// All candidates, sorted by node name.
+    pub fn candidates(&self) -> &[Candidate] {
+        &self.candidates
+    }
+
+    /// NodePool names, sorted.
+    pub fn pool_names(&self) -> Vec<String> {
+        self.pools.keys().map(|s| s.to_string()).collect()
+    }
+
+    /// How many more nodes of `pool` this plan may disrupt for `reason`.
+    pub fn remaining(&self, pool: &str, reason: Reason) -> u32 {
+        self.budgets.remaining(pool, reason)
+    }
+
+    /// Records why a candidate was turned down; it is not evaluated again.
+    pub fn reject(&self, c: usize, why: Rejection) {
+        self.rejected.borrow_mut().entry(c).or_insert(why);
+    }
+
+    /// The reschedulable pods on a node in the working state.
+    fn displaced(&self, name: &str) -> Vec<&Pod> {
+        self.pods_on
+            .get(name)
+            .map(|v| {
+                v.iter()
+                    .map(|&i| &self.working.pods[i])
+                    .filter(|p| candidate::is_reschedulable(p))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// True when the candidate has no reschedulable pods.
+    pub fn is_empty(&self, c: usize) -> bool {
+        self.displaced(&self.candidates[c].name).is_empty()
+    }
+
+    /// The larger of the cpu and memory fractions its reschedulable pods request (0 when the
+    /// node is unknown or has no allocatable).
+    pub fn utilization(&self, c: usize) -> f64 {
+        let name = &self.candidates[c].name;
+        let Some(node) = self.working.nodes.iter().find(|n| &n.name == name) else {
+            return 0.0;
+        };
+        let mut used = crate::model::Resources::default();
+        for p in self.displaced(name) {
+            used.add(&p.requests);
+        }
+        let frac = |u: i64, a: i64| if a > 0 { u as f64 / a as f64 } else { 0.0 };
+        frac(used.cpu, node.allocatable.cpu).max(frac(used.memory, node.allocatable.memory))
+    }
+
+    /// Karpenter's disruption cost of a candidate: the eviction cost of its pods times the
+    /// fraction of its lifetime left.
+    pub fn disruption_cost(&self, c: usize) -> f64 {
+        let cost: f64 = self
+            .displaced(&self.candidates[c].name)
+            .iter()
+            .map(|p| candidate::eviction_cost(p))
+            .sum();
+        cost * candidate::lifetime_remaining(&self.candidates[c], self.options.now)
+    }
+
+    /// Unused, not rejected candidates matching `keep`, cheapest disruption per dollar saved
+    /// first (ties: higher price, then name).
+    pub fn ordered(&self, keep: impl Fn(&Candidate) -> bool) -> Vec<usize> {
+        let rejected = self.rejected.borrow();
+        let mut v: Vec<(f64, f64, usize)> = (0..self.candidates.len())
+            .filter(|&i| !self.used[i] && !rejected.contains_key(&i))
+            .filter(|&i| !self.receiving.contains(&self.candidates[i].name))
+            .filter(|&i| keep(&self.candidates[i]))
+            .map(|i| {
+                let price = self.candidates[i].price.unwrap_or(0.0);
+                let cost = self.disruption_cost(i);
+                let key = if price > 0.0 { cost / price } else { f64::MAX };
+                (key, price, i)
+            })
+            .collect();
+        v.sort_by(|a, b| {
+            a.0.total_cmp(&b.0)
+                .then(b.1.total_cmp(&a.1))
+                .then(a.2.cmp(&b.2))
+        });
+        v.into_iter().map(|(_, _, i)| i).collect()
+    }
+
+    /// Candidates for Underutilized consolidation, in order, taken while their NodePool's
+    /// budget allows: consolidatable, policy WhenEmptyOrUnderutilized, unblocked, priced, not
+    /// empty (empty nodes are the Empty budget's business).
+    pub fn underutilized_order(&self) -> Vec<usize> {
+        let mut taken: BTreeMap<&str, u32> = BTreeMap::new();
+        self.ordered(|c| {
+            c.consolidatable
+                && c.policy == ConsolidationPolicy::WhenEmptyOrUnderutilized
+                && c.blocker.is_none()
+                && c.price.is_some()
+        })
+        .into_iter()
+        .filter(|&i| !self.is_empty(i))
+        .filter(|&i| {
+            let pool = self.candidates[i].node_pool.as_str();
+            let t = taken.entry(pool).or_default();
+            if *t < self.budgets.remaining(pool, Reason::Underutilized) {
+                *t += 1;
+                true
+            } else {
+                false
+            }
+        })
+        .collect()
+    }
+
+    /// A command that deletes candidates without simulation (they have no reschedulable pods).
+    pub fn empty_command(&self, nodes: &[usize], reason: Reason) -> Command {
+        Command {
+            reason,
+            nodes: nodes.to_vec(),
+            replacements: Vec::new(),
+            placements: BTreeMap::new(),
+            savings_per_hour: nodes.iter().filter_map(|&c| self.candidates[c].price).sum(),
+            unschedulable: Vec::new(),
+        }
+    }
+
+    /// Karpenter's binary search over prefixes of `list` (longest valid prefix of at least
+    /// `min_len`); validity need not be monotone, as in Karpenter.
+    pub fn prefix_search(
+        &self,
+        sim: &dyn Simulate,
+        list: &[usize],
+        reason: Reason,
+        max_claims: Option<usize>,
+        min_len: usize,
+    ) -> Option<Command> {
+        let (mut lo, mut hi) = (min_len.max(1), list.len());
+        let mut best = None;
+        while lo <= hi {
+            let mid = (lo + hi) / 2;
+            match self.evaluate(sim, &list[..mid], reason, max_claims) {
+                Ok(cmd) => {
+                    best = Some(cmd);
+                    lo = mid + 1;
+                }
+                Err(_) => hi = mid - 1,
+            }
+        }
+        best
+    }
+
+    /// Evaluates disrupting a group of candidates together: PDB allowances (graceful reasons),
+    /// one simulation, then the replacement rules of the reason (Underutilized: strictly
+    /// cheaper by worst-case launch price, at most `max_claims` new claims, spot→spot rules).
+    ///
+    /// # Errors
+    /// A [`Rejection`] saying why not.
+    pub fn evaluate(
+        &self,
+        sim: &dyn Simulate,
+        group: &[usize],
+        reason: Reason,
+        max_claims: Option<usize>,
+    ) -> Result<Command, Rejection> {
+        let mut displaced: Vec<&Pod> = Vec::new();
+        for &c in group {
+            displaced.extend(self.displaced(&self.candidates[c].name));
+        }
+        if reason != Reason::Expired {
+            self.check_pdbs(&displaced)?;
+        }
+        // Capacity that cannot be counted on is simulated as gone too, so that the scheduler
+        // looks elsewhere (or to new nodes) instead of failing the decision.
+        let mut removed: Vec<&str> = group
+            .iter()
+            .map(|&c| self.candidates[c].name.as_str())
+            .collect();
+        if reason != Reason::Expired {
+            removed.extend(self.unusable.keys().map(String::as_str));
+            removed.sort_unstable();
+            removed.dedup();
+        }
+        let result: Relocation = if displaced.is_empty() {
+            Relocation::default()
+        } else {
+            self.simulations.set(self.simulations.get() + 1);
+            sim.simulate(&removed, &displaced)
+        };
+        if reason != Reason::Expired
+            && let Some((pod, why)) = result.unschedulable.first()
+        {
+            return Err(Rejection::NoFit(format!("pod {pod} would not fit: {why}")));
+        }
+        if reason != Reason::Expired {
+            for (node, pods) in &result.existing {
+                if let (Some(why), Some(pod)) = (self.unusable.get(node), pods.first()) {
+                    return Err(Rejection::NoFit(format!(
+                        "pod {pod} would only fit on {node}, which cannot be counted on: {why}"
+                    )));
+                }
+            }
+        }
+        if let Some(max) = max_claims
+            && result.new_claims.len() > max
+        {
+            return Err(Rejection::NotCheaper(format!(
+                "needs {} new nodes, at most {max} allowed",
+                result.new_claims.len()
+            )));
+        }
+        let price: f64 = group
+            .iter()
+            .map(|&c| self.candidates[c].price.unwrap_or(0.0))
+            .sum();
+        let replacements = if reason == Reason::Underutilized {
+            self.cheaper_replacements(group, result.new_claims, price)?
+        } else {
+            result.new_claims
+        };
+        let mut placements = BTreeMap::new();
+        for (node, pods) in &result.existing {
+            for p in pods {
+                placements.insert(p.clone(), node.clone());
+            }
+        }
+        for claim in &replacements {
+            for p in &claim.pods {
+                placements.insert(p.clone(), claim.name.clone());
+            }
+        }
+        let cost: f64 = replacements.iter().map(|r| r.price).sum();
+        if reason == Reason::Underutilized
+            && group.len() >= 2
+            && !replacements.is_empty()
+            && price - cost < self.min_repack_saving * price
+        {
+            return Err(Rejection::NotCheaper(format!(
+                "repack saves {:.4}/h, less than {:.0}% of {price:.4}/h",
+                price - cost,
+                100.0 * self.min_repack_saving
+            )));
+        }
+        Ok(Command {
+            reason,
+            nodes: group.to_vec(),
+            replacements,
+            placements,
+            savings_per_hour: price - cost,
+            unschedulable: result.unschedulable,
+        })
+    }
+
+    /// Every displaced pod is covered by at most one PDB, and no PDB is asked for more
+    /// evictions than it still allows in this plan.
+    fn check_pdbs(&self, displaced: &[&Pod]) -> Result<(), Rejection> {
+        if self.pdbs.is_empty() {
+            return Ok(());
+        }
+        let mut need: BTreeMap<usize, i64> = BTreeMap::new();
+        for p in displaced {
+            let key = p.key();
+            let Some(v) = self.pod_pdbs.get(&key) else {
+                continue;
+            };
+            if v.len() > 1 {
+                return Err(Rejection::Blocked(format!(
+                    "pod {key} is covered by more than one PodDisruptionBudget (eviction is refused)"
+                )));
+            }
+            *need.entry(v[0]).or_default() += 1;
+        }
+        for (i, n) in need {
+            if n > self.pdb_remaining[i] {
+                let pdb = self.pdbs[i].pdb;
+                return Err(Rejection::Blocked(format!(
+                    "PodDisruptionBudget {}/{} allows {} eviction(s), {n} needed",
+                    pdb.namespace,
+                    pdb.name,
+                    self.pdb_remaining[i].max(0)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Hourly savings of the decisions committed so far.
+    pub fn savings(&self) -> f64 {
+        self.decisions.iter().map(|d| d.savings_per_hour).sum()
+    }
+
+    /// Number of decisions committed so far.
+    pub fn decision_count(&self) -> usize {
+        self.decisions.len()
+    }
+
+    /// Adds another fork's simulation and rebuild counters to this one's (work done on a
+    /// search that was not kept still counts).
+    pub fn absorb_counters(&self, other: &Evaluation<'_>) {
+        self.simulations
+            .set(self.simulations.get() + other.simulations.get());
+        self.rebuilds
+            .set(self.rebuilds.get() + other.rebuilds.get());
+    }
+
+    /// Adds a note to the outcome.
+    pub fn note(&mut self, note: String) {
+        self.notes.push(note);
+    }
+
+    /// Ends the run: decisions in commit order, notes (blockers found while evaluating
+    /// included), counters.
+    pub fn finish(self) -> Outcome {
+        let mut notes = self.notes;
+        for (c, why) in self.rejected.borrow().iter() {
+            if let Rejection::Blocked(b) = why {
+                notes.push(format!(
+                    "node {} is not disrupted: {b}",
+                    self.candidates[*c].name
+                ));
+            }
+        }
+        Outcome {
+            decisions: self.decisions,
+            notes,
+            stats: Stats {
+                candidates: self.candidates.len(),
+                simulations: self.simulations.get(),
+                rebuilds: self.rebuilds.get(),
+            },
+        }
+    }
+}

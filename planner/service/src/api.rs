@@ -1,0 +1,72 @@
+//! The gRPC edge of the planner: the `dovetail.v1.Planner` service.
+//!
+//! Wire types stay in this module tree: [`convert`] (the `planner-wire` crate, shared with the
+//! CLI) turns requests into the model and plans into responses, [`status`] is the one place where errors become gRPC statuses, [`service`] is the
+//! tonic implementation (unary `Plan` and streaming `Session`), [`session`] keeps the per-stream
+//! snapshot, and [`actuator`] submits session plans to the actuator.
+
+pub mod actuator;
+pub mod service;
+pub mod session;
+pub mod status;
+
+use thiserror::Error;
+
+pub use planner_wire as convert;
+pub use planner_wire::remote::RemotePlan;
+pub use service::{BuiltinCatalogs, PlanFn, PlannerService, ServiceOptions};
+
+/// Everything that can go wrong serving a request.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// The request has a field the planner cannot use.
+    #[error(transparent)]
+    Convert(#[from] convert::Error),
+    /// The request names a built-in catalog that does not exist.
+    #[error("{field}: no built-in catalog for region {region:?}: {reason}")]
+    UnknownCatalog {
+        /// Path of the field that named it.
+        field: String,
+        /// The region asked for.
+        region: String,
+        /// Why it could not be loaded.
+        reason: String,
+    },
+    /// A session message came before the session's snapshot.
+    #[error("session update {sequence} came before any snapshot; send a snapshot first")]
+    NoSnapshot {
+        /// Its sequence number.
+        sequence: u64,
+    },
+    /// A session message skipped or repeated a sequence number.
+    #[error("session sequence gap: expected {expected}, got {got}; resend a snapshot")]
+    SequenceGap {
+        /// The number expected.
+        expected: u64,
+        /// The number received.
+        got: u64,
+    },
+    /// A session holds more objects than this server allows.
+    #[error("session holds {objects} objects, more than the limit of {limit}")]
+    SessionTooLarge {
+        /// Objects the session would hold.
+        objects: usize,
+        /// The configured limit.
+        limit: usize,
+    },
+    /// A session message had no update in it.
+    #[error("session update {sequence} is empty")]
+    EmptyUpdate {
+        /// Its sequence number.
+        sequence: u64,
+    },
+    /// The server is draining: the stream must move to another replica.
+    #[error("the planner is shutting down; reconnect and resend a snapshot")]
+    ShuttingDown,
+    /// The planner task failed (a bug: the planner panicked).
+    #[error("the planner failed: {0}")]
+    PlannerFailed(String),
+}
+
+/// Result of serving a request.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,115 @@
+//! `dovetail-planner`: the planner as a gRPC service. Wiring only; the parts live in the library
+//! (`planner::config`, `planner::server`, `planner::api`).
+//!
+//! Start-up: configuration is validated first (exit 64 when it is bad, before any port is
+//! bound); the ports are bound with health NOT_SERVING; the default catalog is loaded; then
+//! health turns SERVING and one line `dovetail-planner listening grpc=ADDR metrics=ADDR` goes to
+//! stdout. On SIGTERM or Ctrl-C: NOT_SERVING, the drain delay, then in-flight requests finish.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use planner_service::api::actuator::Forwarder;
+use planner_service::api::{PlannerService, ServiceOptions};
+use planner_service::auth::AddBearer;
+use planner_service::config::{Config, Env, Flags};
+use planner_service::metrics::Metrics;
+use tonic::transport::Endpoint;
+use tracing_subscriber::EnvFilter;
+
+/// Configuration errors exit with EX_USAGE.
+const EXIT_CONFIG: u8 = 64;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let flags = match Flags::try_parse() {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(EXIT_CONFIG)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let config = match Config::load(flags, &Env) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("dovetail-planner: invalid configuration: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(config).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "Planner failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(config: Config) -> anyhow::Result<()> {
+    let metrics = Metrics::new();
+    let mut service = PlannerService::new(
+        Arc::new(|region: &str| planner::catalog::aws::builtin(region).map_err(|e| e.to_string())),
+        metrics.clone(),
+        ServiceOptions {
+            default_region: config.region.clone(),
+            session_max_objects: config.session_max_objects,
+            instance: config.instance.clone(),
+        },
+    );
+    if let Some(endpoint) = &config.actuator_endpoint {
+        let channel = Endpoint::from_shared(endpoint.clone())?.connect_lazy();
+        let auth = AddBearer::new(config.actuator_token.as_deref())?;
+        service = service.with_actuator(Forwarder::new(channel, auth, metrics.clone()));
+    }
+
+    let running = planner_service::server::start(&config, service.clone(), metrics).await?;
+    tracing::info!(grpc = %running.grpc_addr, metrics = ?running.metrics_addr, auth = ?auth_kind(&config), "Listening; NOT_SERVING until the catalog is loaded");
+
+    // Ready means able to plan: the default catalog is loaded.
+    let svc = service.clone();
+    tokio::task::spawn_blocking(move || svc.preload()).await??;
+    running.set_serving().await;
+    let metrics_addr = running
+        .metrics_addr
+        .map_or_else(|| "off".to_string(), |a| a.to_string());
+    println!(
+        "dovetail-planner listening grpc={} metrics={metrics_addr}",
+        running.grpc_addr
+    );
+    tracing::info!("SERVING");
+
+    shutdown_signal().await?;
+    tracing::info!("Shutting down");
+    running.shutdown(config.drain_delay).await?;
+    tracing::info!("Stopped");
+    Ok(())
+}
+
+fn auth_kind(config: &Config) -> &'static str {
+    match config.auth {
+        planner_service::config::Auth::Bearer(_) => "bearer",
+        planner_service::config::Auth::MutualTls => "mtls",
+        planner_service::config::Auth::Disabled => "disabled",
+    }
+}
+
+async fn shutdown_signal() -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        r = tokio::signal::ctrl_c() => r?,
+    }
+    Ok(())
+}

@@ -1,0 +1,466 @@
+//! `Planner.Session` over real gRPC: snapshot, deltas, a plan per closed batch, sequence checks,
+//! the memory bound, and forwarding to a recording stand-in of the actuator.
+
+#[path = "support/server.rs"]
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use planner::model::ClusterSnapshot;
+use planner_service::api::actuator::Forwarder;
+use planner_service::auth::AddBearer;
+use planner_service::metrics::Metrics;
+use planner_wire::fixtures;
+use proto::v1 as pb;
+use support::*;
+use tokio::sync::mpsc;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Code, Request, Response, Status};
+
+/// Plans that report what they saw: pending pods and the names of the pods.
+fn echo_plan_fn() -> planner_service::api::PlanFn {
+    Arc::new(|s: &ClusterSnapshot, _, o| {
+        let mut p = fixtures::plan();
+        p.summary.pending_pods = s.pods.len() as u32;
+        p.notes = vec![format!("now={}", o.now)];
+        p.notes
+            .extend(s.pods.iter().map(|p| format!("{}/{}", p.namespace, p.name)));
+        p
+    })
+}
+
+fn snapshot_update(sequence: u64, pods: usize) -> pb::ClusterUpdate {
+    let s = fixtures::snapshot(pods);
+    pb::ClusterUpdate {
+        sequence,
+        update: Some(pb::cluster_update::Update::Snapshot(pb::SessionSnapshot {
+            snapshot: Some(planner_wire::to_wire::snapshot(&s)),
+            catalog_source: None,
+            options: None,
+        })),
+    }
+}
+
+fn close(sequence: u64, now: i64) -> pb::ClusterUpdate {
+    pb::ClusterUpdate {
+        sequence,
+        update: Some(pb::cluster_update::Update::CloseBatch(pb::CloseBatch {
+            now,
+        })),
+    }
+}
+
+fn delta(
+    sequence: u64,
+    upserts: Vec<pb::upsert::Object>,
+    deletes: Vec<(&str, &str)>,
+) -> pb::ClusterUpdate {
+    pb::ClusterUpdate {
+        sequence,
+        update: Some(pb::cluster_update::Update::Delta(pb::Delta {
+            upserts: upserts
+                .into_iter()
+                .map(|o| pb::Upsert { object: Some(o) })
+                .collect(),
+            deletes: deletes
+                .into_iter()
+                .map(|(k, u)| pb::Delete {
+                    kind: k.into(),
+                    uid: u.into(),
+                })
+                .collect(),
+        })),
+    }
+}
+
+fn new_pod(name: &str) -> pb::upsert::Object {
+    pb::upsert::Object::Pod(pb::Pod {
+        namespace: "default".into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        requests: [("cpu".to_string(), "100m".to_string())].into(),
+        ..pb::Pod::default()
+    })
+}
+
+type Tx = mpsc::Sender<pb::ClusterUpdate>;
+
+async fn open(server: &Server) -> (Tx, tonic::Streaming<pb::PlanResponse>) {
+    let (tx, rx) = mpsc::channel(16);
+    let mut client = pb::planner_client::PlannerClient::new(channel(server).await);
+    let stream = client
+        .session(ReceiverStream::new(rx))
+        .await
+        .expect("session opens")
+        .into_inner();
+    (tx, stream)
+}
+
+async fn next_plan(
+    stream: &mut tonic::Streaming<pb::PlanResponse>,
+) -> Result<pb::PlanResponse, Status> {
+    tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .expect("an answer in time")
+        .expect("the stream is open")
+}
+
+#[tokio::test]
+async fn deltas_change_the_next_plan() {
+    let metrics = Metrics::new();
+    let server = start(
+        config(planner_service::config::Auth::Disabled),
+        service(&metrics, Some(echo_plan_fn())),
+        metrics,
+    )
+    .await;
+    let (tx, mut plans) = open(&server).await;
+
+    tx.send(snapshot_update(100, 3)).await.expect("send");
+    tx.send(close(101, 1_700_000_000)).await.expect("send");
+    let p = next_plan(&mut plans).await.expect("plan");
+    assert_eq!(p.summary.as_ref().expect("summary").pending_pods, 3);
+    assert_eq!(p.notes[0], "now=1700000000");
+
+    // uid-0 is deleted, two pods arrive (one twice: an upsert replaces), then the batch closes.
+    tx.send(delta(
+        102,
+        vec![new_pod("extra-a"), new_pod("extra-b")],
+        vec![("Pod", "uid-0")],
+    ))
+    .await
+    .expect("send");
+    tx.send(delta(103, vec![new_pod("extra-b")], vec![]))
+        .await
+        .expect("send");
+    tx.send(close(104, 1_700_000_060)).await.expect("send");
+    let p = next_plan(&mut plans).await.expect("plan");
+    assert_eq!(p.summary.as_ref().expect("summary").pending_pods, 4);
+    assert_eq!(p.notes[0], "now=1700000060");
+    assert!(p.notes.iter().any(|n| n == "default/extra-a"));
+    assert!(
+        !p.notes.iter().any(|n| n == "default/app-0-0"),
+        "{:?}",
+        p.notes
+    );
+
+    // A new snapshot resets the session.
+    tx.send(snapshot_update(500, 1)).await.expect("send");
+    tx.send(close(501, 5)).await.expect("send");
+    let p = next_plan(&mut plans).await.expect("plan");
+    assert_eq!(p.summary.as_ref().expect("summary").pending_pods, 1);
+}
+
+#[tokio::test]
+async fn out_of_order_updates_end_the_session_with_failed_precondition() {
+    let metrics = Metrics::new();
+    let server = start(
+        config(planner_service::config::Auth::Disabled),
+        service(&metrics, Some(echo_plan_fn())),
+        metrics,
+    )
+    .await;
+
+    let (tx, mut plans) = open(&server).await;
+    tx.send(close(1, 0)).await.expect("send");
+    let e = next_plan(&mut plans).await.expect_err("no snapshot yet");
+    assert_eq!(e.code(), Code::FailedPrecondition);
+
+    let (tx, mut plans) = open(&server).await;
+    tx.send(snapshot_update(10, 2)).await.expect("send");
+    tx.send(close(12, 0)).await.expect("send");
+    let e = next_plan(&mut plans).await.expect_err("gap");
+    assert_eq!(e.code(), Code::FailedPrecondition);
+    assert!(
+        e.message().contains("expected 11, got 12"),
+        "{}",
+        e.message()
+    );
+
+    let (tx, mut plans) = open(&server).await;
+    tx.send(snapshot_update(1, 2)).await.expect("send");
+    tx.send(delta(2, vec![], vec![("Gadget", "x")]))
+        .await
+        .expect("send");
+    let e = next_plan(&mut plans).await.expect_err("bad kind");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(
+        e.message().starts_with("delta.deletes[0].kind"),
+        "{}",
+        e.message()
+    );
+}
+
+#[tokio::test]
+async fn session_memory_is_bounded_and_released_when_the_stream_ends() {
+    let metrics = Metrics::new();
+    // A tight limit: the fixture snapshot of 5 pods holds 5 + 4 objects.
+    let small = planner_service::api::PlannerService::new(
+        Arc::new(|_: &str| Ok(fixtures::catalog())),
+        metrics.clone(),
+        planner_service::api::ServiceOptions {
+            session_max_objects: 10,
+            ..planner_service::api::ServiceOptions::default()
+        },
+    )
+    .with_plan_fn(echo_plan_fn());
+    let server = start(
+        config(planner_service::config::Auth::Disabled),
+        small,
+        metrics,
+    )
+    .await;
+
+    let (tx, mut plans) = open(&server).await;
+    tx.send(snapshot_update(1, 5)).await.expect("send");
+    tx.send(close(2, 0)).await.expect("send");
+    next_plan(&mut plans).await.expect("plan");
+    let text = scrape(&server).await;
+    assert!(
+        text.contains("dovetail_planner_session_objects 9"),
+        "{text}"
+    );
+    assert!(text.contains("dovetail_planner_sessions 1"), "{text}");
+    drop(tx);
+    assert!(plans.next().await.is_none(), "the server ends the stream");
+    // Released once the stream is gone.
+    let mut released = false;
+    for _ in 0..50 {
+        let text = scrape(&server).await;
+        if text.contains("dovetail_planner_session_objects 0")
+            && text.contains("dovetail_planner_sessions 0")
+        {
+            released = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(released, "session memory not released");
+
+    let (tx, mut plans) = open(&server).await;
+    tx.send(snapshot_update(1, 5)).await.expect("send");
+    tx.send(delta(
+        2,
+        (0..5).map(|i| new_pod(&format!("more-{i}"))).collect(),
+        vec![],
+    ))
+    .await
+    .expect("send");
+    let e = next_plan(&mut plans).await.expect_err("too large");
+    assert_eq!(e.code(), Code::ResourceExhausted);
+    assert!(e.message().contains("limit of 10"), "{}", e.message());
+}
+
+/// One submission: the authorization header and the request.
+type Seen = (Option<String>, pb::SubmitRequest);
+
+/// A stand-in actuator that records what it is sent.
+#[derive(Clone, Default)]
+struct RecordingActuator {
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+#[tonic::async_trait]
+impl pb::actuator_server::Actuator for RecordingActuator {
+    async fn submit(
+        &self,
+        request: Request<pb::SubmitRequest>,
+    ) -> Result<Response<pb::SubmitResponse>, Status> {
+        let auth = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let req = request.into_inner();
+        let results = req
+            .commands
+            .iter()
+            .map(|c| pb::CommandResult {
+                idempotency_key: match &c.command {
+                    Some(pb::command::Command::Launch(l)) => l.idempotency_key.clone(),
+                    Some(pb::command::Command::Disrupt(d)) => d.idempotency_key.clone(),
+                    None => String::new(),
+                },
+                status: "Accepted".into(),
+                message: String::new(),
+            })
+            .collect();
+        self.seen.lock().expect("lock").push((auth, req));
+        Ok(Response::new(pb::SubmitResponse { results }))
+    }
+}
+
+#[tokio::test]
+async fn session_plans_are_submitted_to_the_actuator_and_unary_plans_are_not() {
+    let actuator = RecordingActuator::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let actuator_addr = listener.local_addr().expect("addr");
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(pb::actuator_server::ActuatorServer::new(actuator.clone()))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+
+    let metrics = Metrics::new();
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{actuator_addr}"))
+        .expect("uri")
+        .connect_lazy();
+    let forwarder = Forwarder::new(
+        channel,
+        AddBearer::new(Some("actuator-token")).expect("token"),
+        metrics.clone(),
+    );
+    let svc = service(&metrics, Some(fixture_plan_fn())).with_actuator(forwarder);
+    let server = start(
+        config(planner_service::config::Auth::Disabled),
+        svc,
+        metrics,
+    )
+    .await;
+
+    // Unary Plan never executes anything.
+    let mut raw = pb::planner_client::PlannerClient::new(support::channel(&server).await);
+    raw.plan(planner_wire::to_wire::plan_request(
+        &fixtures::snapshot(3),
+        &planner_service::api::convert::CatalogChoice::Default,
+        &Default::default(),
+    ))
+    .await
+    .expect("plan");
+    assert!(actuator.seen.lock().expect("lock").is_empty());
+
+    let (tx, mut plans) = open(&server).await;
+    tx.send(snapshot_update(7, 4)).await.expect("send");
+    tx.send(close(8, 1_700_000_000)).await.expect("send");
+    next_plan(&mut plans).await.expect("plan");
+    tx.send(close(9, 1_700_000_030)).await.expect("send");
+    next_plan(&mut plans).await.expect("plan");
+
+    let seen = actuator.seen.lock().expect("lock").clone();
+    assert_eq!(seen.len(), 2, "one submission per batch");
+    let (auth, first) = &seen[0];
+    assert_eq!(auth.as_deref(), Some("Bearer actuator-token"));
+    let basis = first.basis.as_ref().expect("basis");
+    assert_eq!(basis.in_flight_claims, vec!["default-inflight".to_string()]);
+    assert_eq!(basis.now, 1_700_000_000);
+    assert_eq!(basis.sequence, 8);
+    assert!(
+        first.session_id.starts_with("planner-"),
+        "{}",
+        first.session_id
+    );
+    // The fixture plan: two launches and two disruptions.
+    let kinds: Vec<&str> = first
+        .commands
+        .iter()
+        .map(|c| match &c.command {
+            Some(pb::command::Command::Launch(_)) => "launch",
+            Some(pb::command::Command::Disrupt(_)) => "disrupt",
+            None => "none",
+        })
+        .collect();
+    assert_eq!(kinds, ["launch", "launch", "disrupt", "disrupt"]);
+    // The same decisions planned again carry the same idempotency keys; the basis moved on.
+    let keys = |r: &pb::SubmitRequest| -> Vec<String> {
+        r.commands
+            .iter()
+            .filter_map(|c| match &c.command {
+                Some(pb::command::Command::Launch(l)) => Some(l.idempotency_key.clone()),
+                Some(pb::command::Command::Disrupt(d)) => Some(d.idempotency_key.clone()),
+                None => None,
+            })
+            .collect()
+    };
+    assert_eq!(keys(first), keys(&seen[1].1));
+    let unique: std::collections::BTreeSet<String> = keys(first).into_iter().collect();
+    assert_eq!(unique.len(), 4, "distinct commands have distinct keys");
+    assert_ne!(first.plan_id, seen[1].1.plan_id);
+}
+
+#[tokio::test]
+async fn an_unreachable_actuator_does_not_break_the_session() {
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr")
+    };
+    let metrics = Metrics::new();
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{dead}"))
+        .expect("uri")
+        .connect_lazy();
+    let forwarder = Forwarder::new(channel, AddBearer::default(), metrics.clone());
+    let svc = service(&metrics, Some(fixture_plan_fn())).with_actuator(forwarder);
+    let server = start(
+        config(planner_service::config::Auth::Disabled),
+        svc,
+        metrics,
+    )
+    .await;
+    let (tx, mut plans) = open(&server).await;
+    tx.send(snapshot_update(1, 2)).await.expect("send");
+    tx.send(close(2, 0)).await.expect("send");
+    next_plan(&mut plans).await.expect("the plan still comes");
+    let text = scrape(&server).await;
+    assert!(
+        text.contains("dovetail_planner_actuator_submit_failures_total 1"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn shutdown_ends_open_sessions_with_unavailable() {
+    let metrics = Metrics::new();
+    let server = start(
+        config(planner_service::config::Auth::Disabled),
+        service(&metrics, Some(echo_plan_fn())),
+        metrics,
+    )
+    .await;
+    let (tx, mut plans) = open(&server).await;
+    tx.send(snapshot_update(1, 2)).await.expect("send");
+    tx.send(close(2, 0)).await.expect("send");
+    next_plan(&mut plans).await.expect("plan");
+    let stop = tokio::spawn(server.running.shutdown(Duration::ZERO));
+    let e = next_plan(&mut plans).await.expect_err("ended");
+    assert_eq!(e.code(), Code::Unavailable);
+    assert!(e.message().contains("reconnect"), "{}", e.message());
+    drop(tx);
+    stop.await.expect("joined").expect("clean stop");
+}
+
+#[tokio::test]
+async fn the_client_opens_sessions_on_a_live_replica() {
+    let metrics = Metrics::new();
+    let server = start(
+        config(planner_service::config::Auth::Disabled),
+        service(&metrics, Some(echo_plan_fn())),
+        metrics,
+    )
+    .await;
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr");
+    let client = planner_client::PlannerClient::connect(planner_client::ClientConfig::new(vec![
+        dead.to_string(),
+        server.running.grpc_addr.to_string(),
+    ]))
+    .await
+    .expect("client");
+    for _ in 0..2 {
+        let mut attempts = 0;
+        let mut plans = client
+            .session(|| {
+                attempts += 1;
+                tokio_stream::iter([snapshot_update(1, 3), close(2, 10)])
+            })
+            .await
+            .expect("a session opens");
+        let p = next_plan(&mut plans).await.expect("plan");
+        assert_eq!(p.summary.expect("summary").pending_pods, 3);
+        assert!(attempts <= 2);
+    }
+}

@@ -1,0 +1,84 @@
+//! Shared helpers of the server tests: an in-process server on 127.0.0.1:0.
+#![allow(dead_code, unreachable_pub)] // each test binary uses a different subset
+
+use std::sync::Arc;
+
+use planner_service::api::{PlanFn, PlannerService, ServiceOptions};
+use planner_service::config::{Auth, Config};
+use planner_service::metrics::Metrics;
+use planner_service::server::Running;
+use planner_wire::fixtures;
+use tonic::transport::Channel;
+
+pub fn config(auth: Auth) -> Config {
+    Config {
+        metrics_listen: Some("127.0.0.1:0".parse().expect("addr")),
+        auth,
+        ..Config::for_tests()
+    }
+}
+
+/// A service whose built-in catalog for us-east-1 is the small fixture catalog.
+pub fn service(metrics: &Metrics, plan_fn: Option<PlanFn>) -> PlannerService {
+    let s = PlannerService::new(
+        Arc::new(|region: &str| {
+            if region == "us-east-1" {
+                Ok(fixtures::catalog())
+            } else {
+                Err(format!("unknown region {region}"))
+            }
+        }),
+        metrics.clone(),
+        ServiceOptions {
+            session_max_objects: 10_000,
+            ..ServiceOptions::default()
+        },
+    );
+    match plan_fn {
+        Some(f) => s.with_plan_fn(f),
+        None => s,
+    }
+}
+
+/// A plan function that returns the rich fixture plan, with the pending-pod count of the input.
+pub fn fixture_plan_fn() -> PlanFn {
+    Arc::new(|snapshot, _catalog, _options| {
+        let mut p = fixtures::plan();
+        p.summary.pending_pods = snapshot.pods.iter().filter(|p| p.is_pending()).count() as u32;
+        p
+    })
+}
+
+pub struct Server {
+    pub running: Running,
+    pub metrics: Metrics,
+}
+
+pub async fn start(config: Config, service: PlannerService, metrics: Metrics) -> Server {
+    let running = planner_service::server::start(&config, service, metrics.clone())
+        .await
+        .expect("server starts");
+    running.set_serving().await;
+    Server { running, metrics }
+}
+
+pub async fn channel(server: &Server) -> Channel {
+    Channel::from_shared(format!("http://{}", server.running.grpc_addr))
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connects")
+}
+
+/// GET /metrics over a raw HTTP/1.1 connection.
+pub async fn scrape(server: &Server) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = server.running.metrics_addr.expect("metrics on");
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("read");
+    out
+}

@@ -1,0 +1,332 @@
+use std::collections::BTreeMap;
+
+use proto::v1 as pb;
+
+use super::*;
+use crate::fixtures;
+use planner::model::{
+    self, BudgetNodes, ClusterSnapshot, IntOrPercent, MinValuesPolicy, NodeInclusionPolicy,
+    Operator, PlanOptions, PodPhase, PreferencePolicy, Resources, SelectorOperator,
+    VolumeBindingMode, WhenUnsatisfiable,
+};
+use planner::model::{
+    LabelSelector, NodeSelectorTerm, PodAffinityTerm, PreferredTerm, TopologySpreadConstraint,
+    WeightedPodAffinityTerm,
+};
+use planner::plan::Plan;
+
+fn rich_snapshot() -> ClusterSnapshot {
+    let mut s = fixtures::snapshot(3);
+    let sel = LabelSelector {
+        match_labels: [("app".to_string(), "web".to_string())].into(),
+        match_expressions: vec![model::SelectorExpression {
+            key: "tier".into(),
+            operator: SelectorOperator::NotIn,
+            values: vec!["db".into()],
+        }],
+    };
+    let term = PodAffinityTerm {
+        label_selector: Some(sel.clone()),
+        namespaces: vec!["default".into()],
+        namespace_selector: Some(LabelSelector::default()),
+        topology_key: "kubernetes.io/hostname".into(),
+        match_label_keys: vec!["pod-template-hash".into()],
+        mismatch_label_keys: vec![],
+    };
+    let p = &mut s.pods[0];
+    p.requests.extended.insert("nvidia.com/gpu".into(), 1000);
+    p.requests.ephemeral_storage = 1500;
+    p.required_node_affinity = vec![NodeSelectorTerm {
+        requirements: vec![model::Requirement {
+            key: "karpenter.k8s.aws/instance-cpu".into(),
+            operator: Operator::Gte,
+            values: vec!["4".into()],
+            min_values: Some(2),
+        }],
+    }];
+    p.preferred_node_affinity = vec![PreferredTerm {
+        weight: 50,
+        term: NodeSelectorTerm::default(),
+    }];
+    p.topology_spread = vec![TopologySpreadConstraint {
+        max_skew: 1,
+        topology_key: "topology.kubernetes.io/zone".into(),
+        when_unsatisfiable: WhenUnsatisfiable::ScheduleAnyway,
+        label_selector: Some(sel),
+        min_domains: Some(3),
+        match_label_keys: vec![],
+        node_affinity_policy: NodeInclusionPolicy::Ignore,
+        node_taints_policy: NodeInclusionPolicy::Honor,
+    }];
+    p.pod_anti_affinity = vec![term.clone()];
+    p.preferred_pod_affinity = vec![WeightedPodAffinityTerm { weight: 10, term }];
+    p.host_ports = vec![model::HostPort {
+        ip: String::new(),
+        protocol: "UDP".into(),
+        port: 53,
+    }];
+    p.owner = Some(model::OwnerRef {
+        kind: "ReplicaSet".into(),
+        name: "web-abc".into(),
+        controller: true,
+    });
+    p.node_name = Some("ip-10-0-1-5.ec2.internal".into());
+    p.phase = PodPhase::Running;
+    p.start_time = Some(1_700_000_100);
+    s.node_pools[0].limits = Some(Resources::cpu_memory(100_000, 0));
+    s.node_pools[0]
+        .metadata_annotations
+        .insert("karpenter.sh/nodepool-hash".into(), "42".into());
+    s.node_pools[0].disruption.budgets.push(model::Budget {
+        nodes: BudgetNodes::Count(0),
+        reasons: vec!["Drifted".into()],
+        schedule: Some("0 9 * * 1-5".into()),
+        duration: Some(8 * 3600),
+    });
+    s.node_classes.push(model::NodeClass {
+        name: "default".into(),
+        ami_family: Some("AL2023".into()),
+        kubelet: model::KubeletConfig {
+            max_pods: Some(110),
+            pods_per_core: None,
+            kube_reserved: Some(Resources::cpu_memory(100, 1 << 30)),
+            system_reserved: Some(Resources::default()),
+            eviction_hard: None,
+            eviction_hard_percent: [
+                ("memory".to_string(), 7500),
+                ("ephemeral-storage".to_string(), 10_000),
+            ]
+            .into(),
+        },
+        spec_hash: "123".into(),
+        root_volume_size: Some(20 << 30),
+        metadata_annotations: [("a".to_string(), "b".to_string())].into(),
+    });
+    s.daemon_sets.push(model::DaemonSet {
+        namespace: "kube-system".into(),
+        name: "aws-node".into(),
+        template: model::Pod {
+            namespace: "kube-system".into(),
+            name: "aws-node".into(),
+            uid: "ds-uid".into(),
+            requests: Resources {
+                pods: 1,
+                ..Resources::cpu_memory(25, 0)
+            },
+            ..model::Pod::default()
+        },
+    });
+    s.pdbs.push(model::PodDisruptionBudget {
+        namespace: "default".into(),
+        name: "web".into(),
+        selector: Some(LabelSelector::default()),
+        min_available: Some(IntOrPercent::Percent(50)),
+        max_unavailable: None,
+        disruptions_allowed: Some(1),
+    });
+    s.namespaces.push(model::Namespace {
+        name: "default".into(),
+        labels: BTreeMap::new(),
+    });
+    s.pvcs.push(model::PersistentVolumeClaim {
+        namespace: "default".into(),
+        name: "data".into(),
+        storage_class: Some("gp3".into()),
+        volume_name: Some("pv-1".into()),
+    });
+    s.pvs.push(model::PersistentVolume {
+        name: "pv-1".into(),
+        storage_class: Some("gp3".into()),
+        node_affinity: vec![NodeSelectorTerm::default()],
+    });
+    s.storage_classes.push(model::StorageClass {
+        name: "gp3".into(),
+        volume_binding_mode: VolumeBindingMode::WaitForFirstConsumer,
+        allowed_topologies: vec![],
+    });
+    s
+}
+
+#[test]
+fn snapshot_round_trips_through_the_wire() {
+    let s = rich_snapshot();
+    let options = PlanOptions {
+        now: 1_700_000_500,
+        preference_policy: PreferencePolicy::Ignore,
+        min_values_policy: MinValuesPolicy::BestEffort,
+        spot_to_spot_consolidation: true,
+        no_disruption: false,
+    };
+    let catalog = CatalogChoice::Inline(fixtures::catalog());
+    let req = to_wire::plan_request(&s, &catalog, &options);
+    // Through bytes too, as it travels.
+    let bytes = prost::Message::encode_to_vec(&req);
+    let req: pb::PlanRequest = prost::Message::decode(bytes.as_slice()).expect("decodes");
+    let back = to_model::plan_request(req).expect("valid");
+    assert_eq!(back.snapshot, s);
+    assert_eq!(back.options, options);
+    assert_eq!(back.catalog, catalog);
+}
+
+#[test]
+fn builtin_catalog_reference_round_trips() {
+    let choice = CatalogChoice::Builtin {
+        region: "eu-west-1".into(),
+    };
+    let req = to_wire::plan_request(
+        &ClusterSnapshot::default(),
+        &choice,
+        &PlanOptions::default(),
+    );
+    assert_eq!(to_model::plan_request(req).expect("valid").catalog, choice);
+}
+
+fn error_of(mutate: impl FnOnce(&mut pb::PlanRequest)) -> Error {
+    let mut req = to_wire::plan_request(
+        &fixtures::snapshot(20),
+        &CatalogChoice::Inline(fixtures::catalog()),
+        &PlanOptions::default(),
+    );
+    mutate(&mut req);
+    to_model::plan_request(req).expect_err("must be rejected")
+}
+
+fn snap(req: &mut pb::PlanRequest) -> &mut pb::ClusterSnapshot {
+    req.snapshot.as_mut().expect("snapshot")
+}
+
+#[test]
+fn bad_quantity_names_the_pod_and_resource() {
+    let e = error_of(|r| {
+        snap(r).pods[17]
+            .requests
+            .insert("cpu".into(), "lots".into());
+    });
+    assert_eq!(e.field(), "snapshot.pods[17].requests.cpu");
+    assert!(e.reason().contains("\"lots\""), "{e}");
+}
+
+#[test]
+fn negative_and_odd_resource_names_are_quoted_in_the_path() {
+    let e = error_of(|r| {
+        snap(r).pods[2]
+            .requests
+            .insert("nvidia.com/gpu".into(), "-1".into());
+    });
+    assert_eq!(e.field(), "snapshot.pods[2].requests[\"nvidia.com/gpu\"]");
+    assert!(e.reason().contains("negative"));
+}
+
+#[test]
+fn unknown_enum_values_list_the_allowed_ones() {
+    let e = error_of(|r| {
+        snap(r).pods[3].tolerations.push(pb::Toleration {
+            key: "k".into(),
+            operator: "Equals".into(),
+            value: String::new(),
+            effect: String::new(),
+        });
+    });
+    assert_eq!(e.field(), "snapshot.pods[3].tolerations[0].operator");
+    assert!(e.reason().contains("Equal, Exists"), "{e}");
+
+    let e = error_of(|r| {
+        snap(r).node_pools[0].requirements[0].operator = "Within".into();
+    });
+    assert_eq!(e.field(), "snapshot.node_pools[0].requirements[0].operator");
+
+    let e = error_of(|r| {
+        r.options.as_mut().expect("options").preference_policy = "Maybe".into();
+    });
+    assert_eq!(e.field(), "options.preference_policy");
+}
+
+#[test]
+fn structural_errors_name_the_field() {
+    let e = error_of(|r| snap(r).pods[5].name.clear());
+    assert_eq!(e.field(), "snapshot.pods[5].name");
+    let e = error_of(|r| {
+        snap(r).node_pools[0].requirements[0] = pb::Requirement {
+            key: "karpenter.k8s.aws/instance-cpu".into(),
+            operator: "Gt".into(),
+            values: vec!["four".into()],
+            min_values: None,
+        };
+    });
+    assert_eq!(e.field(), "snapshot.node_pools[0].requirements[0].values");
+    let e = error_of(|r| {
+        if let Some(pb::plan_request::CatalogSource::Catalog(c)) = &mut r.catalog_source {
+            c.instance_types[1].offerings[2].price = f64::NAN;
+        }
+    });
+    assert_eq!(e.field(), "catalog.instance_types[1].offerings[2].price");
+    let e = error_of(|r| {
+        r.catalog_source = Some(pb::plan_request::CatalogSource::CatalogRef(
+            pb::CatalogRef::default(),
+        ));
+    });
+    assert_eq!(e.field(), "catalog_ref.region");
+    let e = error_of(|r| {
+        snap(r).node_pools[0].disruption = Some(pb::Disruption {
+            budgets: vec![pb::Budget {
+                nodes: "ten".into(),
+                ..pb::Budget::default()
+            }],
+            ..pb::Disruption::default()
+        });
+    });
+    assert_eq!(
+        e.field(),
+        "snapshot.node_pools[0].disruption.budgets[0].nodes"
+    );
+}
+
+#[test]
+fn plan_round_trips_through_the_wire() {
+    let plan = fixtures::plan();
+    let resp = to_wire::plan_response(&plan);
+    assert_eq!(to_model::plan(resp), plan);
+    assert_eq!(
+        to_model::plan(to_wire::plan_response(&Plan::default())),
+        Plan::default()
+    );
+}
+
+/// The contract: the proto3 JSON of a PlanResponse (pbjson, default values emitted) is
+/// byte for byte the serde JSON of the Plan that `dovetail plan --output json` prints.
+#[test]
+fn proto3_json_of_the_response_is_the_cli_json() {
+    for plan in [fixtures::plan(), Plan::default()] {
+        let resp = to_wire::plan_response(&plan);
+        let cli_pretty = serde_json::to_string_pretty(&plan).expect("json");
+        let wire_pretty = serde_json::to_string_pretty(&resp).expect("json");
+        assert_eq!(wire_pretty, cli_pretty);
+        let cli = serde_json::to_string(&plan).expect("json");
+        let wire = serde_json::to_string(&resp).expect("json");
+        assert_eq!(wire, cli);
+        // And the JSON reads back into the proto message unchanged.
+        let parsed: pb::PlanResponse = serde_json::from_str(&cli).expect("parses");
+        assert_eq!(parsed, resp);
+    }
+    let json = serde_json::to_string(&to_wire::plan_response(&fixtures::plan())).expect("json");
+    assert!(json.contains("\"lowerBoundCostPerHour\":0.031"), "{json}");
+    assert!(json.contains("\"replacements\":[]"), "{json}");
+}
+
+#[test]
+fn eviction_percentages_are_checked() {
+    let e = error_of(|r| {
+        snap(r).node_classes[0].kubelet = Some(pb::KubeletConfig {
+            eviction_hard_percent: [("memory".to_string(), "110%".to_string())].into(),
+            ..pb::KubeletConfig::default()
+        });
+    });
+    assert_eq!(
+        e.field(),
+        "snapshot.node_classes[0].kubelet.eviction_hard_percent.memory"
+    );
+    let e = error_of(|r| {
+        snap(r).node_classes[0].root_volume_size = Some("big".into());
+    });
+    assert_eq!(e.field(), "snapshot.node_classes[0].root_volume_size");
+}
