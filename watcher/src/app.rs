@@ -73,7 +73,10 @@ pub struct Running {
     stop: watch::Sender<bool>,
     /// Held without election, so that `leading` stays true.
     _lead_alone: Option<watch::Sender<bool>>,
+    /// Informers.
     tasks: Vec<JoinHandle<()>>,
+    /// The election and the supervisor of publisher and feedback.
+    services: Vec<JoinHandle<()>>,
 }
 
 // === impl Running ===
@@ -82,6 +85,17 @@ impl Running {
     /// Stops every task and waits for the publisher and feedback to end.
     pub async fn shutdown(mut self) {
         self.stop.send_replace(true);
+        // The publisher, feedback and the election (which releases the Lease) end on `stop`;
+        // the informers run until aborted.
+        for t in self.services.drain(..) {
+            let abort = t.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(5), t)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
         for t in self.tasks.drain(..) {
             t.abort();
             let _ = t.await;
@@ -92,7 +106,7 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         self.stop.send_replace(true);
-        for t in &self.tasks {
+        for t in self.tasks.iter().chain(&self.services) {
             t.abort();
         }
     }
@@ -116,11 +130,12 @@ pub fn start(
         metrics: metrics.clone(),
         invalid: invalid_tx,
     };
-    let mut tasks = informers::spawn_all(client.clone(), &settings.informers, sinks);
+    let tasks = informers::spawn_all(client.clone(), &settings.informers, sinks);
     let (leading_tx, leading) = watch::channel(settings.leader.is_none());
+    let mut services = Vec::new();
     let lead_alone = match settings.leader.clone() {
         Some(l) => {
-            tasks.push(tokio::spawn(leader::run(
+            services.push(tokio::spawn(leader::run(
                 client.clone(),
                 l,
                 settings.clock,
@@ -189,7 +204,7 @@ pub fn start(
             }
         }
     };
-    tasks.push(tokio::spawn(supervisor));
+    services.push(tokio::spawn(supervisor));
     Running {
         mirror,
         readiness,
@@ -199,5 +214,6 @@ pub fn start(
         stop,
         _lead_alone: lead_alone,
         tasks,
+        services,
     }
 }

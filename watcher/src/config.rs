@@ -21,6 +21,16 @@ pub const ENV_KUBECONFIG: &str = "DOVETAIL_KUBECONFIG";
 pub const ENV_PLANNER: &str = "DOVETAIL_PLANNER";
 /// `DOVETAIL_PLANNER_TOKEN`: bearer token sent to the planners.
 pub const ENV_PLANNER_TOKEN: &str = "DOVETAIL_PLANNER_TOKEN";
+/// `DOVETAIL_PLANNER_TOKEN_FILE`: file holding the bearer token (read once at start-up).
+pub const ENV_PLANNER_TOKEN_FILE: &str = "DOVETAIL_PLANNER_TOKEN_FILE";
+/// `DOVETAIL_PLANNER_TLS_CA`: CA the planners' certificates chain to (PEM; enables TLS).
+pub const ENV_PLANNER_TLS_CA: &str = "DOVETAIL_PLANNER_TLS_CA";
+/// `DOVETAIL_PLANNER_TLS_CERT`: client certificate for mTLS (PEM).
+pub const ENV_PLANNER_TLS_CERT: &str = "DOVETAIL_PLANNER_TLS_CERT";
+/// `DOVETAIL_PLANNER_TLS_KEY`: client private key for mTLS (PEM).
+pub const ENV_PLANNER_TLS_KEY: &str = "DOVETAIL_PLANNER_TLS_KEY";
+/// `DOVETAIL_PLANNER_TLS_DOMAIN`: name to verify the planners' certificates against.
+pub const ENV_PLANNER_TLS_DOMAIN: &str = "DOVETAIL_PLANNER_TLS_DOMAIN";
 /// `DOVETAIL_REGION`: region of the planner's built-in catalog.
 pub const ENV_REGION: &str = "DOVETAIL_REGION";
 /// `DOVETAIL_BATCH_IDLE_DURATION`: a batch closes this long after its last new pending pod.
@@ -57,6 +67,21 @@ pub struct Flags {
     /// Bearer token for the planners [env DOVETAIL_PLANNER_TOKEN]
     #[arg(long)]
     pub planner_token: Option<String>,
+    /// File holding the planners' bearer token [env DOVETAIL_PLANNER_TOKEN_FILE]
+    #[arg(long)]
+    pub planner_token_file: Option<PathBuf>,
+    /// CA of the planners' certificates, PEM; enables TLS [env DOVETAIL_PLANNER_TLS_CA]
+    #[arg(long)]
+    pub planner_tls_ca: Option<PathBuf>,
+    /// Client certificate for mTLS, PEM [env DOVETAIL_PLANNER_TLS_CERT]
+    #[arg(long)]
+    pub planner_tls_cert: Option<PathBuf>,
+    /// Client key for mTLS, PEM [env DOVETAIL_PLANNER_TLS_KEY]
+    #[arg(long)]
+    pub planner_tls_key: Option<PathBuf>,
+    /// Name to verify the planners' certificates against [env DOVETAIL_PLANNER_TLS_DOMAIN]
+    #[arg(long)]
+    pub planner_tls_domain: Option<String>,
     /// Region of the planner's built-in catalog [env DOVETAIL_REGION, default us-east-1]
     #[arg(long)]
     pub region: Option<String>,
@@ -139,6 +164,8 @@ pub struct Config {
     pub planners: Vec<String>,
     /// Bearer token for the planners.
     pub planner_token: Option<String>,
+    /// TLS to the planners; `None` is plaintext.
+    pub planner_tls: Option<PlannerTls>,
     /// Catalog region.
     pub region: String,
     /// Batch idle duration.
@@ -157,6 +184,28 @@ pub struct Config {
     pub lease_namespace: String,
     /// This replica's identity.
     pub instance: String,
+}
+
+/// TLS settings for the planner connections, files already read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannerTls {
+    /// CA certificate (PEM).
+    pub ca: Option<Vec<u8>>,
+    /// Client certificate and key (PEM) for mTLS.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+    /// Name to verify the server certificate against.
+    pub domain: Option<String>,
+}
+
+fn read(setting: &'static str, path: &std::path::Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| Error::Invalid {
+        setting,
+        message: format!("cannot read {}: {e}", path.display()),
+    })
+}
+
+fn pick_path(flag: Option<PathBuf>, src: &dyn Source, env: &str) -> Option<PathBuf> {
+    flag.or_else(|| src.get(env).map(PathBuf::from))
 }
 
 fn pick(flag: Option<String>, src: &dyn Source, env: &str) -> Option<String> {
@@ -229,6 +278,44 @@ impl Config {
                 message: format!("{batch_max:?} is shorter than the idle duration {batch_idle:?}"),
             });
         }
+        let mut planner_token = pick(flags.planner_token, src, ENV_PLANNER_TOKEN);
+        if planner_token.is_none()
+            && let Some(path) = pick_path(flags.planner_token_file, src, ENV_PLANNER_TOKEN_FILE)
+        {
+            let bytes = read("--planner-token-file / DOVETAIL_PLANNER_TOKEN_FILE", &path)?;
+            planner_token = Some(String::from_utf8_lossy(&bytes).trim().to_string());
+        }
+        let ca = pick_path(flags.planner_tls_ca, src, ENV_PLANNER_TLS_CA);
+        let cert = pick_path(flags.planner_tls_cert, src, ENV_PLANNER_TLS_CERT);
+        let key = pick_path(flags.planner_tls_key, src, ENV_PLANNER_TLS_KEY);
+        let domain = pick(flags.planner_tls_domain, src, ENV_PLANNER_TLS_DOMAIN);
+        let identity = match (cert, key) {
+            (Some(c), Some(k)) => Some((
+                read("--planner-tls-cert / DOVETAIL_PLANNER_TLS_CERT", &c)?,
+                read("--planner-tls-key / DOVETAIL_PLANNER_TLS_KEY", &k)?,
+            )),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(Error::Missing {
+                    setting: "--planner-tls-key / DOVETAIL_PLANNER_TLS_KEY (with --planner-tls-cert)",
+                });
+            }
+            (None, Some(_)) => {
+                return Err(Error::Missing {
+                    setting: "--planner-tls-cert / DOVETAIL_PLANNER_TLS_CERT (with --planner-tls-key)",
+                });
+            }
+        };
+        let planner_tls = match (ca, identity, domain) {
+            (None, None, None) => None,
+            (ca, identity, domain) => Some(PlannerTls {
+                ca: ca
+                    .map(|p| read("--planner-tls-ca / DOVETAIL_PLANNER_TLS_CA", &p))
+                    .transpose()?,
+                identity,
+                domain,
+            }),
+        };
         let leader_elect = match pick(flags.leader_elect, src, ENV_LEADER_ELECT).as_deref() {
             None | Some("true") => true,
             Some("false") => false,
@@ -244,7 +331,8 @@ impl Config {
                 .kubeconfig
                 .or_else(|| src.get(ENV_KUBECONFIG).map(PathBuf::from)),
             planners,
-            planner_token: pick(flags.planner_token, src, ENV_PLANNER_TOKEN),
+            planner_token,
+            planner_tls,
             region: pick(flags.region, src, ENV_REGION).unwrap_or_else(|| "us-east-1".into()),
             batch_idle,
             batch_max,
@@ -320,5 +408,32 @@ mod tests {
         let e = Config::load(Flags::default(), &env(&[(ENV_PLANNER, "nohost")]))
             .expect_err("bad endpoint");
         assert!(e.to_string().contains("\"nohost\" is not host:port"), "{e}");
+        let e = Config::load(
+            Flags::default(),
+            &env(&[
+                (ENV_PLANNER, "a:1"),
+                (ENV_PLANNER_TLS_CERT, "/nonexistent/cert.pem"),
+            ]),
+        )
+        .expect_err("cert without key");
+        assert!(
+            e.to_string()
+                .starts_with("--planner-tls-key / DOVETAIL_PLANNER_TLS_KEY"),
+            "{e}"
+        );
+        let e = Config::load(
+            Flags::default(),
+            &env(&[
+                (ENV_PLANNER, "a:1"),
+                (ENV_PLANNER_TLS_CA, "/nonexistent/ca.pem"),
+            ]),
+        )
+        .expect_err("unreadable CA");
+        assert!(
+            e.to_string().starts_with(
+                "--planner-tls-ca / DOVETAIL_PLANNER_TLS_CA: cannot read /nonexistent/ca.pem"
+            ),
+            "{e}"
+        );
     }
 }

@@ -5,7 +5,6 @@
 //! field at fault (e.g. `spec.containers[0].resources.requests.cpu: invalid quantity "lots"`).
 
 mod cluster;
-mod hash;
 mod karpenter;
 mod pod;
 

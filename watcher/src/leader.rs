@@ -151,7 +151,40 @@ pub async fn run(
         }
         tokio::select! {
             _ = tokio::time::sleep(s.retry_every) => {}
-            _ = crate::when(&mut stop, true) => return,
+            _ = crate::when(&mut stop, true) => break,
         }
+    }
+    if *leading.borrow() {
+        leading.send_replace(false);
+        match release(&api, &s).await {
+            Ok(()) => tracing::info!(identity = %s.identity, "Lease released"),
+            Err(e) => tracing::warn!(error = %e, "Cannot release the Lease; it expires on its own"),
+        }
+    }
+}
+
+/// Gives the Lease up (empty holder) so that another replica takes over without waiting for
+/// it to expire.
+///
+/// # Errors
+/// [`Error::Kube`] when the Lease cannot be read or written (a conflict means someone else
+/// holds it already, which is fine).
+pub async fn release(api: &Api<Lease>, s: &Settings) -> Result<(), Error> {
+    let err = |source| Error::Kube {
+        name: format!("{}/{}", s.namespace, s.name),
+        source,
+    };
+    let Some(mut lease) = api.get_opt(&s.name).await.map_err(err)? else {
+        return Ok(());
+    };
+    let spec = lease.spec.get_or_insert_with(Default::default);
+    if spec.holder_identity.as_deref() != Some(s.identity.as_str()) {
+        return Ok(());
+    }
+    spec.holder_identity = None;
+    match api.replace(&s.name, &PostParams::default(), &lease).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(err(e)),
     }
 }

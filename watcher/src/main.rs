@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
+use planner_client::{ClientConfig, ClientTls, PlannerClient};
 use tracing_subscriber::EnvFilter;
 use watcher::config::{Config, EXIT_CONFIG, Env, Flags};
 use watcher::metrics::Metrics;
-use watcher::publish::{Endpoints, EndpointsConfig};
 use watcher::{app, leader, serve};
 
 #[tokio::main]
@@ -31,23 +31,26 @@ async fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let planners = match Endpoints::new(EndpointsConfig {
-        endpoints: config.planners.clone(),
-        token: config.planner_token.clone(),
-        max_message_bytes: 256 << 20,
-    }) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("dovetail-watcher: invalid configuration: --planner / DOVETAIL_PLANNER: {e}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
-    };
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
         .init();
+    let mut client = ClientConfig::new(config.planners.clone());
+    client.token = config.planner_token.clone();
+    client.tls = config.planner_tls.as_ref().map(|t| ClientTls {
+        ca: t.ca.clone(),
+        identity: t.identity.clone(),
+        domain: t.domain.clone(),
+    });
+    let planners = match PlannerClient::connect(client).await {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("dovetail-watcher: invalid configuration: --planner / DOVETAIL_PLANNER: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
     match run(config, Arc::new(planners)).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -73,7 +76,7 @@ async fn kube_client(config: &Config) -> anyhow::Result<kube::Client> {
     kube::Client::try_from(kc).context("building the Kubernetes client")
 }
 
-async fn run(config: Config, planners: Arc<Endpoints>) -> anyhow::Result<()> {
+async fn run(config: Config, planners: Arc<PlannerClient>) -> anyhow::Result<()> {
     let client = kube_client(&config).await?;
     let metrics = Metrics::new();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);

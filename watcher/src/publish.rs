@@ -8,7 +8,7 @@
 //! exactly one message of the new stream; a batch whose plan never arrived is closed again on
 //! the new stream. Nothing is sent before every informer has synced.
 
-mod grpc;
+mod client;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,8 +20,6 @@ use proto::v1 as pb;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
-
-pub use grpc::{Endpoints, EndpointsConfig};
 
 use crate::batcher::Batcher;
 use crate::clock::Clock;
@@ -35,14 +33,9 @@ pub enum Error {
     /// No replica accepted the stream; `status` is the last answer.
     #[error("no planner replica accepted the session: {0}")]
     Unavailable(#[source] tonic::Status),
-    /// The planner endpoints are unusable.
-    #[error("invalid planner endpoint {endpoint:?}: {reason}")]
-    Endpoint {
-        /// The endpoint at fault.
-        endpoint: String,
-        /// What is wrong.
-        reason: String,
-    },
+    /// The planner client failed for another reason (endpoints, token, TLS).
+    #[error(transparent)]
+    Client(planner_client::Error),
 }
 
 /// Result of this module.

@@ -13,6 +13,7 @@ use anyhow::Context;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use planner_client::{ClientConfig, PlannerClient};
 use proto::v1 as pb;
 use proto::v1::cluster_update::Update;
 use serde_json::json;
@@ -22,7 +23,6 @@ use tonic::{Request, Response, Status, Streaming};
 use watcher::app::{self, Running, Settings};
 use watcher::informers::karpenter_resource;
 use watcher::metrics::Metrics;
-use watcher::publish::{Endpoints, EndpointsConfig};
 
 // === a fake planner replica ===
 
@@ -231,26 +231,33 @@ impl Cluster {
         })
     }
 
-    fn start_watcher(&mut self) -> anyhow::Result<()> {
-        let planners = Endpoints::new(EndpointsConfig {
-            endpoints: self.endpoints.clone(),
-            token: None,
-            max_message_bytes: 64 << 20,
-        })?;
-        let mut settings = Settings::new("test");
+    async fn start_watcher(&mut self) -> anyhow::Result<()> {
+        self.watcher = Some(self.watcher_replica("test", false).await?);
+        Ok(())
+    }
+
+    /// A watcher replica, electing a leader through a Lease when `elect`.
+    async fn watcher_replica(&self, identity: &str, elect: bool) -> anyhow::Result<Running> {
+        let planners = PlannerClient::connect(ClientConfig::new(self.endpoints.clone())).await?;
+        let mut settings = Settings::new(identity);
+        if elect {
+            let mut l = watcher::leader::Settings::new("kube-system", identity);
+            l.lease_duration = Duration::from_secs(3);
+            l.retry_every = Duration::from_millis(100);
+            settings.leader = Some(l);
+        }
         settings.timings.batch_idle = Duration::from_millis(100);
         settings.timings.batch_max = Duration::from_secs(1);
         settings.timings.consolidate_every = Duration::from_secs(3600);
         settings.timings.flush_after = Duration::from_millis(10);
         settings.timings.retry_after = Duration::from_millis(50);
         settings.status_every = Duration::from_millis(200);
-        self.watcher = Some(app::start(
+        Ok(app::start(
             self.client.clone(),
             Arc::new(planners),
             settings,
             Metrics::new(),
-        ));
-        Ok(())
+        ))
     }
 
     fn log(&self) -> Vec<(&'static str, pb::ClusterUpdate)> {
@@ -433,7 +440,7 @@ async fn every_store_syncs_before_the_first_snapshot() -> anyhow::Result<()> {
     c.sim
         .faults()
         .slow_requests(2, Duration::from_millis(700), Some("/api/v1/nodes"));
-    c.start_watcher()?;
+    c.start_watcher().await?;
     let log = c.until("the first snapshot", |l| !l.is_empty()).await?;
     let s = snapshot(&log[0].1).context("the first message is a snapshot")?;
     assert_eq!(s.nodes.len(), 1);
@@ -463,7 +470,7 @@ async fn deltas_follow_in_order_and_a_dropped_watch_or_410_loses_no_pod() -> any
     c.karpenter().await?;
     c.pending_pod("p1", json!({}), "100m").await?;
     c.pending_pod("p2", json!({}), "100m").await?;
-    c.start_watcher()?;
+    c.start_watcher().await?;
     c.until("the first snapshot", |l| !l.is_empty()).await?;
     let planner = c.planners[0].clone();
 
@@ -518,7 +525,7 @@ async fn a_killed_planner_replica_leads_to_a_fresh_snapshot_on_another() -> anyh
     let mut c = Cluster::start(2).await?;
     c.karpenter().await?;
     c.pending_pod("a", json!({}), "100m").await?;
-    c.start_watcher()?;
+    c.start_watcher().await?;
     let log = c
         .until("the first plan request", |l| {
             l.iter()
@@ -572,7 +579,7 @@ async fn events_on_pods_and_nodepool_status_appear() -> anyhow::Result<()> {
     c.pending_pod("web", json!({}), "500m").await?;
     c.pending_pod("huge", json!({"fail": "yes"}), "200").await?;
     c.pending_pod("broken", json!({}), "lots").await?;
-    c.start_watcher()?;
+    c.start_watcher().await?;
     let events: Api<Event> = Api::namespaced(c.client.clone(), "default");
     let on = |pod: &'static str, reason: &'static str| {
         let events = events.clone();
@@ -656,5 +663,51 @@ async fn events_on_pods_and_nodepool_status_appear() -> anyhow::Result<()> {
             "{t}: {status}"
         );
     }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_of_two_replicas_leads_and_the_other_takes_over() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    c.karpenter().await?;
+    c.pending_pod("a", json!({}), "100m").await?;
+    let first = c.watcher_replica("watcher-1", true).await?;
+    let mut leading = first.leading.clone();
+    tokio::time::timeout(WAIT, leading.wait_for(|l| *l)).await??;
+    let second = c.watcher_replica("watcher-2", true).await?;
+    tokio::time::timeout(WAIT, second.readiness.wait_until_ready()).await?;
+    c.until("the leader's snapshot", |l| !l.is_empty()).await?;
+    // The follower is synced and ready, yet sends nothing while the leader holds the Lease.
+    let follower_leads = second.leading.clone();
+    assert!(!*follower_leads.borrow());
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(c.client.clone(), "kube-system");
+    let holder =
+        |l: k8s_openapi::api::coordination::v1::Lease| l.spec.and_then(|s| s.holder_identity);
+    assert_eq!(
+        holder(leases.get("dovetail-watcher").await?).as_deref(),
+        Some("watcher-1")
+    );
+
+    // The leader stops (releasing the Lease): the other replica takes over with a snapshot.
+    first.shutdown().await;
+    let mut follower_leads = follower_leads;
+    tokio::time::timeout(WAIT, follower_leads.wait_for(|l| *l)).await??;
+    c.pending_pod("b", json!({}), "100m").await?;
+    let log = c
+        .until("a second snapshot, then pod b", |l| {
+            l.iter().filter(|(_, u)| snapshot(u).is_some()).count() == 2
+                && c.planners[0].pending().contains(&"b".to_string())
+        })
+        .await?;
+    assert_in_order(&log);
+    let mut pending = c.planners[0].pending();
+    pending.sort();
+    assert_eq!(pending, ["a", "b"]);
+    assert_eq!(
+        holder(leases.get("dovetail-watcher").await?).as_deref(),
+        Some("watcher-2")
+    );
+    second.shutdown().await;
     Ok(())
 }

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use proto::v1 as pb;
 use serde_json::Value;
 
-use super::hash::{
+use super::{OPERATORS, Result, field_err};
+use common::hash::{
     ami_family_from_alias, ec2nodeclass_spec_hash, nodepool_template_hash, resolved_ami_family,
 };
-use super::{OPERATORS, Result, field_err};
 
 /// Karpenter's default `expireAfter` in seconds: 720h.
 const DEFAULT_EXPIRE_AFTER: i64 = 720 * 3600;
@@ -21,64 +21,12 @@ const DEFAULT_EXPIRE_AFTER: i64 = 720 * 3600;
 /// # Errors
 /// A message saying what is wrong.
 pub fn parse_duration(s: &str) -> std::result::Result<Option<i64>, String> {
-    let bad = |why: &str| {
-        format!("invalid duration {s:?}: {why} (expected e.g. 720h, 1h30m, 10s or Never)")
-    };
     if s == "Never" {
         return Ok(None);
     }
-    let (neg, mut rest) = match s.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, s.strip_prefix('+').unwrap_or(s)),
-    };
-    if rest == "0" {
-        return Ok(Some(0));
-    }
-    if rest.is_empty() {
-        return Err(bad("empty"));
-    }
-    let mut nanos: i128 = 0;
-    while !rest.is_empty() {
-        let num_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| bad("missing unit"))?;
-        let (num, tail) = rest.split_at(num_end);
-        if num.is_empty() || num == "." || num.matches('.').count() > 1 {
-            return Err(bad("expected a number"));
-        }
-        let unit_end = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
-        let (unit, next) = tail.split_at(unit_end);
-        let per: i128 = match unit {
-            "ns" => 1,
-            "us" | "µs" | "μs" => 1_000,
-            "ms" => 1_000_000,
-            "s" => 1_000_000_000,
-            "m" => 60_000_000_000,
-            "h" => 3_600_000_000_000,
-            _ => return Err(bad("unknown unit")),
-        };
-        let (int_part, frac_part) = num.split_once('.').unwrap_or((num, ""));
-        if int_part.len() > 20 || frac_part.len() > 20 {
-            return Err(bad("too many digits"));
-        }
-        let int: i128 = if int_part.is_empty() {
-            0
-        } else {
-            int_part.parse().map_err(|_| bad("expected a number"))?
-        };
-        let frac: i128 = if frac_part.is_empty() {
-            0
-        } else {
-            frac_part.parse().map_err(|_| bad("expected a number"))?
-        };
-        let scale = 10i128.pow(frac_part.len() as u32);
-        nanos += int * per + frac * per / scale;
-        rest = next;
-    }
-    let secs = i64::try_from(nanos / 1_000_000_000).map_err(|_| bad("too large"))?;
-    Ok(Some(if neg { -secs } else { secs }))
+    common::duration::parse_go_duration(s)
+        .map(Some)
+        .map_err(|e| e.to_string())
 }
 
 fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
