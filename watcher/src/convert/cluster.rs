@@ -1,0 +1,195 @@
+//! Nodes, Namespaces, PodDisruptionBudgets, volumes, StorageClasses and PriorityClasses.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::policy::v1 as policy;
+use k8s_openapi::api::scheduling::v1 as scheduling;
+use k8s_openapi::api::storage::v1 as storage;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use proto::v1 as pb;
+
+use super::{
+    Result, label_selector, labels, name, node_selector_terms, quantities, seconds, taint, uid,
+};
+
+/// Converts a Node.
+///
+/// # Errors
+/// An unreadable capacity or allocatable quantity.
+pub fn node(n: &core::Node) -> Result<pb::Node> {
+    let m = &n.metadata;
+    let spec = n.spec.as_ref();
+    let status = n.status.as_ref();
+    Ok(pb::Node {
+        name: name(m),
+        labels: labels(m).into_iter().collect(),
+        annotations: m
+            .annotations
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect(),
+        taints: spec
+            .and_then(|s| s.taints.as_ref())
+            .into_iter()
+            .flatten()
+            .map(taint)
+            .collect(),
+        allocatable: quantities(
+            status.and_then(|s| s.allocatable.as_ref()),
+            "status.allocatable",
+        )?,
+        capacity: quantities(status.and_then(|s| s.capacity.as_ref()), "status.capacity")?,
+        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        provider_id: spec
+            .and_then(|s| s.provider_id.clone())
+            .filter(|p| !p.is_empty()),
+        ready: status
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True"),
+        creation_time: m.creation_timestamp.as_ref().map(seconds),
+        deletion_time: m.deletion_timestamp.as_ref().map(seconds),
+        uid: uid(m),
+    })
+}
+
+/// Converts a Namespace (its labels are all the planner reads).
+pub fn namespace(n: &kube::core::PartialObjectMeta<core::Namespace>) -> pb::Namespace {
+    pb::Namespace {
+        name: name(&n.metadata),
+        labels: labels(&n.metadata).into_iter().collect(),
+        uid: uid(&n.metadata),
+    }
+}
+
+fn int_or_string(v: &IntOrString) -> String {
+    match v {
+        IntOrString::Int(i) => i.to_string(),
+        IntOrString::String(s) => s.clone(),
+    }
+}
+
+/// Converts a PodDisruptionBudget.
+pub fn pdb(p: &policy::PodDisruptionBudget) -> pb::PodDisruptionBudget {
+    let m = &p.metadata;
+    let spec = p.spec.as_ref();
+    pb::PodDisruptionBudget {
+        namespace: m.namespace.clone().unwrap_or_default(),
+        name: name(m),
+        selector: spec.and_then(|s| s.selector.as_ref()).map(label_selector),
+        min_available: spec
+            .and_then(|s| s.min_available.as_ref())
+            .map(int_or_string),
+        max_unavailable: spec
+            .and_then(|s| s.max_unavailable.as_ref())
+            .map(int_or_string),
+        disruptions_allowed: p.status.as_ref().map(|s| s.disruptions_allowed),
+        uid: uid(m),
+    }
+}
+
+/// Converts a PersistentVolumeClaim.
+pub fn pvc(c: &core::PersistentVolumeClaim) -> pb::PersistentVolumeClaim {
+    let m = &c.metadata;
+    let spec = c.spec.as_ref();
+    pb::PersistentVolumeClaim {
+        namespace: m.namespace.clone().unwrap_or_default(),
+        name: name(m),
+        storage_class: spec.and_then(|s| s.storage_class_name.clone()),
+        volume_name: spec
+            .and_then(|s| s.volume_name.clone())
+            .filter(|v| !v.is_empty()),
+        uid: uid(m),
+    }
+}
+
+/// Converts a PersistentVolume.
+///
+/// # Errors
+/// A node affinity with an unknown operator.
+pub fn pv(v: &core::PersistentVolume) -> Result<pb::PersistentVolume> {
+    let m = &v.metadata;
+    let spec = v.spec.as_ref();
+    let terms = spec
+        .and_then(|s| s.node_affinity.as_ref())
+        .and_then(|a| a.required.as_ref())
+        .map(|r| r.node_selector_terms.as_slice())
+        .unwrap_or_default();
+    Ok(pb::PersistentVolume {
+        name: name(m),
+        storage_class: spec.and_then(|s| s.storage_class_name.clone()),
+        node_affinity: node_selector_terms(terms, "spec.nodeAffinity.required.nodeSelectorTerms")?,
+        uid: uid(m),
+    })
+}
+
+/// Converts a StorageClass.
+///
+/// # Errors
+/// An allowed topology with an unknown operator.
+pub fn storage_class(c: &storage::StorageClass) -> Result<pb::StorageClass> {
+    let m = &c.metadata;
+    let allowed = c
+        .allowed_topologies
+        .iter()
+        .flatten()
+        .map(|t| pb::NodeSelectorTerm {
+            requirements: t
+                .match_label_expressions
+                .iter()
+                .flatten()
+                .map(|e| pb::Requirement {
+                    key: e.key.clone(),
+                    operator: "In".into(),
+                    values: e.values.clone(),
+                    min_values: None,
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(pb::StorageClass {
+        name: name(m),
+        volume_binding_mode: c.volume_binding_mode.clone().unwrap_or_default(),
+        allowed_topologies: allowed,
+        uid: uid(m),
+    })
+}
+
+/// The PriorityClasses of the cluster, to resolve `priorityClassName` where admission has
+/// not already filled `spec.priority`.
+#[derive(Debug, Clone, Default)]
+pub struct PriorityClasses {
+    values: BTreeMap<String, (i32, bool)>,
+}
+
+/// One PriorityClass: its name, value and whether it is the global default.
+pub fn priority_class(c: &scheduling::PriorityClass) -> (String, i32, bool) {
+    (name(&c.metadata), c.value, c.global_default == Some(true))
+}
+
+// === impl PriorityClasses ===
+
+impl PriorityClasses {
+    /// Records or replaces a class.
+    pub fn insert(&mut self, name: String, value: i32, global_default: bool) {
+        self.values.insert(name, (value, global_default));
+    }
+
+    /// Forgets a class.
+    pub fn remove(&mut self, name: &str) {
+        self.values.remove(name);
+    }
+
+    /// The value of a class; an unknown class is 0.
+    pub fn value_of(&self, name: &str) -> i32 {
+        self.values.get(name).map_or(0, |v| v.0)
+    }
+
+    /// The value of the global default class, else 0.
+    pub fn default_value(&self) -> i32 {
+        self.values.values().find(|v| v.1).map_or(0, |v| v.0)
+    }
+}

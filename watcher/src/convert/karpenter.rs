@@ -1,0 +1,459 @@
+//! Karpenter objects, read as JSON (`kube::core::DynamicObject`): NodePool and NodeClaim
+//! (`karpenter.sh/v1`), EC2NodeClass (`karpenter.k8s.aws/v1`), with their CRD defaults
+//! (`expireAfter: 720h`, `consolidateAfter: 0s`, budgets `nodes: 10%`).
+
+use std::collections::BTreeMap;
+
+use proto::v1 as pb;
+use serde_json::Value;
+
+use super::{OPERATORS, Result, field_err};
+use common::hash::{
+    ami_family_from_alias, ec2nodeclass_spec_hash, nodepool_template_hash, resolved_ami_family,
+};
+
+/// Karpenter's default `expireAfter` in seconds: 720h.
+const DEFAULT_EXPIRE_AFTER: i64 = 720 * 3600;
+
+/// Parses a Go duration (`720h`, `1h30m`, `10s`, `300ms`) into whole seconds; `Never` is
+/// `None`.
+///
+/// # Errors
+/// A message saying what is wrong.
+pub fn parse_duration(s: &str) -> std::result::Result<Option<i64>, String> {
+    if s == "Never" {
+        return Ok(None);
+    }
+    common::duration::parse_go_duration(s)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
+    path.iter().try_fold(v, |v, k| v.get(k))?.as_str()
+}
+
+fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(v, |v, k| v.get(k))
+}
+
+fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
+    v.and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn time(v: &Value, field: &str) -> Option<i64> {
+    str_at(v, &["metadata", field])
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.timestamp())
+}
+
+fn duration_field(v: Option<&Value>, field: &str, default: Option<i64>) -> Result<Option<i64>> {
+    match v {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::String(s)) => parse_duration(s).map_err(|e| field_err(field, e)),
+        Some(other) => Err(field_err(
+            field,
+            format!("expected a duration string, got {other}"),
+        )),
+    }
+}
+
+fn taints(v: Option<&Value>) -> Vec<pb::Taint> {
+    v.and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|t| pb::Taint {
+            key: str_at(t, &["key"]).unwrap_or_default().into(),
+            value: str_at(t, &["value"]).unwrap_or_default().into(),
+            effect: str_at(t, &["effect"]).unwrap_or_default().into(),
+        })
+        .collect()
+}
+
+fn requirements(v: Option<&Value>, base: &str) -> Result<Vec<pb::Requirement>> {
+    let mut out = Vec::new();
+    for (i, r) in v
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let operator = str_at(r, &["operator"]).unwrap_or_default();
+        if !OPERATORS.contains(&operator) {
+            return Err(field_err(
+                format!("{base}[{i}].operator"),
+                format!("unknown operator {operator:?}"),
+            ));
+        }
+        let min_values =
+            match r.get("minValues") {
+                None | Some(Value::Null) => None,
+                Some(m) => Some(m.as_u64().and_then(|m| u32::try_from(m).ok()).ok_or_else(
+                    || {
+                        field_err(
+                            format!("{base}[{i}].minValues"),
+                            format!("expected a count, got {m}"),
+                        )
+                    },
+                )?),
+            };
+        out.push(pb::Requirement {
+            key: str_at(r, &["key"]).unwrap_or_default().into(),
+            operator: operator.into(),
+            values: r
+                .get("values")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect(),
+            min_values,
+        });
+    }
+    Ok(out)
+}
+
+fn resource_map(v: Option<&Value>, base: &str) -> Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for (k, q) in v.and_then(Value::as_object).into_iter().flatten() {
+        let text = match q {
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            other => {
+                return Err(field_err(
+                    format!("{base}.{k}"),
+                    format!("expected a quantity, got {other}"),
+                ));
+            }
+        };
+        crate::quantity::parse_milli(&text)
+            .map_err(|e| field_err(format!("{base}.{k}"), e.to_string()))?;
+        out.insert(k.clone(), text);
+    }
+    Ok(out)
+}
+
+/// Converts a NodePool.
+///
+/// # Errors
+/// A field the planner cannot use, named by its path.
+pub fn node_pool(v: &Value) -> Result<pb::NodePool> {
+    let tspec = at(v, &["spec", "template", "spec"]);
+    let weight = match at(v, &["spec", "weight"]) {
+        None | Some(Value::Null) => 0,
+        Some(w) => w
+            .as_i64()
+            .and_then(|w| i32::try_from(w).ok())
+            .filter(|w| (1..=100).contains(w))
+            .ok_or_else(|| {
+                field_err("spec.weight", format!("must be between 1 and 100, got {w}"))
+            })?,
+    };
+    let disruption = at(v, &["spec", "disruption"]);
+    let mut budgets = Vec::new();
+    match disruption
+        .and_then(|d| d.get("budgets"))
+        .and_then(Value::as_array)
+    {
+        None => budgets.push(pb::Budget {
+            nodes: "10%".into(),
+            ..Default::default()
+        }),
+        Some(list) => {
+            for (i, b) in list.iter().enumerate() {
+                let base = format!("spec.disruption.budgets[{i}]");
+                let schedule = str_at(b, &["schedule"]).map(String::from);
+                let duration =
+                    duration_field(b.get("duration"), &format!("{base}.duration"), None)?;
+                if schedule.is_some() != duration.is_some() {
+                    return Err(field_err(
+                        format!(
+                            "{base}.{}",
+                            if schedule.is_some() {
+                                "duration"
+                            } else {
+                                "schedule"
+                            }
+                        ),
+                        "'schedule' must be set with 'duration'",
+                    ));
+                }
+                budgets.push(pb::Budget {
+                    nodes: str_at(b, &["nodes"]).unwrap_or("10%").into(),
+                    reasons: b
+                        .get("reasons")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|r| r.as_str().map(String::from))
+                        .collect(),
+                    schedule,
+                    duration,
+                });
+            }
+        }
+    }
+    let limits = at(v, &["spec", "limits"]);
+    Ok(pb::NodePool {
+        name: str_at(v, &["metadata", "name"]).unwrap_or_default().into(),
+        weight,
+        labels: string_map(at(v, &["spec", "template", "metadata", "labels"])),
+        annotations: string_map(at(v, &["spec", "template", "metadata", "annotations"])),
+        taints: taints(tspec.and_then(|s| s.get("taints"))),
+        startup_taints: taints(tspec.and_then(|s| s.get("startupTaints"))),
+        requirements: requirements(
+            tspec.and_then(|s| s.get("requirements")),
+            "spec.template.spec.requirements",
+        )?,
+        node_class: tspec
+            .and_then(|s| str_at(s, &["nodeClassRef", "name"]))
+            .filter(|n| !n.is_empty())
+            .map(String::from),
+        expire_after: duration_field(
+            tspec.and_then(|s| s.get("expireAfter")),
+            "spec.template.spec.expireAfter",
+            Some(DEFAULT_EXPIRE_AFTER),
+        )?,
+        limits: match limits {
+            Some(l) if l.is_object() => Some(pb::ResourceList {
+                quantities: resource_map(Some(l), "spec.limits")?,
+            }),
+            _ => None,
+        },
+        limited_resources: limits
+            .and_then(Value::as_object)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default(),
+        disruption: Some(pb::Disruption {
+            consolidation_policy: disruption
+                .and_then(|d| str_at(d, &["consolidationPolicy"]))
+                .unwrap_or("WhenEmptyOrUnderutilized")
+                .into(),
+            consolidate_after: duration_field(
+                disruption.and_then(|d| d.get("consolidateAfter")),
+                "spec.disruption.consolidateAfter",
+                Some(0),
+            )?,
+            budgets,
+        }),
+        template_hash: nodepool_template_hash(at(v, &["spec", "template"]).unwrap_or(&Value::Null)),
+        uid: str_at(v, &["metadata", "uid"]).unwrap_or_default().into(),
+        metadata_annotations: string_map(at(v, &["metadata", "annotations"])),
+        deletion_time: time(v, "deletionTimestamp"),
+    })
+}
+
+/// Converts a NodeClaim.
+///
+/// # Errors
+/// A field the planner cannot use, named by its path.
+pub fn node_claim(v: &Value) -> Result<pb::NodeClaim> {
+    let spec = at(v, &["spec"]);
+    let status = at(v, &["status"]);
+    Ok(pb::NodeClaim {
+        name: str_at(v, &["metadata", "name"]).unwrap_or_default().into(),
+        labels: string_map(at(v, &["metadata", "labels"])),
+        annotations: string_map(at(v, &["metadata", "annotations"])),
+        requirements: requirements(
+            spec.and_then(|s| s.get("requirements")),
+            "spec.requirements",
+        )?,
+        taints: taints(spec.and_then(|s| s.get("taints"))),
+        startup_taints: taints(spec.and_then(|s| s.get("startupTaints"))),
+        requests: resource_map(
+            at(v, &["spec", "resources", "requests"]),
+            "spec.resources.requests",
+        )?,
+        node_class: spec
+            .and_then(|s| str_at(s, &["nodeClassRef", "name"]))
+            .filter(|n| !n.is_empty())
+            .map(String::from),
+        expire_after: duration_field(
+            spec.and_then(|s| s.get("expireAfter")),
+            "spec.expireAfter",
+            Some(DEFAULT_EXPIRE_AFTER),
+        )?,
+        node_name: status
+            .and_then(|s| str_at(s, &["nodeName"]))
+            .filter(|n| !n.is_empty())
+            .map(String::from),
+        provider_id: status
+            .and_then(|s| str_at(s, &["providerID"]))
+            .filter(|n| !n.is_empty())
+            .map(String::from),
+        capacity: resource_map(status.and_then(|s| s.get("capacity")), "status.capacity")?,
+        allocatable: resource_map(
+            status.and_then(|s| s.get("allocatable")),
+            "status.allocatable",
+        )?,
+        last_pod_event_time: status
+            .and_then(|s| str_at(s, &["lastPodEventTime"]))
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.timestamp()),
+        creation_time: time(v, "creationTimestamp"),
+        deletion_time: time(v, "deletionTimestamp"),
+        uid: str_at(v, &["metadata", "uid"]).unwrap_or_default().into(),
+    })
+}
+
+/// Converts an EC2NodeClass.
+///
+/// # Errors
+/// A field the planner cannot use (an unknown AMI alias, a bad kubelet quantity), named by
+/// its path.
+pub fn node_class(v: &Value) -> Result<pb::NodeClass> {
+    let spec = at(v, &["spec"]).cloned().unwrap_or(Value::Null);
+    for (i, term) in spec
+        .get("amiSelectorTerms")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if let Some(alias) = str_at(term, &["alias"]).filter(|a| !a.is_empty())
+            && (ami_family_from_alias(alias).is_none() || !alias.contains('@'))
+        {
+            return Err(field_err(
+                format!("spec.amiSelectorTerms[{i}].alias"),
+                format!(
+                    "invalid alias {alias:?}: expected family@version with family one of al2, al2023, bottlerocket, windows2019, windows2022"
+                ),
+            ));
+        }
+    }
+    let family = spec.as_object().and_then(resolved_ami_family);
+    let root_device = if family.as_deref() == Some("Bottlerocket") {
+        "/dev/xvdb"
+    } else {
+        "/dev/xvda"
+    };
+    let mappings: Vec<&Value> = spec
+        .get("blockDeviceMappings")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .collect();
+    let root_volume_size = mappings
+        .iter()
+        .find(|m| m.get("rootVolume").and_then(Value::as_bool) == Some(true))
+        .or_else(|| {
+            mappings
+                .iter()
+                .find(|m| str_at(m, &["deviceName"]) == Some(root_device))
+        })
+        .and_then(|m| str_at(m, &["ebs", "volumeSize"]))
+        .map(String::from);
+    let kubelet = match spec.get("kubelet") {
+        Some(k) if k.is_object() => {
+            let mut eviction_hard = BTreeMap::new();
+            let mut eviction_hard_percent = BTreeMap::new();
+            for (signal, threshold) in k
+                .get("evictionHard")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
+                let resource = match signal.as_str() {
+                    "memory.available" => "memory",
+                    "nodefs.available" => "ephemeral-storage",
+                    _ => continue,
+                };
+                let text = threshold.as_str().unwrap_or_default();
+                match text.strip_suffix('%') {
+                    Some(p) => {
+                        eviction_hard_percent.insert(resource.to_string(), p.to_string());
+                    }
+                    None => {
+                        crate::quantity::parse_milli(text).map_err(|e| {
+                            field_err(format!("spec.kubelet.evictionHard.{signal}"), e.to_string())
+                        })?;
+                        eviction_hard.insert(resource.to_string(), text.to_string());
+                    }
+                }
+            }
+            let reserved = |key: &str| -> Result<Option<pb::ResourceList>> {
+                match k.get(key) {
+                    Some(l) if l.is_object() => {
+                        let mut q = resource_map(Some(l), &format!("spec.kubelet.{key}"))?;
+                        // `pid` reserves process IDs, not anything a pod requests.
+                        q.remove("pid");
+                        Ok(Some(pb::ResourceList { quantities: q }))
+                    }
+                    _ => Ok(None),
+                }
+            };
+            Some(pb::KubeletConfig {
+                max_pods: k.get("maxPods").and_then(Value::as_i64),
+                pods_per_core: k.get("podsPerCore").and_then(Value::as_i64),
+                kube_reserved: reserved("kubeReserved")?,
+                system_reserved: reserved("systemReserved")?,
+                eviction_hard: (!eviction_hard.is_empty()).then_some(pb::ResourceList {
+                    quantities: eviction_hard,
+                }),
+                eviction_hard_percent,
+            })
+        }
+        _ => None,
+    };
+    Ok(pb::NodeClass {
+        name: str_at(v, &["metadata", "name"]).unwrap_or_default().into(),
+        ami_family: family,
+        kubelet,
+        spec_hash: ec2nodeclass_spec_hash(&spec),
+        uid: str_at(v, &["metadata", "uid"]).unwrap_or_default().into(),
+        root_volume_size,
+        metadata_annotations: string_map(at(v, &["metadata", "annotations"])),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_duration("720h"), Ok(Some(720 * 3600)));
+        assert_eq!(parse_duration("1h30m"), Ok(Some(5400)));
+        assert_eq!(parse_duration("1500ms"), Ok(Some(1)));
+        assert_eq!(parse_duration("Never"), Ok(None));
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn node_pool_defaults_and_errors_name_the_field() {
+        let np = serde_json::json!({
+            "metadata": {"name": "default", "uid": "u"},
+            "spec": {"template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"], "minValues": 1}]
+            }}}
+        });
+        let p = node_pool(&np).expect("valid");
+        assert_eq!(p.expire_after, Some(720 * 3600));
+        assert_eq!(p.node_class.as_deref(), Some("default"));
+        let d = p.disruption.expect("defaulted");
+        assert_eq!(d.consolidate_after, Some(0));
+        assert_eq!(d.budgets[0].nodes, "10%");
+        assert_eq!(p.template_hash.len(), 16);
+        let mut bad = np.clone();
+        bad["spec"]["template"]["spec"]["requirements"][0]["operator"] = "Near".into();
+        assert_eq!(
+            node_pool(&bad).expect_err("bad operator").to_string(),
+            "spec.template.spec.requirements[0].operator: unknown operator \"Near\""
+        );
+        let mut bad = np;
+        bad["spec"]["weight"] = 0.into();
+        assert!(
+            node_pool(&bad)
+                .expect_err("weight 0")
+                .to_string()
+                .starts_with("spec.weight:")
+        );
+    }
+}

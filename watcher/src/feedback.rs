@@ -1,0 +1,83 @@
+//! What people see of the watcher's work: Events on pods (`Nominated` with the claim or node a
+//! plan puts them on, `FailedScheduling` with the planner's reason, and one Event for a pod that
+//! can never be planned) and the status of NodePools (resources in use, node count, and the
+//! conditions Ready, ValidationSucceeded and NodeClassReady).
+//!
+//! Feedback only reports; it never changes what is planned.
+
+mod events;
+mod status;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::runtime::events::Reporter;
+use tokio::sync::{mpsc, watch};
+
+pub use events::{Events, pod_events};
+pub use status::{NodePoolStatus, desired_status};
+
+use crate::informers::Invalid;
+use crate::metrics::Metrics;
+use crate::mirror::Mirror;
+use crate::publish::LatestPlan;
+
+/// Why writing feedback failed (logged; feedback is retried on the next plan or tick).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The Kubernetes API refused or failed a write.
+    #[error("writing {what}")]
+    Kube {
+        /// What was being written, e.g. `status of NodePool default`.
+        what: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Result of this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Runs the feedback loop until `stop` turns true.
+#[allow(clippy::too_many_arguments)] // Wiring of one task; a struct would only rename these.
+pub async fn run(
+    client: kube::Client,
+    reporter: Reporter,
+    mirror: Mirror,
+    metrics: Metrics,
+    mut plans: LatestPlan,
+    invalid: &mut mpsc::UnboundedReceiver<Invalid>,
+    status_every: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut events = Events::new(client.clone(), reporter);
+    let mut status = NodePoolStatus::new(client);
+    let mut tick = tokio::time::interval(status_every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = crate::when(&mut stop, true) => return,
+            changed = plans.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let plan: Option<Arc<_>> = plans.borrow_and_update().clone();
+                if let Some(plan) = plan {
+                    let todo = pod_events(&plan, &mirror);
+                    events.publish_all(todo).await;
+                }
+                status.reconcile(&mirror).await;
+            }
+            Some(bad) = invalid.recv() => {
+                if bad.kind == crate::mirror::Kind::Pod {
+                    metrics.invalid_pods.inc();
+                }
+                tracing::info!(kind = ?bad.kind, namespace = %bad.namespace, name = %bad.name, reason = %bad.reason, "Object cannot be planned");
+                events.invalid(&bad).await;
+                status.note_invalid(&bad);
+            }
+            _ = tick.tick() => status.reconcile(&mirror).await,
+        }
+    }
+}

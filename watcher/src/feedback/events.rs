@@ -1,0 +1,163 @@
+//! Events on pods, each sent once per distinct message (a pod nominated to the same claim by
+//! ten plans in a row gets one Event; kube's recorder also folds repeats into a series).
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use proto::v1 as pb;
+
+use crate::informers::Invalid;
+use crate::mirror::{Kind, Mirror};
+
+/// One Event to write on a pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodEvent {
+    /// `namespace/name`.
+    pub pod: String,
+    /// The pod's uid.
+    pub uid: String,
+    /// `Nominated` or `FailedScheduling`.
+    pub reason: &'static str,
+    /// The message.
+    pub note: String,
+}
+
+/// The Events a plan calls for, on pods still pending in the mirror.
+pub fn pod_events(plan: &pb::PlanResponse, mirror: &Mirror) -> Vec<PodEvent> {
+    let state = mirror.lock();
+    let mut out = Vec::new();
+    let mut push = |pod: &str, reason: &'static str, note: String| {
+        if let Some(uid) = state.pending_uid(pod) {
+            out.push(PodEvent {
+                pod: pod.to_string(),
+                uid: uid.to_string(),
+                reason,
+                note,
+            });
+        }
+    };
+    for c in &plan.node_claims {
+        for p in &c.pods {
+            push(
+                p,
+                "Nominated",
+                format!("Pod should schedule on: nodeclaim/{}", c.name),
+            );
+        }
+    }
+    for n in &plan.existing_nodes {
+        for p in &n.pods {
+            push(
+                p,
+                "Nominated",
+                format!("Pod should schedule on: node/{}", n.name),
+            );
+        }
+    }
+    for u in &plan.unschedulable {
+        push(
+            &u.pod,
+            "FailedScheduling",
+            format!("Failed to schedule pod, {}", u.reason),
+        );
+    }
+    out
+}
+
+/// Writes Events, skipping any the same pod already got.
+pub struct Events {
+    recorder: Recorder,
+    sent: HashMap<String, (String, String)>,
+}
+
+// === impl Events ===
+
+impl Events {
+    /// A writer reporting as `reporter`.
+    pub fn new(client: kube::Client, reporter: Reporter) -> Self {
+        Self {
+            recorder: Recorder::new(client, reporter),
+            sent: HashMap::new(),
+        }
+    }
+
+    /// Writes each Event not already written.
+    pub async fn publish_all(&mut self, events: Vec<PodEvent>) {
+        for e in events {
+            let (namespace, name) = e.pod.split_once('/').unwrap_or(("default", &e.pod));
+            let kind = if e.reason == "Nominated" {
+                EventType::Normal
+            } else {
+                EventType::Warning
+            };
+            self.publish(namespace, name, &e.uid, kind, e.reason, e.note)
+                .await;
+        }
+        if self.sent.len() > 200_000 {
+            // Pods come and go; forget the oldest state wholesale rather than track ages.
+            self.sent.clear();
+        }
+    }
+
+    /// One Event for an object that cannot be planned (pods only; other kinds report in
+    /// their status).
+    pub async fn invalid(&mut self, bad: &Invalid) {
+        if bad.kind != Kind::Pod {
+            return;
+        }
+        let note = format!("Ignoring pod, it cannot be planned: {}", bad.reason);
+        self.publish(
+            &bad.namespace,
+            &bad.name,
+            &bad.uid,
+            EventType::Warning,
+            "FailedScheduling",
+            note,
+        )
+        .await;
+    }
+
+    async fn publish(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        kind: EventType,
+        reason: &'static str,
+        note: String,
+    ) {
+        let key = if uid.is_empty() {
+            format!("{namespace}/{name}")
+        } else {
+            uid.to_string()
+        };
+        let last = (reason.to_string(), note.clone());
+        if self.sent.get(&key) == Some(&last) {
+            return;
+        }
+        let reference = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: Some(namespace.into()),
+            name: Some(name.into()),
+            uid: (!uid.is_empty()).then(|| uid.to_string()),
+            ..Default::default()
+        };
+        let ev = Event {
+            type_: kind,
+            reason: reason.into(),
+            note: Some(note),
+            action: "Scheduling".into(),
+            secondary: None,
+        };
+        match self.recorder.publish(&ev, &reference).await {
+            Ok(()) => {
+                self.sent.insert(key, last);
+            }
+            Err(e) => {
+                tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, "Cannot write an Event")
+            }
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! NodePool status: resources in use and node count (summed over the Nodes labelled
+//! `karpenter.sh/nodepool=<pool>`), and the conditions ValidationSucceeded (the pool converts),
+//! NodeClassReady (its EC2NodeClass exists) and Ready (both). Written with a merge patch on the
+//! status subresource only when it changed; transition times are kept while a condition holds.
+
+use std::collections::{BTreeMap, HashMap};
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use proto::v1::upsert::Object;
+use serde_json::{Value, json};
+
+use super::{Error, Result};
+use crate::informers::{Invalid, karpenter_resource};
+use crate::mirror::{Kind, Mirror};
+use crate::quantity;
+
+/// The NodePool label on nodes.
+const NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
+
+/// One condition, without its transition time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    /// `Ready`, `ValidationSucceeded` or `NodeClassReady`.
+    pub type_: &'static str,
+    /// `True` or `False`.
+    pub status: &'static str,
+    /// A CamelCase reason.
+    pub reason: String,
+    /// Details for people.
+    pub message: String,
+}
+
+/// The status the watcher wants a NodePool to show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Desired {
+    /// Summed capacity of the pool's nodes, plus `nodes`.
+    pub resources: BTreeMap<String, String>,
+    /// Nodes of the pool.
+    pub nodes: u64,
+    /// The conditions.
+    pub conditions: Vec<Condition>,
+}
+
+fn cond(type_: &'static str, ok: bool, reason: &str, message: String) -> Condition {
+    Condition {
+        type_,
+        status: if ok { "True" } else { "False" },
+        reason: reason.into(),
+        message,
+    }
+}
+
+/// The status of every NodePool: those in the mirror, and those that failed validation
+/// (`invalid`: name → why).
+pub fn desired_status(
+    mirror: &Mirror,
+    invalid: &HashMap<String, String>,
+) -> BTreeMap<String, Desired> {
+    let s = mirror.lock();
+    let classes: Vec<&str> = s
+        .iter(Kind::NodeClass)
+        .filter_map(|o| match o {
+            Object::NodeClass(c) => Some(c.name.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut usage: HashMap<&str, (BTreeMap<String, i128>, u64)> = HashMap::new();
+    for o in s.iter(Kind::Node) {
+        let Object::Node(n) = o else { continue };
+        let Some(pool) = n.labels.get(NODEPOOL_LABEL) else {
+            continue;
+        };
+        let (sum, count) = usage.entry(pool.as_str()).or_default();
+        *count += 1;
+        for (k, v) in &n.capacity {
+            if let Ok(m) = quantity::parse_milli(v) {
+                *sum.entry(k.clone()).or_default() += m;
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    for o in s.iter(Kind::NodePool) {
+        let Object::NodePool(p) = o else { continue };
+        let (sum, nodes) = usage.remove(p.name.as_str()).unwrap_or_default();
+        let mut resources: BTreeMap<String, String> = sum
+            .into_iter()
+            .map(|(k, v)| (k, quantity::format_milli(v)))
+            .collect();
+        resources.insert("nodes".into(), nodes.to_string());
+        let class = p.node_class.as_deref().unwrap_or_default();
+        let class_ok = classes.contains(&class);
+        let class_cond = if class_ok {
+            cond("NodeClassReady", true, "NodeClassReady", String::new())
+        } else {
+            cond(
+                "NodeClassReady",
+                false,
+                "NodeClassNotFound",
+                format!("EC2NodeClass {class:?} not found"),
+            )
+        };
+        out.insert(
+            p.name.clone(),
+            Desired {
+                resources,
+                nodes,
+                conditions: vec![
+                    cond(
+                        "ValidationSucceeded",
+                        true,
+                        "ValidationSucceeded",
+                        String::new(),
+                    ),
+                    class_cond,
+                    if class_ok {
+                        cond("Ready", true, "Ready", String::new())
+                    } else {
+                        cond(
+                            "Ready",
+                            false,
+                            "NodeClassNotReady",
+                            "NodeClassReady=False".into(),
+                        )
+                    },
+                ],
+            },
+        );
+    }
+    for (name, why) in invalid {
+        if out.contains_key(name) {
+            continue;
+        }
+        out.insert(
+            name.clone(),
+            Desired {
+                resources: BTreeMap::from([("nodes".to_string(), "0".to_string())]),
+                nodes: 0,
+                conditions: vec![
+                    cond(
+                        "ValidationSucceeded",
+                        false,
+                        "ValidationFailed",
+                        why.clone(),
+                    ),
+                    cond(
+                        "Ready",
+                        false,
+                        "ValidationFailed",
+                        "ValidationSucceeded=False".into(),
+                    ),
+                ],
+            },
+        );
+    }
+    out
+}
+
+/// Writes NodePool status when it changes.
+pub struct NodePoolStatus {
+    api: Api<DynamicObject>,
+    written: HashMap<String, Desired>,
+    invalid: HashMap<String, String>,
+}
+
+// === impl NodePoolStatus ===
+
+impl NodePoolStatus {
+    /// A writer over the cluster's NodePools.
+    pub fn new(client: kube::Client) -> Self {
+        let ar = karpenter_resource("karpenter.sh", "NodePool");
+        Self {
+            api: Api::all_with(client, &ar),
+            written: HashMap::new(),
+            invalid: HashMap::new(),
+        }
+    }
+
+    /// Records a NodePool that failed validation.
+    pub fn note_invalid(&mut self, bad: &Invalid) {
+        if bad.kind == Kind::NodePool {
+            self.invalid.insert(bad.name.clone(), bad.reason.clone());
+        }
+    }
+
+    /// Writes every status that differs from what was last written.
+    pub async fn reconcile(&mut self, mirror: &Mirror) {
+        let desired = desired_status(mirror, &self.invalid);
+        // A pool that converts now is valid again.
+        self.invalid.retain(|name, _| {
+            !mirror
+                .lock()
+                .iter(Kind::NodePool)
+                .any(|o| matches!(o, Object::NodePool(p) if &p.name == name))
+        });
+        self.written.retain(|name, _| desired.contains_key(name));
+        for (name, want) in desired {
+            if self.written.get(&name) == Some(&want) {
+                continue;
+            }
+            match self.write(&name, &want).await {
+                Ok(()) => {
+                    self.written.insert(name, want);
+                }
+                Err(e) => {
+                    tracing::warn!(nodepool = %name, error = %e, "Cannot write NodePool status");
+                    if matches!(&e, Error::Kube { source: kube::Error::Api(s), .. } if s.code == 404)
+                    {
+                        self.invalid.remove(&name);
+                    }
+                }
+            }
+        }
+    }
+
+    async fn write(&self, name: &str, want: &Desired) -> Result<()> {
+        let err = |source| Error::Kube {
+            what: format!("status of NodePool {name}"),
+            source,
+        };
+        let current = self.api.get(name).await.map_err(err)?;
+        let generation = current.metadata.generation;
+        let old: Vec<Value> = current
+            .data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let now = jiff_now();
+        let conditions: Vec<Value> = want
+            .conditions
+            .iter()
+            .map(|c| {
+                let since = old
+                    .iter()
+                    .find(|o| o["type"] == c.type_ && o["status"] == c.status)
+                    .and_then(|o| o.get("lastTransitionTime").cloned())
+                    .unwrap_or_else(|| Value::String(now.clone()));
+                json!({
+                    "type": c.type_,
+                    "status": c.status,
+                    "reason": c.reason,
+                    "message": c.message,
+                    "lastTransitionTime": since,
+                    "observedGeneration": generation,
+                })
+            })
+            .collect();
+        let patch = json!({"status": {
+            "resources": want.resources,
+            "nodes": want.nodes,
+            "conditions": conditions,
+        }});
+        self.api
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+}
+
+/// RFC 3339 time of now, for condition transition times (status is for people; the planner
+/// never reads it).
+fn jiff_now() -> String {
+    let secs = crate::clock::Clock::System.now();
+    chrono::DateTime::from_timestamp(secs, 0)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .unwrap_or_default()
+}

@@ -1,0 +1,220 @@
+//! The informers, one per kind the planner reads, and the PriorityClass informer that pod
+//! conversion resolves priorities with.
+
+use std::sync::{Arc, RwLock};
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::core::PartialObjectMeta;
+use kube::runtime::{WatchStreamExt, watcher};
+use proto::v1::upsert::Object;
+use tokio::task::JoinHandle;
+
+use super::{Converted, Sinks, reflect};
+use crate::convert::{self, PodDisposition, PriorityClasses};
+use crate::mirror::Kind;
+
+/// Informer names, as metrics label them and readiness tracks them.
+pub const NAMES: [&str; 12] = [
+    "priorityclasses",
+    "pods",
+    "nodes",
+    "daemonsets",
+    "poddisruptionbudgets",
+    "namespaces",
+    "persistentvolumeclaims",
+    "persistentvolumes",
+    "storageclasses",
+    "nodepools",
+    "nodeclaims",
+    "ec2nodeclasses",
+];
+
+/// How the informers list and watch.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Page size of the initial lists.
+    pub page_size: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { page_size: 500 }
+    }
+}
+
+/// The API resource of a Karpenter kind.
+pub fn karpenter_resource(group: &str, kind: &str) -> ApiResource {
+    let gvk = GroupVersionKind::gvk(group, "v1", kind);
+    ApiResource::from_gvk(&gvk)
+}
+
+fn keep<T>(r: convert::Result<T>, wrap: fn(T) -> Object) -> Converted {
+    match r {
+        Ok(x) => Converted::Keep(Box::new(wrap(x))),
+        Err(e) => Converted::Invalid(e),
+    }
+}
+
+fn json(o: &DynamicObject) -> serde_json::Value {
+    serde_json::to_value(o).unwrap_or_default()
+}
+
+/// Starts every informer. Pods start once PriorityClasses have synced, so that their
+/// priorities resolve.
+pub fn spawn_all(client: kube::Client, options: &Options, sinks: Sinks) -> Vec<JoinHandle<()>> {
+    let cfg = || watcher::Config::default().page_size(options.page_size);
+    let classes = Arc::new(RwLock::new(PriorityClasses::default()));
+    let mut tasks = Vec::new();
+
+    {
+        let (sinks, classes) = (sinks.clone(), classes.clone());
+        let stream = watcher(Api::<PriorityClass>::all(client.clone()), cfg()).default_backoff();
+        tasks.push(tokio::spawn(async move {
+            use futures::StreamExt;
+            let mut stream = std::pin::pin!(stream);
+            let mut listed = Vec::new();
+            while let Some(ev) = stream.next().await {
+                let mut c = classes.write().unwrap_or_else(|p| p.into_inner());
+                match ev {
+                    Ok(watcher::Event::Init) => listed.clear(),
+                    Ok(watcher::Event::InitApply(p)) => listed.push(convert::priority_class(&p)),
+                    Ok(watcher::Event::InitDone) => {
+                        *c = PriorityClasses::default();
+                        for (n, v, d) in listed.drain(..) {
+                            c.insert(n, v, d);
+                        }
+                        sinks.readiness.mark("priorityclasses");
+                    }
+                    Ok(watcher::Event::Apply(p)) => {
+                        let (n, v, d) = convert::priority_class(&p);
+                        c.insert(n, v, d);
+                    }
+                    Ok(watcher::Event::Delete(p)) => c.remove(&convert::priority_class(&p).0),
+                    Err(e) => {
+                        sinks.metrics.watch_errors.get_or_create(&crate::metrics::Metrics::kind("priorityclasses")).inc();
+                        tracing::warn!(informer = "priorityclasses", error = %e, "Watch failed; retrying after a backoff");
+                    }
+                }
+            }
+        }));
+    }
+    {
+        let (sinks, classes, client) = (sinks.clone(), classes.clone(), client.clone());
+        // Finished pods hold no capacity and are never pending: the API server filters them.
+        let cfg = cfg().fields("status.phase!=Succeeded,status.phase!=Failed");
+        tasks.push(tokio::spawn(async move {
+            sinks.readiness.wait_for("priorityclasses").await;
+            let stream = watcher(Api::<Pod>::all(client), cfg).default_backoff();
+            reflect("pods", Kind::Pod, stream, sinks, move |p: &Pod| {
+                let c = classes.read().unwrap_or_else(|p| p.into_inner());
+                match convert::pod(p, &c) {
+                    PodDisposition::Keep(p) => Converted::Keep(Box::new(Object::Pod(*p))),
+                    PodDisposition::Ignore => Converted::Skip,
+                    PodDisposition::Invalid(e) => Converted::Invalid(e),
+                }
+            })
+            .await;
+        }));
+    }
+    macro_rules! typed {
+        ($name:literal, $kind:expr, $ty:ty, $conv:expr) => {{
+            let stream = watcher(Api::<$ty>::all(client.clone()), cfg()).default_backoff();
+            tasks.push(tokio::spawn(reflect(
+                $name,
+                $kind,
+                stream,
+                sinks.clone(),
+                $conv,
+            )));
+        }};
+    }
+    typed!("nodes", Kind::Node, Node, |n: &Node| keep(
+        convert::node(n),
+        Object::Node
+    ));
+    {
+        let classes = classes.clone();
+        typed!(
+            "daemonsets",
+            Kind::DaemonSet,
+            DaemonSet,
+            move |d: &DaemonSet| {
+                let c = classes.read().unwrap_or_else(|p| p.into_inner());
+                keep(convert::daemon_set(d, &c), Object::DaemonSet)
+            }
+        );
+    }
+    typed!(
+        "poddisruptionbudgets",
+        Kind::Pdb,
+        PodDisruptionBudget,
+        |p: &PodDisruptionBudget| { Converted::Keep(Box::new(Object::Pdb(convert::pdb(p)))) }
+    );
+    typed!(
+        "persistentvolumeclaims",
+        Kind::Pvc,
+        PersistentVolumeClaim,
+        |c: &PersistentVolumeClaim| { Converted::Keep(Box::new(Object::Pvc(convert::pvc(c)))) }
+    );
+    typed!(
+        "persistentvolumes",
+        Kind::Pv,
+        PersistentVolume,
+        |v: &PersistentVolume| keep(convert::pv(v), Object::Pv)
+    );
+    typed!(
+        "storageclasses",
+        Kind::StorageClass,
+        StorageClass,
+        |c: &StorageClass| keep(convert::storage_class(c), Object::StorageClass)
+    );
+    {
+        // Namespace labels are all the planner reads: a metadata-only watch.
+        let stream = watcher(
+            Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+            cfg(),
+        )
+        .default_backoff();
+        tasks.push(tokio::spawn(reflect(
+            "namespaces",
+            Kind::Namespace,
+            stream,
+            sinks.clone(),
+            |n| Converted::Keep(Box::new(Object::Namespace(convert::namespace(n)))),
+        )));
+    }
+    let dynamic = |group: &str, kind: &str| {
+        let ar = karpenter_resource(group, kind);
+        Api::<DynamicObject>::all_with(client.clone(), &ar)
+    };
+    let stream = watcher(dynamic("karpenter.sh", "NodePool"), cfg()).default_backoff();
+    tasks.push(tokio::spawn(reflect(
+        "nodepools",
+        Kind::NodePool,
+        stream,
+        sinks.clone(),
+        |o: &DynamicObject| keep(convert::node_pool(&json(o)), Object::NodePool),
+    )));
+    let stream = watcher(dynamic("karpenter.sh", "NodeClaim"), cfg()).default_backoff();
+    tasks.push(tokio::spawn(reflect(
+        "nodeclaims",
+        Kind::NodeClaim,
+        stream,
+        sinks.clone(),
+        |o: &DynamicObject| keep(convert::node_claim(&json(o)), Object::NodeClaim),
+    )));
+    let stream = watcher(dynamic("karpenter.k8s.aws", "EC2NodeClass"), cfg()).default_backoff();
+    tasks.push(tokio::spawn(reflect(
+        "ec2nodeclasses",
+        Kind::NodeClass,
+        stream,
+        sinks,
+        |o: &DynamicObject| keep(convert::node_class(&json(o)), Object::NodeClass),
+    )));
+    tasks
+}

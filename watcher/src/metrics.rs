@@ -1,0 +1,153 @@
+//! Prometheus metrics of the watcher, served on `/metrics` on their own port ([`crate::serve`]).
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(String, String)>;
+
+/// The watcher's metrics. Cheap to clone (every metric is shared).
+#[derive(Clone, Debug)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    /// Pods pending as Karpenter defines them, now.
+    pub pending_pods: Gauge,
+    /// Objects in the mirror, now.
+    pub objects: Gauge,
+    /// New pending pods per closed batch.
+    pub batch_size: Histogram,
+    /// Seconds from a batch window opening to its closing.
+    pub batch_duration: Histogram,
+    /// Seconds from a `CloseBatch` being sent to its plan arriving.
+    pub plan_latency: Histogram,
+    /// Seconds from a change reaching the mirror to its delta being sent.
+    pub lag: Histogram,
+    /// Objects in the last snapshot sent.
+    pub snapshot_objects: Gauge,
+    /// Encoded bytes of the last snapshot sent.
+    pub snapshot_bytes: Gauge,
+    /// Session streams opened again after one failed.
+    pub reconnects: Counter,
+    /// Plans received.
+    pub plans: Counter,
+    /// Watch errors, by kind (each followed by a backoff and a re-watch or relist).
+    pub watch_errors: Family<Labels, Counter>,
+    /// Relists completed, by kind.
+    pub relists: Family<Labels, Counter>,
+    /// Pods skipped because they can never be planned.
+    pub invalid_pods: Counter,
+    /// 1 while this replica leads.
+    pub leader: Gauge,
+}
+
+// === impl Metrics ===
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric in a fresh registry.
+    pub fn new() -> Self {
+        let mut r = Registry::with_prefix("dovetail_watcher");
+        let m = Self {
+            registry: Arc::new(Registry::default()),
+            pending_pods: Gauge::default(),
+            objects: Gauge::default(),
+            batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 18)),
+            batch_duration: Histogram::new(exponential_buckets(0.05, 2.0, 12)),
+            plan_latency: Histogram::new(exponential_buckets(0.001, 2.0, 18)),
+            lag: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            snapshot_objects: Gauge::default(),
+            snapshot_bytes: Gauge::default(),
+            reconnects: Counter::default(),
+            plans: Counter::default(),
+            watch_errors: Family::default(),
+            relists: Family::default(),
+            invalid_pods: Counter::default(),
+            leader: Gauge::default(),
+        };
+        r.register(
+            "pending_pods",
+            "Pods pending as Karpenter defines them",
+            m.pending_pods.clone(),
+        );
+        r.register(
+            "objects",
+            "Objects in the compact mirror",
+            m.objects.clone(),
+        );
+        r.register(
+            "batch_size_pods",
+            "New pending pods per closed batch",
+            m.batch_size.clone(),
+        );
+        r.register(
+            "batch_duration_seconds",
+            "Time from a batch window opening to its closing",
+            m.batch_duration.clone(),
+        );
+        r.register(
+            "plan_latency_seconds",
+            "Time from CloseBatch sent to its plan received",
+            m.plan_latency.clone(),
+        );
+        r.register(
+            "lag_seconds",
+            "Time from a change reaching the mirror to its delta being sent",
+            m.lag.clone(),
+        );
+        r.register(
+            "snapshot_objects",
+            "Objects in the last snapshot sent",
+            m.snapshot_objects.clone(),
+        );
+        r.register(
+            "snapshot_bytes",
+            "Encoded size of the last snapshot sent",
+            m.snapshot_bytes.clone(),
+        );
+        r.register(
+            "reconnects",
+            "Session streams reopened after a failure",
+            m.reconnects.clone(),
+        );
+        r.register("plans", "Plans received", m.plans.clone());
+        r.register(
+            "watch_errors",
+            "Watch errors by kind",
+            m.watch_errors.clone(),
+        );
+        r.register("relists", "Relists completed by kind", m.relists.clone());
+        r.register(
+            "invalid_pods",
+            "Pending pods skipped because they can never be planned",
+            m.invalid_pods.clone(),
+        );
+        r.register("leader", "1 while this replica leads", m.leader.clone());
+        Self {
+            registry: Arc::new(r),
+            ..m
+        }
+    }
+
+    /// The text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+
+    /// Labels of a per-kind metric.
+    pub fn kind(kind: &str) -> Labels {
+        vec![("kind".to_string(), kind.to_string())]
+    }
+}
