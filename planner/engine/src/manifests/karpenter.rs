@@ -120,18 +120,20 @@ pub(super) fn node_pool(value: &Value) -> Result<(NodePool, bool), FieldError> {
     ))
 }
 
-/// Converts a NodeClaim.
-pub(super) fn node_claim(value: &Value) -> Result<NodeClaim, FieldError> {
+/// Converts a NodeClaim; the flag is true when `spec.expireAfter` is absent, so that its
+/// NodePool's template value applies (resolved when the snapshot is finished).
+pub(super) fn node_claim(value: &Value) -> Result<(NodeClaim, bool), FieldError> {
     node_claim_from(de(value)?)
 }
 
 /// [`node_claim`] from an already deserialized object.
-pub(super) fn node_claim_from(raw: raw::NodeClaim) -> Result<NodeClaim, FieldError> {
+pub(super) fn node_claim_from(raw: raw::NodeClaim) -> Result<(NodeClaim, bool), FieldError> {
     let meta = raw.metadata;
     require_name(&meta.name)?;
     let spec = raw.spec;
     let status = raw.status;
-    Ok(NodeClaim {
+    let inherits_expiry = spec.expire_after.is_none();
+    let claim = NodeClaim {
         name: meta.name,
         labels: meta.labels,
         annotations: meta.annotations,
@@ -151,7 +153,8 @@ pub(super) fn node_claim_from(raw: raw::NodeClaim) -> Result<NodeClaim, FieldErr
         last_pod_event_time: status.last_pod_event_time.map(|t| t.0),
         creation_time: meta.creation_timestamp.map(|t| t.0),
         deletion_time: meta.deletion_timestamp.map(|t| t.0),
-    })
+    };
+    Ok((claim, inherits_expiry))
 }
 
 /// Parses a percentage like `10` or `7.5` (from `10%`) into milli-percent.

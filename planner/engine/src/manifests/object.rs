@@ -28,7 +28,8 @@ pub(super) enum Object {
     NodePool(Box<NodePool>),
     /// A NodePool being deleted: it launches nothing (Karpenter ignores it for provisioning).
     DeletingNodePool(String),
-    NodeClaim(Box<NodeClaim>),
+    /// A NodeClaim; true when its `spec.expireAfter` is absent (its NodePool's applies).
+    NodeClaim(Box<NodeClaim>, bool),
     NodeClass(Box<NodeClass>),
     /// A kind (or apiVersion) the planner does not use, described for the warning.
     Skipped(String),
@@ -133,10 +134,8 @@ fn direct_yaml(text: &str, base: &Location) -> Option<(Object, Location)> {
         ("karpenter.sh/v1", "NodeClaim") => {
             let raw: raw::NodeClaim = read(text)?;
             let label = label(&raw.metadata);
-            (
-                Object::NodeClaim(Box::new(karpenter::node_claim_from(raw).ok()?)),
-                label,
-            )
+            let (claim, inherits_expiry) = karpenter::node_claim_from(raw).ok()?;
+            (Object::NodeClaim(Box::new(claim), inherits_expiry), label)
         }
         ("policy/v1" | "policy/v1beta1", "PodDisruptionBudget") => {
             let raw: raw::Pdb = read(text)?;
@@ -273,7 +272,8 @@ fn convert_kind(api_version: &str, kind: &str, value: &Value) -> Result<Object, 
             }
         }
         ("karpenter.sh/v1", "NodeClaim") => {
-            Object::NodeClaim(Box::new(karpenter::node_claim(value)?))
+            let (claim, inherits_expiry) = karpenter::node_claim(value)?;
+            Object::NodeClaim(Box::new(claim), inherits_expiry)
         }
         ("karpenter.k8s.aws/v1", "EC2NodeClass") => {
             Object::NodeClass(Box::new(karpenter::node_class(value)?))

@@ -853,6 +853,66 @@ metadata: {name: shop, labels: {team: web}}
 }
 
 #[test]
+fn a_node_claim_without_expire_after_takes_its_node_pools() {
+    let l = load(
+        r#"
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata: {name: never-a, labels: {karpenter.sh/nodepool: never}}
+---
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata: {name: never-b}
+status: {nodeName: node-b}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node-b, labels: {karpenter.sh/nodepool: never}}
+---
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata: {name: own, labels: {karpenter.sh/nodepool: never}}
+spec: {expireAfter: 1h}
+---
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata: {name: weekly-a, labels: {karpenter.sh/nodepool: weekly}}
+---
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata: {name: orphan, labels: {karpenter.sh/nodepool: gone}}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: never}
+spec: {template: {spec: {expireAfter: Never}}}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: weekly}
+spec: {template: {spec: {expireAfter: 168h}}}
+"#,
+    );
+    let expiry = |name: &str| {
+        l.snapshot
+            .node_claims
+            .iter()
+            .find(|c| c.name == name)
+            .expect(name)
+            .expire_after
+    };
+    assert_eq!(expiry("never-a"), None, "the NodePool's Never");
+    assert_eq!(expiry("never-b"), None, "the NodePool of its Node");
+    assert_eq!(expiry("own"), Some(3600), "its own value wins");
+    assert_eq!(expiry("weekly-a"), Some(168 * 3600));
+    assert_eq!(
+        expiry("orphan"),
+        Some(720 * 3600),
+        "no NodePool: the default"
+    );
+}
+
+#[test]
 fn unknown_kinds_are_skipped_with_one_warning_per_kind() {
     let l = load(
         r#"
