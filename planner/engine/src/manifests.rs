@@ -59,6 +59,13 @@
 //! spec.template.spec.containers[0].resources.requests.cpu: invalid quantity "lots": expected a
 //! number`. Objects of kinds the planner does not use are skipped with a warning (returned in
 //! [`Loaded::warnings`]). A document without `apiVersion` or `kind` is an error.
+//!
+//! Karpenter manifests as users have them from older APIs get one warning per object and field,
+//! naming the document, the field and what v1 uses instead: v1beta1 NodePools / NodeClaims /
+//! EC2NodeClasses and v1alpha5 Provisioners / Machines / AWSNodeTemplates are not read; in a v1
+//! NodePool, `spec.disruption.expireAfter`, `spec.ttlSecondsUntilExpired`,
+//! `spec.ttlSecondsAfterEmpty` and `spec.consolidation.enabled` are ignored (as v1 does), and
+//! `consolidationPolicy: WhenUnderutilized` is read as `WhenEmptyOrUnderutilized`.
 
 mod cluster;
 pub use common::hash;
@@ -379,7 +386,13 @@ impl SnapshotBuilder {
                     self.snapshot.storage_classes.push(sc);
                 }
                 Object::PriorityClass(pc) => self.priority_classes.push(pc),
-                Object::NodePool(np) => self.snapshot.node_pools.push(*np),
+                Object::NodePool(np, warnings) => {
+                    for w in warnings {
+                        self.warnings.push(format!("{location}: {w}"));
+                    }
+                    self.snapshot.node_pools.push(*np);
+                }
+                Object::Legacy(w) => self.warnings.push(format!("{location}: {w}")),
                 Object::DeletingNodePool(name) => self.warnings.push(format!(
                     "{location}: NodePool {name} is being deleted (metadata.deletionTimestamp is set); it launches no nodes"
                 )),

@@ -640,6 +640,8 @@ pub(super) struct Budget {
 pub(super) enum ConsolidationPolicy {
     WhenEmpty,
     WhenEmptyOrUnderutilized,
+    /// karpenter.sh/v1beta1's name of WhenEmptyOrUnderutilized (read with a warning).
+    WhenUnderutilized,
 }
 
 /// `spec.disruption`.
