@@ -108,6 +108,22 @@ fn unknown_kinds_warn_on_stderr_and_the_plan_still_runs() {
 }
 
 #[test]
+fn a_v1beta1_expiry_in_a_v1_node_pool_is_a_warning_naming_what_v1_uses() {
+    let file = scratch(
+        "legacy-expiry.yaml",
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  template: {spec: {nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}}\n  disruption: {expireAfter: 168h}\n",
+    );
+    let file = file.display().to_string();
+    let o = dovetail(&["plan", "-f", &file, "--output", "json", "--now", NOW]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("warning: {file}: document 1 (NodePool default): NodePool default: spec.disruption.expireAfter (168h) is not read by karpenter.sh/v1 and is ignored; v1 uses spec.template.spec.expireAfter (in force: 720h)")),
+        "{err}"
+    );
+}
+
+#[test]
 fn json_output_is_the_contract_shape_and_byte_for_byte_deterministic() {
     let realistic = repo("examples/realistic");
     let args = ["plan", "-f", &realistic, "--output", "json", "--now", NOW];

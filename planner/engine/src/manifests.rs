@@ -28,7 +28,9 @@
 //!   warning and gives 0.
 //! - A PersistentVolumeClaim without `storageClassName` gets the StorageClass annotated
 //!   `storageclass.kubernetes.io/is-default-class: "true"`, as admission would give it.
-//! - Karpenter defaults: NodePool and NodeClaim `expireAfter` 720h (`Never` is `None`);
+//! - Karpenter defaults: NodePool `expireAfter` 720h (`Never` is `None`); a NodeClaim without
+//!   `spec.expireAfter` gets its NodePool's (label `karpenter.sh/nodepool`, else its Node's),
+//!   else 720h;
 //!   `consolidationPolicy` WhenEmptyOrUnderutilized; `consolidateAfter` 0s (`Never` is `None`);
 //!   budgets one `nodes: 10%` when `budgets` is absent (an explicit empty list stays empty);
 //!   a budget without `nodes` is 10%. NodePool `limits` may name any resource, including
@@ -57,6 +59,13 @@
 //! spec.template.spec.containers[0].resources.requests.cpu: invalid quantity "lots": expected a
 //! number`. Objects of kinds the planner does not use are skipped with a warning (returned in
 //! [`Loaded::warnings`]). A document without `apiVersion` or `kind` is an error.
+//!
+//! Karpenter manifests as users have them from older APIs get one warning per object and field,
+//! naming the document, the field and what v1 uses instead: v1beta1 NodePools / NodeClaims /
+//! EC2NodeClasses and v1alpha5 Provisioners / Machines / AWSNodeTemplates are not read; in a v1
+//! NodePool, `spec.disruption.expireAfter`, `spec.ttlSecondsUntilExpired`,
+//! `spec.ttlSecondsAfterEmpty` and `spec.consolidation.enabled` are ignored (as v1 does), and
+//! `consolidationPolicy: WhenUnderutilized` is read as `WhenEmptyOrUnderutilized`.
 
 mod cluster;
 pub use common::hash;
@@ -76,6 +85,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use thiserror::Error;
 
+use crate::labels;
 use crate::model::{ClusterSnapshot, PersistentVolumeClaim, PriorityClass};
 pub use common::duration::parse_go_duration;
 use object::{Object, convert_object, convert_unit};
@@ -235,6 +245,8 @@ pub struct SnapshotBuilder {
     daemon_set_priority: Vec<PriorityRef>,
     /// Parallel to `snapshot.pvcs`: true when `storageClassName` was absent.
     pvc_wants_default_class: Vec<bool>,
+    /// Parallel to `snapshot.node_claims`: true when `spec.expireAfter` was absent.
+    claim_inherits_expiry: Vec<bool>,
     default_storage_classes: Vec<String>,
     controllers: Vec<Controller>,
     /// ReplicaSets controlled by a Deployment: (namespace, replicaset) → deployment.
@@ -374,11 +386,20 @@ impl SnapshotBuilder {
                     self.snapshot.storage_classes.push(sc);
                 }
                 Object::PriorityClass(pc) => self.priority_classes.push(pc),
-                Object::NodePool(np) => self.snapshot.node_pools.push(*np),
+                Object::NodePool(np, warnings) => {
+                    for w in warnings {
+                        self.warnings.push(format!("{location}: {w}"));
+                    }
+                    self.snapshot.node_pools.push(*np);
+                }
+                Object::Legacy(w) => self.warnings.push(format!("{location}: {w}")),
                 Object::DeletingNodePool(name) => self.warnings.push(format!(
                     "{location}: NodePool {name} is being deleted (metadata.deletionTimestamp is set); it launches no nodes"
                 )),
-                Object::NodeClaim(nc) => self.snapshot.node_claims.push(*nc),
+                Object::NodeClaim(nc, inherits_expiry) => {
+                    self.snapshot.node_claims.push(*nc);
+                    self.claim_inherits_expiry.push(inherits_expiry);
+                }
                 Object::NodeClass(nc) => self.snapshot.node_classes.push(*nc),
                 Object::Skipped(what) => match self.skipped.iter_mut().find(|s| s.what == what) {
                     Some(s) => s.count += 1,
@@ -446,6 +467,44 @@ impl SnapshotBuilder {
                 self.default_storage_classes.join(", "),
                 self.default_storage_classes[0]
             ));
+        }
+
+        // NodeClaims without `spec.expireAfter`: their NodePool's template value (720h when the
+        // NodePool is not in the input, Karpenter's default). The NodePool is the claim's
+        // `karpenter.sh/nodepool` label, else its Node's.
+        let node_pool_label: BTreeMap<&str, &str> = self
+            .snapshot
+            .nodes
+            .iter()
+            .filter_map(|n| Some((n.name.as_str(), n.labels.get(labels::NODEPOOL)?.as_str())))
+            .collect();
+        let pool_expiry: BTreeMap<&str, Option<i64>> = self
+            .snapshot
+            .node_pools
+            .iter()
+            .map(|p| (p.name.as_str(), p.expire_after))
+            .collect();
+        for (claim, inherits) in self
+            .snapshot
+            .node_claims
+            .iter_mut()
+            .zip(&self.claim_inherits_expiry)
+        {
+            if *inherits {
+                let pool = claim
+                    .labels
+                    .get(labels::NODEPOOL)
+                    .map(String::as_str)
+                    .or_else(|| {
+                        claim
+                            .node_name
+                            .as_deref()
+                            .and_then(|n| node_pool_label.get(n).copied())
+                    });
+                claim.expire_after = pool
+                    .and_then(|p| pool_expiry.get(p).copied())
+                    .unwrap_or(Some(karpenter::DEFAULT_EXPIRE_AFTER));
+            }
         }
 
         // Priorities.

@@ -43,7 +43,7 @@ pub struct Candidate {
     pub capacity_type: Option<String>,
     /// Hourly price of its offering; `None` when the catalog does not sell it.
     pub price: Option<f64>,
-    /// Creation time of the node (or its claim).
+    /// Creation time of its NodeClaim, else of the node.
     pub created: Option<Timestamp>,
     /// `expireAfter` that applies (seconds); `None` is Never.
     pub expire_after: Option<i64>,
@@ -356,9 +356,9 @@ pub(crate) fn build(
         let capacity_type = node.labels.get(labels::CAPACITY_TYPE).cloned();
         let it = instance_type.as_deref().and_then(|n| types.get(n).copied());
         let price = it.and_then(|t| offering_price(t, zone.as_deref(), capacity_type.as_deref()));
-        let created = node
-            .creation_time
-            .or_else(|| claim.and_then(|c| c.creation_time));
+        // The NodeClaim is created before its Node registers; Karpenter counts expiry from the
+        // NodeClaim's creation.
+        let created = claim.and_then(|c| c.creation_time).or(node.creation_time);
         let expire_after = match claim {
             Some(c) => c.expire_after,
             None => pool.expire_after,

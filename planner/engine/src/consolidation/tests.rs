@@ -753,6 +753,33 @@ fn expiry_ignores_budgets_and_blockers() {
     assert!(run(&s, &catalog(), &opts()).decisions.is_empty());
 }
 
+#[test]
+fn expiry_counts_from_the_node_claims_creation() {
+    // The claim was created 721h ago; its Node registered later (719h ago).
+    let mut s = cluster(&[&[6000], &[6000]]);
+    s.node_pools[0].expire_after = Some(720 * 3600);
+    s.nodes[0].creation_time = Some(NOW - 719 * 3600);
+    s.node_claims.push(NodeClaim {
+        name: "c0".into(),
+        labels: s.nodes[0].labels.clone(),
+        node_name: Some("n0".into()),
+        provider_id: s.nodes[0].provider_id.clone(),
+        expire_after: Some(720 * 3600),
+        creation_time: Some(NOW - 721 * 3600),
+        ..NodeClaim::default()
+    });
+    let o = run(&s, &catalog(), &opts());
+    assert_eq!(reasons(&o), vec![d("Expired", &["n0"])]);
+    // Created 719h ago, the claim has not expired, whatever the Node says.
+    s.node_claims[0].creation_time = Some(NOW - 719 * 3600);
+    s.nodes[0].creation_time = Some(NOW - 800 * 3600);
+    assert!(
+        !reasons(&run(&s, &catalog(), &opts()))
+            .iter()
+            .any(|r| r.0 == "Expired")
+    );
+}
+
 // === Order and determinism ===
 
 #[test]

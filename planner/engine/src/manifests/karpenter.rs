@@ -61,8 +61,100 @@ fn budget(b: &raw::Budget, at: &str) -> Result<Budget, FieldError> {
     })
 }
 
+/// A duration in seconds as a NodePool would write it (`Never` for `None`).
+fn show_duration(d: Option<i64>) -> String {
+    match d {
+        None => "Never".to_string(),
+        Some(s) if s % 3600 == 0 => format!("{}h", s / 3600),
+        Some(s) => format!("{s}s"),
+    }
+}
+
+/// A field's value as the manifest wrote it.
+fn show_value(v: &Value) -> String {
+    v.as_str().map_or_else(|| v.to_string(), str::to_string)
+}
+
+/// Warnings for fields of older Karpenter APIs (v1beta1, v1alpha5) found in a v1 NodePool:
+/// each names the field, says that v1 does not read it, and what v1 uses instead.
+fn legacy_node_pool_fields(value: &Value, pool: &NodePool) -> Vec<String> {
+    let spec = value.get("spec");
+    let field = |path: &[&str]| {
+        path.iter()
+            .try_fold(spec?, |v, k| v.get(k))
+            .filter(|v| !v.is_null())
+    };
+    let ignored = |path: &str, v: &Value, instead: String| {
+        format!(
+            "NodePool {}: {path} ({}) is not read by karpenter.sh/v1 and is ignored; {instead}",
+            pool.name,
+            show_value(v)
+        )
+    };
+    let expiry = format!(
+        "v1 uses spec.template.spec.expireAfter (in force: {})",
+        show_duration(pool.expire_after)
+    );
+    let mut out = Vec::new();
+    if let Some(v) = field(&["disruption", "expireAfter"]) {
+        out.push(ignored("spec.disruption.expireAfter", v, expiry.clone()));
+    }
+    if let Some(v) = field(&["ttlSecondsUntilExpired"]) {
+        out.push(ignored("spec.ttlSecondsUntilExpired", v, expiry));
+    }
+    if let Some(v) = field(&["ttlSecondsAfterEmpty"]) {
+        out.push(ignored(
+            "spec.ttlSecondsAfterEmpty",
+            v,
+            "v1 uses spec.disruption.consolidationPolicy: WhenEmpty with spec.disruption.consolidateAfter".into(),
+        ));
+    }
+    if let Some(v) = field(&["consolidation", "enabled"]) {
+        out.push(ignored(
+            "spec.consolidation.enabled",
+            v,
+            "v1 uses spec.disruption.consolidationPolicy: WhenEmptyOrUnderutilized (or WhenEmpty)"
+                .into(),
+        ));
+    }
+    if field(&["disruption", "consolidationPolicy"]).and_then(Value::as_str)
+        == Some("WhenUnderutilized")
+    {
+        out.push(format!(
+            "NodePool {}: spec.disruption.consolidationPolicy WhenUnderutilized is karpenter.sh/v1beta1; read as v1's WhenEmptyOrUnderutilized, which v1 uses instead",
+            pool.name
+        ));
+    }
+    out
+}
+
+/// The warning for a Karpenter object of an apiVersion older than v1, which is not read; `None`
+/// for any other object.
+pub(super) fn legacy_kind(api_version: &str, kind: &str) -> Option<String> {
+    let instead = match (api_version, kind) {
+        ("karpenter.sh/v1beta1", "NodePool") => {
+            "v1 uses apiVersion karpenter.sh/v1 (spec.disruption.expireAfter moves to spec.template.spec.expireAfter; consolidationPolicy WhenUnderutilized is WhenEmptyOrUnderutilized)"
+        }
+        ("karpenter.sh/v1alpha5", "Provisioner") => {
+            "v1 uses a karpenter.sh/v1 NodePool (ttlSecondsUntilExpired is spec.template.spec.expireAfter; ttlSecondsAfterEmpty is spec.disruption.consolidationPolicy: WhenEmpty with consolidateAfter; consolidation.enabled is consolidationPolicy: WhenEmptyOrUnderutilized)"
+        }
+        ("karpenter.sh/v1beta1", "NodeClaim") | ("karpenter.sh/v1alpha5", "Machine") => {
+            "v1 uses a karpenter.sh/v1 NodeClaim"
+        }
+        ("karpenter.k8s.aws/v1beta1", "EC2NodeClass")
+        | ("karpenter.k8s.aws/v1alpha1", "AWSNodeTemplate") => {
+            "v1 uses a karpenter.k8s.aws/v1 EC2NodeClass"
+        }
+        _ => return None,
+    };
+    Some(format!(
+        "{api_version} {kind} (unsupported apiVersion) is not read; {instead}"
+    ))
+}
+
 /// Converts a NodePool; the flag is true when it is being deleted (`deletionTimestamp` set).
-pub(super) fn node_pool(value: &Value) -> Result<(NodePool, bool), FieldError> {
+/// The strings are warnings about fields of older Karpenter APIs that v1 does not read.
+pub(super) fn node_pool(value: &Value) -> Result<(NodePool, bool, Vec<String>), FieldError> {
     let raw: raw::NodePool = de(value)?;
     let meta = raw.metadata;
     require_name(&meta.name)?;
@@ -73,6 +165,7 @@ pub(super) fn node_pool(value: &Value) -> Result<(NodePool, bool), FieldError> {
     let disruption = Disruption {
         consolidation_policy: match d.consolidation_policy {
             Some(raw::ConsolidationPolicy::WhenEmpty) => ConsolidationPolicy::WhenEmpty,
+            // `WhenUnderutilized` (v1beta1) is v1's WhenEmptyOrUnderutilized (with a warning).
             _ => ConsolidationPolicy::WhenEmptyOrUnderutilized,
         },
         consolidate_after: d.consolidate_after.map_or(Some(0), |c| c.0),
@@ -95,43 +188,44 @@ pub(super) fn node_pool(value: &Value) -> Result<(NodePool, bool), FieldError> {
             .and_then(|s| s.get("template"))
             .unwrap_or(&Value::Null),
     );
-    Ok((
-        NodePool {
-            name: meta.name,
-            weight: spec.weight.unwrap_or(0),
-            labels: spec.template.metadata.labels,
-            annotations: spec.template.metadata.annotations,
-            taints: taints(&tspec.taints),
-            startup_taints: taints(&tspec.startup_taints),
-            requirements: requirements(&tspec.requirements, "spec.template.spec.requirements")?,
-            node_class: tspec
-                .node_class_ref
-                .map(|r| r.name)
-                .filter(|n| !n.is_empty()),
-            expire_after: expire_after(tspec.expire_after),
-            limits,
-            limited_resources,
-            disruption,
-            template_hash,
-            metadata_annotations: meta.annotations,
-            deletion_time: meta.deletion_timestamp.map(|t| t.0),
-        },
-        deleting,
-    ))
+    let pool = NodePool {
+        name: meta.name,
+        weight: spec.weight.unwrap_or(0),
+        labels: spec.template.metadata.labels,
+        annotations: spec.template.metadata.annotations,
+        taints: taints(&tspec.taints),
+        startup_taints: taints(&tspec.startup_taints),
+        requirements: requirements(&tspec.requirements, "spec.template.spec.requirements")?,
+        node_class: tspec
+            .node_class_ref
+            .map(|r| r.name)
+            .filter(|n| !n.is_empty()),
+        expire_after: expire_after(tspec.expire_after),
+        limits,
+        limited_resources,
+        disruption,
+        template_hash,
+        metadata_annotations: meta.annotations,
+        deletion_time: meta.deletion_timestamp.map(|t| t.0),
+    };
+    let warnings = legacy_node_pool_fields(value, &pool);
+    Ok((pool, deleting, warnings))
 }
 
-/// Converts a NodeClaim.
-pub(super) fn node_claim(value: &Value) -> Result<NodeClaim, FieldError> {
+/// Converts a NodeClaim; the flag is true when `spec.expireAfter` is absent, so that its
+/// NodePool's template value applies (resolved when the snapshot is finished).
+pub(super) fn node_claim(value: &Value) -> Result<(NodeClaim, bool), FieldError> {
     node_claim_from(de(value)?)
 }
 
 /// [`node_claim`] from an already deserialized object.
-pub(super) fn node_claim_from(raw: raw::NodeClaim) -> Result<NodeClaim, FieldError> {
+pub(super) fn node_claim_from(raw: raw::NodeClaim) -> Result<(NodeClaim, bool), FieldError> {
     let meta = raw.metadata;
     require_name(&meta.name)?;
     let spec = raw.spec;
     let status = raw.status;
-    Ok(NodeClaim {
+    let inherits_expiry = spec.expire_after.is_none();
+    let claim = NodeClaim {
         name: meta.name,
         labels: meta.labels,
         annotations: meta.annotations,
@@ -151,7 +245,8 @@ pub(super) fn node_claim_from(raw: raw::NodeClaim) -> Result<NodeClaim, FieldErr
         last_pod_event_time: status.last_pod_event_time.map(|t| t.0),
         creation_time: meta.creation_timestamp.map(|t| t.0),
         deletion_time: meta.deletion_timestamp.map(|t| t.0),
-    })
+    };
+    Ok((claim, inherits_expiry))
 }
 
 /// Parses a percentage like `10` or `7.5` (from `10%`) into milli-percent.

@@ -25,11 +25,15 @@ pub(super) enum Object {
     Pv(PersistentVolume),
     StorageClass(StorageClass, bool),
     PriorityClass(PriorityClass),
-    NodePool(Box<NodePool>),
+    /// A NodePool, with warnings about fields of older Karpenter APIs that v1 does not read.
+    NodePool(Box<NodePool>, Vec<String>),
     /// A NodePool being deleted: it launches nothing (Karpenter ignores it for provisioning).
     DeletingNodePool(String),
-    NodeClaim(Box<NodeClaim>),
+    /// A NodeClaim; true when its `spec.expireAfter` is absent (its NodePool's applies).
+    NodeClaim(Box<NodeClaim>, bool),
     NodeClass(Box<NodeClass>),
+    /// A Karpenter object of an apiVersion older than v1: not read, with this warning.
+    Legacy(String),
     /// A kind (or apiVersion) the planner does not use, described for the warning.
     Skipped(String),
 }
@@ -133,10 +137,8 @@ fn direct_yaml(text: &str, base: &Location) -> Option<(Object, Location)> {
         ("karpenter.sh/v1", "NodeClaim") => {
             let raw: raw::NodeClaim = read(text)?;
             let label = label(&raw.metadata);
-            (
-                Object::NodeClaim(Box::new(karpenter::node_claim_from(raw).ok()?)),
-                label,
-            )
+            let (claim, inherits_expiry) = karpenter::node_claim_from(raw).ok()?;
+            (Object::NodeClaim(Box::new(claim), inherits_expiry), label)
         }
         ("policy/v1" | "policy/v1beta1", "PodDisruptionBudget") => {
             let raw: raw::Pdb = read(text)?;
@@ -265,18 +267,22 @@ fn convert_kind(api_version: &str, kind: &str, value: &Value) -> Result<Object, 
             Object::PriorityClass(cluster::priority_class(value)?)
         }
         ("karpenter.sh/v1", "NodePool") => {
-            let (pool, deleting) = karpenter::node_pool(value)?;
+            let (pool, deleting, warnings) = karpenter::node_pool(value)?;
             if deleting {
                 Object::DeletingNodePool(pool.name)
             } else {
-                Object::NodePool(Box::new(pool))
+                Object::NodePool(Box::new(pool), warnings)
             }
         }
         ("karpenter.sh/v1", "NodeClaim") => {
-            Object::NodeClaim(Box::new(karpenter::node_claim(value)?))
+            let (claim, inherits_expiry) = karpenter::node_claim(value)?;
+            Object::NodeClaim(Box::new(claim), inherits_expiry)
         }
         ("karpenter.k8s.aws/v1", "EC2NodeClass") => {
             Object::NodeClass(Box::new(karpenter::node_class(value)?))
+        }
+        _ if let Some(warning) = karpenter::legacy_kind(api_version, kind) => {
+            Object::Legacy(warning)
         }
         _ => {
             let known = kinds::is_known(kind);

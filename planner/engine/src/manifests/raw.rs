@@ -640,6 +640,10 @@ pub(super) struct Budget {
 pub(super) enum ConsolidationPolicy {
     WhenEmpty,
     WhenEmptyOrUnderutilized,
+    /// `WhenUnderutilized`, karpenter.sh/v1beta1's name of WhenEmptyOrUnderutilized (read with
+    /// a warning).
+    #[serde(rename = "WhenUnderutilized")]
+    LegacyWhenUnderutilized,
 }
 
 /// `spec.disruption`.

@@ -853,6 +853,66 @@ metadata: {name: shop, labels: {team: web}}
 }
 
 #[test]
+fn a_node_claim_without_expire_after_takes_its_node_pools() {
+    let l = load(
+        r#"
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata: {name: never-a, labels: {karpenter.sh/nodepool: never}}
+---
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata: {name: never-b}
+status: {nodeName: node-b}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node-b, labels: {karpenter.sh/nodepool: never}}
+---
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata: {name: own, labels: {karpenter.sh/nodepool: never}}
+spec: {expireAfter: 1h}
+---
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata: {name: weekly-a, labels: {karpenter.sh/nodepool: weekly}}
+---
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata: {name: orphan, labels: {karpenter.sh/nodepool: gone}}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: never}
+spec: {template: {spec: {expireAfter: Never}}}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: weekly}
+spec: {template: {spec: {expireAfter: 168h}}}
+"#,
+    );
+    let expiry = |name: &str| {
+        l.snapshot
+            .node_claims
+            .iter()
+            .find(|c| c.name == name)
+            .expect(name)
+            .expire_after
+    };
+    assert_eq!(expiry("never-a"), None, "the NodePool's Never");
+    assert_eq!(expiry("never-b"), None, "the NodePool of its Node");
+    assert_eq!(expiry("own"), Some(3600), "its own value wins");
+    assert_eq!(expiry("weekly-a"), Some(168 * 3600));
+    assert_eq!(
+        expiry("orphan"),
+        Some(720 * 3600),
+        "no NodePool: the default"
+    );
+}
+
+#[test]
 fn unknown_kinds_are_skipped_with_one_warning_per_kind() {
     let l = load(
         r#"
@@ -875,9 +935,105 @@ metadata: {name: c}
     );
     assert!(l.snapshot.node_pools.is_empty());
     assert_eq!(l.warnings.len(), 3, "{:?}", l.warnings);
-    assert!(l.warnings[0].contains("2 objects of kind v1 Service"));
-    assert!(l.warnings[0].contains("test.yaml: document 1 (Service a)"));
-    assert!(l.warnings[1].contains("karpenter.sh/v1beta1 NodePool (unsupported apiVersion)"));
+    // Older Karpenter objects get their own warning, as they come.
+    assert!(l.warnings[0].starts_with("test.yaml: document 3 (NodePool old): karpenter.sh/v1beta1 NodePool (unsupported apiVersion) is not read; v1 uses apiVersion karpenter.sh/v1"));
+    assert!(l.warnings[1].contains("2 objects of kind v1 Service"));
+    assert!(l.warnings[1].contains("test.yaml: document 1 (Service a)"));
+    assert!(l.warnings[2].contains("1 object of kind v1 ConfigMap"));
+}
+
+#[test]
+fn fields_of_older_karpenter_apis_are_warned_about_and_ignored() {
+    let l = load(
+        r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: migrated}
+spec:
+  template: {spec: {nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}}
+  ttlSecondsUntilExpired: 604800
+  ttlSecondsAfterEmpty: 30
+  consolidation: {enabled: true}
+  disruption:
+    consolidationPolicy: WhenUnderutilized
+    expireAfter: 168h
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: clean}
+spec:
+  template: {spec: {expireAfter: Never}}
+  disruption: {consolidationPolicy: WhenEmptyOrUnderutilized}
+"#,
+    );
+    let w = &l.warnings;
+    assert_eq!(w.len(), 5, "{w:?}");
+    let at = "test.yaml: document 1 (NodePool migrated): NodePool migrated: ";
+    assert!(w.iter().all(|w| w.starts_with(at)), "{w:?}");
+    let has = |text: &str| {
+        assert!(
+            w.iter().any(|w| w.contains(text)),
+            "no warning has {text:?}: {w:?}"
+        );
+    };
+    has(
+        "spec.disruption.expireAfter (168h) is not read by karpenter.sh/v1 and is ignored; v1 uses spec.template.spec.expireAfter (in force: 720h)",
+    );
+    has(
+        "spec.ttlSecondsUntilExpired (604800) is not read by karpenter.sh/v1 and is ignored; v1 uses spec.template.spec.expireAfter",
+    );
+    has(
+        "spec.ttlSecondsAfterEmpty (30) is not read by karpenter.sh/v1 and is ignored; v1 uses spec.disruption.consolidationPolicy: WhenEmpty with spec.disruption.consolidateAfter",
+    );
+    has(
+        "spec.consolidation.enabled (true) is not read by karpenter.sh/v1 and is ignored; v1 uses spec.disruption.consolidationPolicy: WhenEmptyOrUnderutilized",
+    );
+    has(
+        "consolidationPolicy WhenUnderutilized is karpenter.sh/v1beta1; read as v1's WhenEmptyOrUnderutilized",
+    );
+    // Ignored means v1's values are in force.
+    let np = &l.snapshot.node_pools[0];
+    assert_eq!(np.expire_after, Some(720 * 3600));
+    assert_eq!(
+        np.disruption.consolidation_policy,
+        ConsolidationPolicy::WhenEmptyOrUnderutilized
+    );
+    assert_eq!(l.snapshot.node_pools.len(), 2);
+}
+
+#[test]
+fn older_karpenter_kinds_are_not_read_and_each_is_named() {
+    let l = load(
+        r#"
+apiVersion: karpenter.sh/v1alpha5
+kind: Provisioner
+metadata: {name: legacy}
+spec: {ttlSecondsAfterEmpty: 30}
+---
+apiVersion: karpenter.k8s.aws/v1alpha1
+kind: AWSNodeTemplate
+metadata: {name: legacy}
+---
+apiVersion: karpenter.k8s.aws/v1beta1
+kind: EC2NodeClass
+metadata: {name: old}
+"#,
+    );
+    assert!(l.snapshot.node_pools.is_empty() && l.snapshot.node_classes.is_empty());
+    let w = &l.warnings;
+    assert_eq!(w.len(), 3, "{w:?}");
+    assert!(w[0].starts_with("test.yaml: document 1 (Provisioner legacy): karpenter.sh/v1alpha5 Provisioner (unsupported apiVersion) is not read; v1 uses a karpenter.sh/v1 NodePool"), "{w:?}");
+    assert!(
+        w[1].contains("document 2 (AWSNodeTemplate legacy)")
+            && w[1].ends_with("v1 uses a karpenter.k8s.aws/v1 EC2NodeClass"),
+        "{w:?}"
+    );
+    assert!(
+        w[2].contains(
+            "karpenter.k8s.aws/v1beta1 EC2NodeClass (unsupported apiVersion) is not read"
+        ),
+        "{w:?}"
+    );
 }
 
 #[test]
