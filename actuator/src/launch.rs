@@ -142,6 +142,7 @@ impl LaunchSpec {
             tags: self.tags(cluster_name),
             node_class: self.node_class.clone(),
             image_id: None,
+            node: None,
         }
     }
 }
