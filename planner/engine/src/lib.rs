@@ -24,6 +24,7 @@ mod scalar_text;
 pub mod scheduling;
 #[cfg(any(test, feature = "test-util"))]
 pub mod test_util;
+pub mod validation;
 
 use catalog::Catalog;
 use model::{ClusterSnapshot, PlanOptions};

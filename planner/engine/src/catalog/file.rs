@@ -126,13 +126,21 @@ pub fn parse(text: &str, source: &str) -> Result<Catalog> {
         }
         instance_types.push(instance_type(t, &at)?);
     }
-    Ok(Catalog {
+    let catalog = Catalog {
         notes: vec![format!(
             "Instance types and prices from {source} ({} types).",
             instance_types.len()
         )],
         instance_types,
-    })
+    };
+    // The one validation every door runs (the checks above already name this file's fields;
+    // this keeps the file and the inline catalog to the same rules).
+    crate::validation::catalog(&catalog, "catalog").map_err(|e| Error::Invalid {
+        file: file.to_string(),
+        field: e.field().to_string(),
+        why: e.reason().to_string(),
+    })?;
+    Ok(catalog)
 }
 
 /// A field path inside the file, for errors.

@@ -95,6 +95,15 @@ pub(super) fn node_pool(value: &Value) -> Result<(NodePool, bool), FieldError> {
             .and_then(|s| s.get("template"))
             .unwrap_or(&Value::Null),
     );
+    if let Some(w) = spec.weight
+        && !(1..=100).contains(&w)
+    {
+        // Karpenter's schema: minimum 1, maximum 100 (absent is the model's 0).
+        return Err(FieldError::new(
+            "spec.weight",
+            format!("must be 1-100, got {w}"),
+        ));
+    }
     Ok((
         NodePool {
             name: meta.name,

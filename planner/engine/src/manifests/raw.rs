@@ -37,7 +37,13 @@ pub(super) fn parse_resource(name: &str, text: &str) -> Result<i64, String> {
         names::MEMORY | names::EPHEMERAL_STORAGE | "storage" | names::PODS => parse_units(text),
         _ => parse_milli(text),
     };
-    parsed.map_err(|e| e.to_string())
+    let v = parsed.map_err(|e| e.to_string())?;
+    if v < 0 {
+        return Err(format!(
+            "invalid quantity {text:?}: quantities must not be negative"
+        ));
+    }
+    Ok(v)
 }
 
 struct QuantitySeed<'a>(&'a str);
