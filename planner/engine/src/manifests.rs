@@ -66,6 +66,7 @@ mod object;
 mod pods;
 mod raw;
 mod source;
+mod strict;
 pub mod time;
 mod workloads;
 

@@ -284,7 +284,7 @@ fn split_yaml(text: &str) -> Vec<Unit<'_>> {
 pub(super) fn parse_unit(unit: &Unit<'_>, source: &str) -> Result<Option<Value>, Error> {
     let (line_offset, text) = match unit.body {
         Body::Json(text) => {
-            let value: Value = serde_json::from_str(text)
+            let super::strict::StrictValue(value) = serde_json::from_str(text)
                 .map_err(|e| syntax(source, unit.number, format!("invalid JSON: {e}")))?;
             return Ok(document(value));
         }
@@ -294,19 +294,24 @@ pub(super) fn parse_unit(unit: &Unit<'_>, source: &str) -> Result<Option<Value>,
     let Some(doc) = docs.next() else {
         return Ok(None);
     };
-    let value = Value::deserialize(doc).map_err(|e| {
-        // serde_yaml counts lines from the start of the document: count from the file's.
-        let mut message = e.to_string();
-        if let (Some(loc), Some(at)) = (e.location(), message.rfind(" at line ")) {
-            message.truncate(at);
-            message = format!(
-                "{message} at line {} column {}",
-                loc.line() + line_offset,
-                loc.column()
-            );
-        }
-        syntax(source, unit.number, message)
-    })?;
+    let value = super::strict::StrictValue::deserialize(doc)
+        .map(|v| v.0)
+        .map_err(|e| {
+            // serde_yaml counts lines from the start of the document: count from the file's.
+            let mut message = e.to_string();
+            if let (Some(loc), Some(at)) = (e.location(), message.rfind(" at line ")) {
+                message.truncate(at);
+                message = format!(
+                    "{message} at line {} column {}",
+                    loc.line() + line_offset,
+                    loc.column()
+                );
+            } else if let Some(line) = duplicate_line(text, &message) {
+                // serde_yaml gives no position for the document's own mapping.
+                message = format!("{message} at line {}", line + line_offset);
+            }
+            syntax(source, unit.number, message)
+        })?;
     if docs.next().is_some() {
         return Err(syntax(
             source,
@@ -315,6 +320,22 @@ pub(super) fn parse_unit(unit: &Unit<'_>, source: &str) -> Result<Option<Value>,
         ));
     }
     Ok(document(value))
+}
+
+/// For `duplicate key "k"` without a position: the line (from 1) of the second top-level
+/// `k:` of the document.
+fn duplicate_line(text: &str, message: &str) -> Option<usize> {
+    let key = message
+        .strip_prefix("duplicate key \"")?
+        .strip_suffix('"')?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            l.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with(':'))
+        })
+        .nth(1)
+        .map(|(i, _)| i + 1)
 }
 
 fn document(value: Value) -> Option<Value> {

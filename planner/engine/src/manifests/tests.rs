@@ -1279,3 +1279,5 @@ spec: {template: {spec: {nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeC
         l.warnings
     );
 }
+
+mod strict;
