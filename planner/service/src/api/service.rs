@@ -38,6 +38,9 @@ pub struct ServiceOptions {
     pub session_max_objects: usize,
     /// Name of this replica, part of every session id.
     pub instance: String,
+    /// A Session that sends nothing for this long is ended (DEADLINE_EXCEEDED), so an idle
+    /// stream does not hold its snapshot forever.
+    pub session_idle_timeout: std::time::Duration,
 }
 
 impl Default for ServiceOptions {
@@ -46,6 +49,7 @@ impl Default for ServiceOptions {
             default_region: "us-east-1".to_string(),
             session_max_objects: 250_000,
             instance: "planner".to_string(),
+            session_idle_timeout: std::time::Duration::from_secs(600),
         }
     }
 }
