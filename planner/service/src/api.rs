@@ -75,6 +75,10 @@ pub enum Error {
     /// The server is draining: the stream must move to another replica.
     #[error("the planner is shutting down; reconnect and resend a snapshot")]
     ShuttingDown,
+    /// The caller abandoned the request (deadline, cancellation, closed stream) and planning
+    /// stopped.
+    #[error("planning cancelled: the caller went away")]
+    Cancelled,
     /// The planner task failed (a bug: the planner panicked).
     #[error("the planner failed: {0}")]
     PlannerFailed(String),

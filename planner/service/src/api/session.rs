@@ -102,11 +102,22 @@ async fn run(
             Ok(None) => {}
             Ok(Some(batch)) => {
                 let svc = service.clone();
+                let cancel = planner::cancel::CancelToken::new();
+                let run_cancel = cancel.clone();
                 let planned = blocking(move || {
-                    let plan = svc.run_plan(&batch.snapshot, &batch.catalog, &batch.options);
+                    let plan =
+                        svc.run_plan(&batch.snapshot, &batch.catalog, &batch.options, &run_cancel)?;
                     Ok((batch, plan))
-                })
-                .await;
+                });
+                // A client that closes the stream abandons the plan: stop it.
+                let planned = tokio::select! {
+                    r = planned => r,
+                    () = tx.closed() => {
+                        cancel.cancel();
+                        tracing::info!("Session closed while planning; planning cancelled");
+                        break;
+                    }
+                };
                 let (batch, plan) = match planned {
                     Ok(x) => x,
                     Err(e) => {

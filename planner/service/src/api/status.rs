@@ -26,6 +26,7 @@ impl From<Error> for Status {
             Error::SessionIdle { .. } => Status::deadline_exceeded(message),
             Error::SessionTooLarge { .. } => Status::resource_exhausted(message),
             Error::ShuttingDown => Status::unavailable(message),
+            Error::Cancelled => Status::cancelled(message),
             Error::PlannerFailed(_) => Status::internal(message),
         }
     }
