@@ -67,7 +67,7 @@ impl Drop for CancelOnDrop {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ClusterSnapshot, Pod, PlanOptions, Resources};
+    use crate::model::{ClusterSnapshot, PlanOptions, Pod, Resources};
 
     fn pending(n: usize) -> ClusterSnapshot {
         ClusterSnapshot {
