@@ -34,11 +34,8 @@ use plan::Plan;
 
 /// Computes the plan for a snapshot. Pure: the same arguments give the same plan.
 pub fn plan(snapshot: &ClusterSnapshot, catalog: &Catalog, options: &PlanOptions) -> Plan {
-    match plan_cancellable(snapshot, catalog, options, &CancelToken::default()) {
-        Ok(plan) => plan,
-        // The default token is never cancelled.
-        Err(cancel::Cancelled) => Plan::default(),
-    }
+    // The default token is never cancelled, so this is always the whole plan.
+    plan_cancellable(snapshot, catalog, options, &CancelToken::default()).unwrap_or_default()
 }
 
 /// [`plan`] that stops soon after `cancel` is cancelled (checked once per pod placed, in the

@@ -177,7 +177,11 @@ fn deserialize(text: &str, source: &str) -> Result<RawFile> {
     let parse_error = |field: String, why: String| Error::Parse {
         file: source.to_string(),
         field,
-        why,
+        // The file's top level is the one place the raw struct's name would show.
+        why: why.replace(
+            "struct RawFile",
+            "a mapping with `instanceTypes` at the top level",
+        ),
     };
     if text.trim_start().starts_with('{') {
         let mut de = serde_json::Deserializer::from_str(text);

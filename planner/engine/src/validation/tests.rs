@@ -233,3 +233,14 @@ fn catalog_rules() {
         Some("catalog.instance_types[0].offerings[0].price")
     );
 }
+
+#[test]
+fn a_catalog_file_that_is_a_list_says_what_the_top_level_must_be() {
+    let e = crate::catalog::file::parse("- a\n", "cat.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("expected a mapping with `instanceTypes` at the top level"),
+        "{e}"
+    );
+}
