@@ -25,6 +25,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.btree_map(["."]);
     tonic_prost_build::configure()
         .file_descriptor_set_path(&descriptors)
+        // Undecodable messages are INVALID_ARGUMENT (src/codec.rs).
+        .codec_path("crate::codec::Codec")
         .compile_with_config(config, PROTOS, &["proto"])?;
 
     let set = std::fs::read(&descriptors)?;

@@ -10,6 +10,8 @@
 //! by `pbjson-build`. That rendering of [`v1::PlanResponse`] is byte for byte what
 //! `dovetail plan --output json` prints.
 
+pub mod codec;
+
 /// Package `dovetail.v1`: cluster model, planner and actuator services.
 pub mod v1 {
     #![allow(missing_docs, unreachable_pub, clippy::all)] // generated code

@@ -54,6 +54,13 @@ pub(crate) struct PlanArgs {
         requires = "server"
     )]
     token: Option<String>,
+    /// Most pods the input may expand to (workload replicas included); checked before any is
+    /// created.
+    #[arg(long, value_name = "N", default_value_t = manifests::DEFAULT_MAX_PODS)]
+    max_pods: usize,
+    /// Most bytes read from all inputs together.
+    #[arg(long, value_name = "BYTES", default_value_t = manifests::DEFAULT_MAX_INPUT_BYTES)]
+    max_input_bytes: u64,
     /// Output format. Default: `table` when standard output is a terminal, `json` otherwise.
     #[arg(short = 'o', long, value_enum, ignore_case = true)]
     output: Option<OutputFormat>,
@@ -97,9 +104,19 @@ pub(super) fn run(args: &PlanArgs, clock_now: i64) -> Result<(), CliError> {
             region: args.region.clone(),
         },
     };
-    let loaded = manifests::load_paths(&args.files)?;
+    let limits = manifests::Limits {
+        max_pods: args.max_pods,
+        max_input_bytes: args.max_input_bytes,
+    };
+    let loaded = manifests::load_paths_with(&args.files, &limits)?;
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
+    }
+    if loaded.snapshot == planner::model::ClusterSnapshot::default() {
+        eprintln!(
+            "note: the input ({}) holds no objects the planner uses; the plan is empty",
+            args.files.join(", ")
+        );
     }
     let request = PlanRequest {
         snapshot: loaded.snapshot,

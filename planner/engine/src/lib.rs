@@ -13,6 +13,7 @@
 //! several services share (resources, catalog data, well-known keys, drift hashes) live in
 //! `common` and are re-exported here.
 
+pub mod cancel;
 pub mod catalog;
 pub mod consolidation;
 pub use common::labels;
@@ -24,15 +25,34 @@ mod scalar_text;
 pub mod scheduling;
 #[cfg(any(test, feature = "test-util"))]
 pub mod test_util;
+pub mod validation;
 
+pub use cancel::CancelToken;
 use catalog::Catalog;
 use model::{ClusterSnapshot, PlanOptions};
 use plan::Plan;
 
 /// Computes the plan for a snapshot. Pure: the same arguments give the same plan.
 pub fn plan(snapshot: &ClusterSnapshot, catalog: &Catalog, options: &PlanOptions) -> Plan {
-    let scheduler = scheduling::Scheduler::new(snapshot, catalog, options);
+    // The default token is never cancelled, so this is always the whole plan.
+    plan_cancellable(snapshot, catalog, options, &CancelToken::default()).unwrap_or_default()
+}
+
+/// [`plan`] that stops soon after `cancel` is cancelled (checked once per pod placed, in the
+/// launch plan and in every disruption simulation).
+///
+/// # Errors
+/// [`cancel::Cancelled`] when `cancel` was cancelled before the plan was complete.
+pub fn plan_cancellable(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    options: &PlanOptions,
+    cancel: &CancelToken,
+) -> Result<Plan, cancel::Cancelled> {
+    let scheduler =
+        scheduling::Scheduler::new(snapshot, catalog, options).with_cancel(cancel.clone());
     let results = scheduler.solve();
+    cancel.check()?;
     let mut plan = Plan::default();
     plan.summary.pending_pods = u32::try_from(scheduler.pending_count()).unwrap_or(u32::MAX);
     plan.summary.scheduled_pods = u32::try_from(results.scheduled()).unwrap_or(u32::MAX);
@@ -57,13 +77,14 @@ pub fn plan(snapshot: &ClusterSnapshot, catalog: &Catalog, options: &PlanOptions
             .iter()
             .map(|e| (e.name.clone(), e.pods.clone()))
             .collect();
-        match consolidation::disrupt_after_launch(
-            snapshot,
-            catalog,
-            options,
-            &consolidation::with_scheduler,
-            &launch,
-        ) {
+        let token = cancel.clone();
+        let build = consolidation::builder(move |s, c, o| {
+            Box::new(scheduling::Scheduler::new(s, c, o).with_cancel(token.clone()))
+        });
+        let outcome =
+            consolidation::disrupt_after_launch(snapshot, catalog, options, &build, &launch);
+        cancel.check()?;
+        match outcome {
             Ok(outcome) => {
                 plan.disruptions = outcome.decisions;
                 plan.notes.extend(outcome.notes);
@@ -71,5 +92,5 @@ pub fn plan(snapshot: &ClusterSnapshot, catalog: &Catalog, options: &PlanOptions
             Err(e) => plan.notes.push(format!("disruption not planned: {e}")),
         }
     }
-    plan
+    Ok(plan)
 }

@@ -75,6 +75,7 @@ mod object;
 mod pods;
 mod raw;
 mod source;
+mod strict;
 pub mod time;
 mod workloads;
 
@@ -146,6 +147,24 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// The input would expand to more pods than the limit (checked before expanding).
+    #[error(
+        "{object}: {field}: the input expands to at least {count} pods, more than the limit of {limit} (--max-pods)"
+    )]
+    TooManyPods {
+        /// The object that crosses the limit, e.g. `Deployment default/web`.
+        object: String,
+        /// Its field that does, e.g. `spec.replicas`.
+        field: String,
+        /// Pods counted when the limit was crossed.
+        count: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The snapshot the manifests make breaks a rule of [`crate::validation`] (the same rules
+    /// the gRPC API applies), e.g. two pods with the same namespace and name.
+    #[error("{0}")]
+    Invalid(#[from] crate::validation::Error),
 }
 
 /// A `Result` with this module's [`enum@Error`].
@@ -206,16 +225,53 @@ pub struct Loaded {
     pub priority_classes: Vec<PriorityClass>,
 }
 
-/// Reads files, folders and `-` (standard input) into a snapshot.
+/// Default [`Limits::max_pods`]: far above any real cluster.
+pub const DEFAULT_MAX_PODS: usize = 1_000_000;
+/// Default [`Limits::max_input_bytes`] (1 GiB).
+pub const DEFAULT_MAX_INPUT_BYTES: u64 = 1 << 30;
+
+/// Bounds on the work one load may do, so that hostile input ends quickly with a clear error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Most pods the input may hold once workload controllers are expanded; checked before
+    /// anything is allocated for them.
+    pub max_pods: usize,
+    /// Most bytes read from all inputs together.
+    pub max_input_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_pods: DEFAULT_MAX_PODS,
+            max_input_bytes: DEFAULT_MAX_INPUT_BYTES,
+        }
+    }
+}
+
+/// Reads files, folders and `-` (standard input) into a snapshot, within the default
+/// [`Limits`].
 ///
 /// # Errors
 /// When a path cannot be read or a document is malformed; see [`enum@Error`].
 pub fn load_paths(paths: &[String]) -> Result<Loaded> {
+    load_paths_with(paths, &Limits::default())
+}
+
+/// [`load_paths`] within `limits`.
+///
+/// # Errors
+/// As [`load_paths`], and [`Error::Read`] for input over `max_input_bytes`,
+/// [`Error::TooManyPods`] for more than `max_pods` pods.
+pub fn load_paths_with(paths: &[String], limits: &Limits) -> Result<Loaded> {
     let mut builder = SnapshotBuilder::new();
-    for input in source::read_paths(paths)? {
+    for input in source::read_paths(paths, limits.max_input_bytes)? {
         builder.add_document_text(&input.text, &input.name)?;
     }
-    Ok(builder.finish())
+    builder.check_pod_count(limits.max_pods)?;
+    let loaded = builder.finish();
+    crate::validation::snapshot(&loaded.snapshot)?;
+    Ok(loaded)
 }
 
 /// Texts at least this large are read on several threads.
@@ -411,6 +467,40 @@ impl SnapshotBuilder {
                 },
             }
         }
+    }
+
+    /// Checks that finishing would give at most `max` pods (pods as given plus every
+    /// controller's desired replicas), without allocating them.
+    ///
+    /// # Errors
+    /// [`Error::TooManyPods`] naming the controller that crosses the limit.
+    pub fn check_pod_count(&self, max: usize) -> Result<()> {
+        let mut count = self.snapshot.pods.len();
+        let over = |count: usize, object: String, field: &str| Error::TooManyPods {
+            object,
+            field: field.to_string(),
+            count,
+            limit: max,
+        };
+        if count > max {
+            return Err(over(count, "Pod".to_string(), "metadata.name"));
+        }
+        for c in &self.controllers {
+            count = count.saturating_add(c.desired);
+            if count > max {
+                let field = if c.kind == "Job" {
+                    "spec.parallelism"
+                } else {
+                    "spec.replicas"
+                };
+                return Err(over(
+                    count,
+                    format!("{} {}/{}", c.kind, c.namespace, c.name),
+                    field,
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Expands controllers, resolves priorities and default storage classes, and returns the

@@ -44,7 +44,12 @@ impl Visitor<'_> for ScalarText {
         Ok(v.to_string())
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<String, E> {
-        Ok(v.to_string())
+        if v.is_finite() {
+            Ok(v.to_string())
+        } else {
+            // YAML's unquoted `.inf` / `.nan`: never a quantity or a count.
+            Err(E::custom(format!("{v} is not a finite number")))
+        }
     }
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<String, E> {
         if self.bools {

@@ -46,6 +46,18 @@ pub enum Error {
         /// The number received.
         got: u64,
     },
+    /// A session snapshot used the last sequence number, so no update can follow it.
+    #[error("session update {sequence} leaves no sequence number for the next update")]
+    SequenceExhausted {
+        /// Its sequence number.
+        sequence: u64,
+    },
+    /// A session sent nothing for longer than the server's idle timeout.
+    #[error("session idle for {seconds}s (the limit); reconnect and resend a snapshot")]
+    SessionIdle {
+        /// The idle timeout in seconds.
+        seconds: u64,
+    },
     /// A session holds more objects than this server allows.
     #[error("session holds {objects} objects, more than the limit of {limit}")]
     SessionTooLarge {
@@ -63,6 +75,10 @@ pub enum Error {
     /// The server is draining: the stream must move to another replica.
     #[error("the planner is shutting down; reconnect and resend a snapshot")]
     ShuttingDown,
+    /// The caller abandoned the request (deadline, cancellation, closed stream) and planning
+    /// stopped.
+    #[error("planning cancelled: the caller went away")]
+    Cancelled,
     /// The planner task failed (a bug: the planner panicked).
     #[error("the planner failed: {0}")]
     PlannerFailed(String),

@@ -26,6 +26,8 @@ pub const ENV_MAX_CONCURRENT: &str = "DOVETAIL_MAX_CONCURRENT_REQUESTS";
 pub const ENV_MAX_MESSAGE_BYTES: &str = "DOVETAIL_MAX_MESSAGE_BYTES";
 /// `DOVETAIL_SESSION_MAX_OBJECTS`: most objects one Session may hold.
 pub const ENV_SESSION_MAX_OBJECTS: &str = "DOVETAIL_SESSION_MAX_OBJECTS";
+/// `DOVETAIL_SESSION_IDLE_TIMEOUT`: a Session silent this long is ended (`10m`).
+pub const ENV_SESSION_IDLE_TIMEOUT: &str = "DOVETAIL_SESSION_IDLE_TIMEOUT";
 /// `DOVETAIL_AUTH_TOKEN`: bearer token clients must send.
 pub const ENV_AUTH_TOKEN: &str = "DOVETAIL_AUTH_TOKEN";
 /// `DOVETAIL_AUTH_TOKEN_FILE`: file holding the bearer token.
@@ -76,6 +78,9 @@ pub struct Flags {
     /// Most objects one Session may hold [env DOVETAIL_SESSION_MAX_OBJECTS, default 250000]
     #[arg(long)]
     pub session_max_objects: Option<String>,
+    /// A Session that sends nothing this long is ended [env DOVETAIL_SESSION_IDLE_TIMEOUT, default 10m]
+    #[arg(long)]
+    pub session_idle_timeout: Option<String>,
     /// Bearer token clients must send [env DOVETAIL_AUTH_TOKEN]
     #[arg(long)]
     pub auth_token: Option<String>,
@@ -168,6 +173,8 @@ pub struct Config {
     pub max_message_bytes: usize,
     /// Session object limit.
     pub session_max_objects: usize,
+    /// Session idle timeout.
+    pub session_idle_timeout: Duration,
     /// Authentication.
     pub auth: Auth,
     /// TLS, when configured.
@@ -302,6 +309,7 @@ impl Config {
             max_concurrent_requests: 8,
             max_message_bytes: 64 << 20,
             session_max_objects: 10_000,
+            session_idle_timeout: Duration::from_secs(600),
             auth: Auth::Disabled,
             tls: None,
             actuator_endpoint: None,
@@ -362,6 +370,19 @@ impl Config {
             ),
             250_000,
         )?;
+        let session_idle_timeout = duration(
+            l.get(
+                flags.session_idle_timeout,
+                "session-idle-timeout",
+                ENV_SESSION_IDLE_TIMEOUT,
+            ),
+            Duration::from_secs(600),
+        )?;
+        if session_idle_timeout.is_zero() {
+            return Err(Error::Conflict(
+                "session idle timeout must be positive".into(),
+            ));
+        }
         let drain_delay = duration(
             l.get(flags.drain_delay, "drain-delay", ENV_DRAIN_DELAY),
             Duration::from_secs(5),
@@ -479,6 +500,7 @@ impl Config {
             max_concurrent_requests,
             max_message_bytes,
             session_max_objects,
+            session_idle_timeout,
             auth,
             tls,
             actuator_endpoint,

@@ -65,6 +65,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             default_region: config.region.clone(),
             session_max_objects: config.session_max_objects,
             instance: config.instance.clone(),
+            session_idle_timeout: config.session_idle_timeout,
         },
     );
     if let Some(endpoint) = &config.actuator_endpoint {

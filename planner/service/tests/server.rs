@@ -546,3 +546,66 @@ async fn the_readme_plan_request_plans() {
     assert_eq!(summary.scheduled_pods, 3, "{plan:?}");
     assert!(!plan.node_claims.is_empty());
 }
+
+/// Sends bytes as they are and reads the answer's bytes: a client that speaks garbage.
+#[derive(Clone, Copy, Default)]
+struct RawCodec;
+
+impl tonic::codec::Codec for RawCodec {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = RawCodec;
+    type Decoder = RawCodec;
+    fn encoder(&mut self) -> RawCodec {
+        RawCodec
+    }
+    fn decoder(&mut self) -> RawCodec {
+        RawCodec
+    }
+}
+
+impl tonic::codec::Encoder for RawCodec {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn encode(
+        &mut self,
+        item: Vec<u8>,
+        buf: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        use prost::bytes::BufMut as _;
+        buf.put_slice(&item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for RawCodec {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn decode(
+        &mut self,
+        buf: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<Vec<u8>>, tonic::Status> {
+        use prost::bytes::Buf as _;
+        Ok(Some(buf.copy_to_bytes(buf.remaining()).to_vec()))
+    }
+}
+
+#[tokio::test]
+async fn an_undecodable_request_is_invalid_argument() {
+    let metrics = Metrics::new();
+    let server = start(config(Auth::Disabled), service(&metrics, None), metrics).await;
+    let mut grpc = tonic::client::Grpc::new(channel(&server).await);
+    grpc.ready().await.expect("ready");
+    // Field 1 (snapshot, a message) sent with the varint wire type, then a truncated varint.
+    let garbage = vec![0x08, 0xff, 0xff];
+    let status = grpc
+        .unary(
+            tonic::Request::new(garbage),
+            http::uri::PathAndQuery::from_static("/dovetail.v1.Planner/Plan"),
+            RawCodec,
+        )
+        .await
+        .expect_err("refused");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("undecodable"), "{status:?}");
+}

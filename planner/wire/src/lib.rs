@@ -56,6 +56,20 @@ impl Error {
     }
 }
 
+impl From<planner::validation::Error> for Error {
+    fn from(e: planner::validation::Error) -> Self {
+        let reason = if e.object().is_empty() {
+            e.reason().to_string()
+        } else {
+            format!("{} ({})", e.reason(), e.object())
+        };
+        Error::InvalidField {
+            field: e.field().to_string(),
+            reason,
+        }
+    }
+}
+
 /// Result of a conversion.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -84,7 +84,7 @@ fn rich_snapshot() -> ClusterSnapshot {
         duration: Some(8 * 3600),
     });
     s.node_classes.push(model::NodeClass {
-        name: "default".into(),
+        name: "tuned".into(),
         ami_family: Some("AL2023".into()),
         kubelet: model::KubeletConfig {
             max_pods: Some(110),

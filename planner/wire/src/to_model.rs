@@ -28,6 +28,7 @@ use crate::{
 pub fn plan_request(req: pb::PlanRequest) -> Result<PlanInput> {
     let root = At::ROOT;
     let snapshot = snapshot(req.snapshot.unwrap_or_default(), root.field("snapshot"))?;
+    planner::validation::snapshot(&snapshot)?;
     let catalog = catalog_choice(req.catalog_source, root)?;
     let mut options = options(req.options.unwrap_or_default(), root.field("options"))?;
     options.now = req.now;
@@ -52,6 +53,7 @@ impl TryFrom<pb::PlanRequest> for PlanInput {
 /// [`Error::InvalidField`] naming the first field at fault (paths start at `snapshot.`).
 pub fn session_snapshot(s: pb::SessionSnapshot, at: At<'_>) -> Result<PlanInput> {
     let snapshot = snapshot(s.snapshot.unwrap_or_default(), at.field("snapshot"))?;
+    planner::validation::snapshot(&snapshot)?;
     let catalog = session_catalog_choice(s.catalog_source, at)?;
     let options = options(s.options.unwrap_or_default(), at.field("options"))?;
     Ok(PlanInput {
@@ -797,10 +799,12 @@ pub fn catalog(c: pb::Catalog, at: At<'_>) -> Result<Catalog> {
             offerings,
         })
     })?;
-    Ok(Catalog {
+    let catalog = Catalog {
         instance_types,
         notes: c.notes,
-    })
+    };
+    planner::validation::catalog(&catalog, &at.render())?;
+    Ok(catalog)
 }
 
 fn claim_in(c: pb::PlannedNodeClaim) -> PlannedNodeClaim {

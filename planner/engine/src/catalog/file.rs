@@ -126,13 +126,21 @@ pub fn parse(text: &str, source: &str) -> Result<Catalog> {
         }
         instance_types.push(instance_type(t, &at)?);
     }
-    Ok(Catalog {
+    let catalog = Catalog {
         notes: vec![format!(
             "Instance types and prices from {source} ({} types).",
             instance_types.len()
         )],
         instance_types,
-    })
+    };
+    // The one validation every door runs (the checks above already name this file's fields;
+    // this keeps the file and the inline catalog to the same rules).
+    crate::validation::catalog(&catalog, "catalog").map_err(|e| Error::Invalid {
+        file: file.to_string(),
+        field: e.field().to_string(),
+        why: e.reason().to_string(),
+    })?;
+    Ok(catalog)
 }
 
 /// A field path inside the file, for errors.
@@ -169,7 +177,11 @@ fn deserialize(text: &str, source: &str) -> Result<RawFile> {
     let parse_error = |field: String, why: String| Error::Parse {
         file: source.to_string(),
         field,
-        why,
+        // The file's top level is the one place the raw struct's name would show.
+        why: why.replace(
+            "struct RawFile",
+            "a mapping with `instanceTypes` at the top level",
+        ),
     };
     if text.trim_start().starts_with('{') {
         let mut de = serde_json::Deserializer::from_str(text);

@@ -110,7 +110,7 @@ pub fn pod_do_not_disrupt(pod: &Pod, now: Timestamp) -> Option<String> {
             pod.key(),
             labels::DO_NOT_DISRUPT
         )),
-        Some(start) if now < start + d => Some(format!(
+        Some(start) if now < start.saturating_add(d) => Some(format!(
             "pod {} has {}={v} (until {}s after its start)",
             pod.key(),
             labels::DO_NOT_DISRUPT,
@@ -137,7 +137,7 @@ pub fn eviction_cost(pod: &Pod) -> f64 {
 pub fn lifetime_remaining(c: &Candidate, now: Timestamp) -> f64 {
     match (c.expire_after, c.created) {
         (Some(e), Some(created)) if e > 0 => {
-            (1.0 - (now - created) as f64 / e as f64).clamp(0.0, 1.0)
+            (1.0 - now.saturating_sub(created) as f64 / e as f64).clamp(0.0, 1.0)
         }
         _ => 1.0,
     }
@@ -279,7 +279,7 @@ pub(crate) fn unusable_destinations(
     for c in candidates {
         if let (Some(pool), Some(last)) = (pools.get(c.node_pool.as_str()), c.last_pod_event)
             && let Some(after) = pool.disruption.consolidate_after
-            && now < last + after
+            && now < last.saturating_add(after)
         {
             out.entry(c.name.clone()).or_insert_with(|| {
                 format!("node {} is within its consolidateAfter window", c.name)
@@ -373,12 +373,12 @@ pub(crate) fn build(
             .or(created);
         let consolidatable = match pool.disruption.consolidate_after {
             None => false,
-            Some(after) => last_pod_event.is_none_or(|t| now >= t + after),
+            Some(after) => last_pod_event.is_none_or(|t| now >= t.saturating_add(after)),
         };
         let blocker = blocker(node, &node_pods, now);
         let drift = drift(node, claim, pool, it, &classes);
         let expired = match (expire_after, created) {
-            (Some(e), Some(c)) => now >= c + e,
+            (Some(e), Some(c)) => now >= c.saturating_add(e),
             _ => false,
         };
         out.push(Candidate {

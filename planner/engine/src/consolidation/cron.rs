@@ -162,11 +162,11 @@ impl Schedule {
         // schedule fired in the last year, which any valid schedule does.
         let horizon = duration.min(366 * 24 * 3600);
         let mut minute = now.div_euclid(60) * 60;
-        while minute > now - horizon {
+        while minute > now.saturating_sub(horizon) {
             if self.matches(minute) {
                 return true;
             }
-            minute -= 60;
+            minute = minute.saturating_sub(60);
         }
         false
     }

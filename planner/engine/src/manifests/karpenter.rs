@@ -188,6 +188,15 @@ pub(super) fn node_pool(value: &Value) -> Result<(NodePool, bool, Vec<String>), 
             .and_then(|s| s.get("template"))
             .unwrap_or(&Value::Null),
     );
+    if let Some(w) = spec.weight
+        && !(1..=100).contains(&w)
+    {
+        // Karpenter's schema: minimum 1, maximum 100 (absent is the model's 0).
+        return Err(FieldError::new(
+            "spec.weight",
+            format!("must be 1-100, got {w}"),
+        ));
+    }
     let pool = NodePool {
         name: meta.name,
         weight: spec.weight.unwrap_or(0),

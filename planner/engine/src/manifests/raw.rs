@@ -37,7 +37,13 @@ pub(super) fn parse_resource(name: &str, text: &str) -> Result<i64, String> {
         names::MEMORY | names::EPHEMERAL_STORAGE | "storage" | names::PODS => parse_units(text),
         _ => parse_milli(text),
     };
-    parsed.map_err(|e| e.to_string())
+    let v = parsed.map_err(|e| e.to_string())?;
+    if v < 0 {
+        return Err(format!(
+            "invalid quantity {text:?}: quantities must not be negative"
+        ));
+    }
+    Ok(v)
 }
 
 struct QuantitySeed<'a>(&'a str);
@@ -66,6 +72,9 @@ impl<'de> Deserialize<'de> for ResourceList {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ResourceList, A::Error> {
                 let mut out = BTreeMap::new();
                 while let Some(key) = map.next_key::<String>()? {
+                    if out.contains_key(&key) {
+                        return Err(de::Error::custom(format!("duplicate key {key:?}")));
+                    }
                     let v = map.next_value_seed(QuantitySeed(&key))?;
                     out.insert(key, v);
                 }
@@ -163,7 +172,9 @@ pub(super) struct ObjectMeta {
     pub(super) name: String,
     pub(super) namespace: Option<String>,
     pub(super) uid: Option<String>,
+    #[serde(deserialize_with = "super::strict::labels")]
     pub(super) labels: Labels,
+    #[serde(deserialize_with = "super::strict::labels")]
     pub(super) annotations: Labels,
     pub(super) creation_timestamp: Option<Time>,
     pub(super) deletion_timestamp: Option<Time>,
@@ -184,7 +195,9 @@ pub(super) struct OwnerReference {
 #[serde(rename_all = "camelCase", default)]
 pub(super) struct TemplateMeta {
     pub(super) name: Option<String>,
+    #[serde(deserialize_with = "super::strict::labels")]
     pub(super) labels: Labels,
+    #[serde(deserialize_with = "super::strict::labels")]
     pub(super) annotations: Labels,
 }
 
@@ -239,6 +252,7 @@ pub(super) struct LabelSelectorRequirement {
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
 pub(super) struct LabelSelector {
+    #[serde(deserialize_with = "super::strict::labels")]
     pub(super) match_labels: Labels,
     pub(super) match_expressions: Vec<LabelSelectorRequirement>,
 }
@@ -409,6 +423,7 @@ pub(super) struct EphemeralVolume {
 #[serde(rename_all = "camelCase", default)]
 pub(super) struct PodSpec {
     pub(super) node_name: Option<String>,
+    #[serde(deserialize_with = "super::strict::labels")]
     pub(super) node_selector: Labels,
     pub(super) affinity: Option<Affinity>,
     pub(super) tolerations: Vec<Toleration>,

@@ -29,7 +29,9 @@ fn is_manifest(path: &Path) -> bool {
     )
 }
 
-/// Files under `dir` with a manifest extension, recursively, hidden entries skipped.
+/// Files under `dir` with a manifest extension, recursively, hidden entries skipped. Only
+/// regular files (and symlinks to them) are taken: a FIFO or a device named `x.yaml` in a folder
+/// would block or never end.
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
     let entries = std::fs::read_dir(dir).map_err(|e| read_error(dir, e))?;
     for entry in entries {
@@ -41,23 +43,47 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
         let file_type = entry.file_type().map_err(|e| read_error(&path, e))?;
         if file_type.is_dir() || (file_type.is_symlink() && path.is_dir()) {
             walk(&path, out)?;
-        } else if is_manifest(&path) {
+        } else if is_manifest(&path) && (file_type.is_file() || path.is_file()) {
             out.push(path);
         }
     }
     Ok(())
 }
 
-/// Reads every path: `-` is standard input, a folder contributes its manifest files in sorted
-/// path order, anything else is read as a file whatever its extension.
-pub(super) fn read_paths(paths: &[String]) -> Result<Vec<Input>, Error> {
+/// Reads at most `max_bytes` of `reader` as UTF-8; more is an error naming the limit, so that
+/// `/dev/zero` or an endless pipe ends quickly instead of filling memory.
+fn read_capped(reader: impl Read, path: &Path, max_bytes: u64) -> Result<String, Error> {
+    let mut buf = Vec::new();
+    reader
+        .take(max_bytes.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(|e| read_error(path, e))?;
+    if buf.len() as u64 > max_bytes {
+        return Err(read_error(
+            path,
+            std::io::Error::other(format!(
+                "input is larger than the limit of {max_bytes} bytes (--max-input-bytes)"
+            )),
+        ));
+    }
+    String::from_utf8(buf).map_err(|e| {
+        read_error(
+            path,
+            std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
+        )
+    })
+}
+
+/// Reads every path: `-` is standard input, a folder contributes its regular manifest files in
+/// sorted path order, anything else is read as a file whatever its extension (a named pipe
+/// given explicitly is read; a device is refused). No more than `max_bytes` in all are read.
+pub(super) fn read_paths(paths: &[String], max_bytes: u64) -> Result<Vec<Input>, Error> {
     let mut out = Vec::new();
+    let mut left = max_bytes;
     for p in paths {
         if p == "-" {
-            let mut text = String::new();
-            std::io::stdin()
-                .read_to_string(&mut text)
-                .map_err(|e| read_error(Path::new("<stdin>"), e))?;
+            let text = read_capped(std::io::stdin().lock(), Path::new("<stdin>"), left)?;
+            left -= text.len() as u64;
             out.push(Input {
                 name: "<stdin>".to_string(),
                 text,
@@ -71,11 +97,21 @@ pub(super) fn read_paths(paths: &[String]) -> Result<Vec<Input>, Error> {
             walk(path, &mut files)?;
             files.sort();
             files
-        } else {
+        } else if meta.is_file() || is_fifo(&meta) {
             vec![path.to_path_buf()]
+        } else {
+            return Err(read_error(
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "not a regular file, folder or named pipe",
+                ),
+            ));
         };
         for f in files {
-            let text = std::fs::read_to_string(&f).map_err(|e| read_error(&f, e))?;
+            let file = std::fs::File::open(&f).map_err(|e| read_error(&f, e))?;
+            let text = read_capped(file, &f, left)?;
+            left -= text.len() as u64;
             out.push(Input {
                 name: f.display().to_string(),
                 text,
@@ -83,6 +119,17 @@ pub(super) fn read_paths(paths: &[String]) -> Result<Vec<Input>, Error> {
         }
     }
     Ok(out)
+}
+
+#[cfg(unix)]
+fn is_fifo(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::FileTypeExt as _;
+    meta.file_type().is_fifo()
+}
+
+#[cfg(not(unix))]
+fn is_fifo(_: &std::fs::Metadata) -> bool {
+    false
 }
 
 fn syntax(source: &str, document: usize, message: String) -> Error {
@@ -237,7 +284,7 @@ fn split_yaml(text: &str) -> Vec<Unit<'_>> {
 pub(super) fn parse_unit(unit: &Unit<'_>, source: &str) -> Result<Option<Value>, Error> {
     let (line_offset, text) = match unit.body {
         Body::Json(text) => {
-            let value: Value = serde_json::from_str(text)
+            let super::strict::StrictValue(value) = serde_json::from_str(text)
                 .map_err(|e| syntax(source, unit.number, format!("invalid JSON: {e}")))?;
             return Ok(document(value));
         }
@@ -247,19 +294,24 @@ pub(super) fn parse_unit(unit: &Unit<'_>, source: &str) -> Result<Option<Value>,
     let Some(doc) = docs.next() else {
         return Ok(None);
     };
-    let value = Value::deserialize(doc).map_err(|e| {
-        // serde_yaml counts lines from the start of the document: count from the file's.
-        let mut message = e.to_string();
-        if let (Some(loc), Some(at)) = (e.location(), message.rfind(" at line ")) {
-            message.truncate(at);
-            message = format!(
-                "{message} at line {} column {}",
-                loc.line() + line_offset,
-                loc.column()
-            );
-        }
-        syntax(source, unit.number, message)
-    })?;
+    let value = super::strict::StrictValue::deserialize(doc)
+        .map(|v| v.0)
+        .map_err(|e| {
+            // serde_yaml counts lines from the start of the document: count from the file's.
+            let mut message = e.to_string();
+            if let (Some(loc), Some(at)) = (e.location(), message.rfind(" at line ")) {
+                message.truncate(at);
+                message = format!(
+                    "{message} at line {} column {}",
+                    loc.line() + line_offset,
+                    loc.column()
+                );
+            } else if let Some(line) = duplicate_line(text, &message) {
+                // serde_yaml gives no position for the document's own mapping.
+                message = format!("{message} at line {}", line + line_offset);
+            }
+            syntax(source, unit.number, message)
+        })?;
     if docs.next().is_some() {
         return Err(syntax(
             source,
@@ -268,6 +320,22 @@ pub(super) fn parse_unit(unit: &Unit<'_>, source: &str) -> Result<Option<Value>,
         ));
     }
     Ok(document(value))
+}
+
+/// For `duplicate key "k"` without a position: the line (from 1) of the second top-level
+/// `k:` of the document.
+fn duplicate_line(text: &str, message: &str) -> Option<usize> {
+    let key = message
+        .strip_prefix("duplicate key \"")?
+        .strip_suffix('"')?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            l.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with(':'))
+        })
+        .nth(1)
+        .map(|(i, _)| i + 1)
 }
 
 fn document(value: Value) -> Option<Value> {

@@ -1066,7 +1066,7 @@ fn add_value_takes_objects_and_lists() {
         "apiVersion": "v1", "kind": "List",
         "items": [
             {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": null}, "spec": {"containers": []}},
-            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": 2, "template": {"spec": {"containers": []}}}}
+            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "c"}]}}}}
         ]
     });
     b.add_value(&list, "sim").unwrap();
@@ -1289,7 +1289,7 @@ fn json_lists_are_read_item_by_item_with_item_paths() {
             r#"{{"apiVersion": "v1", "kind": "List", "items": [
                 {{"apiVersion": "v1", "kind": "Namespace", "metadata": {{"name": "a"}}}},
                 {{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {{"name": "d"}},
-                  "spec": {{"replicas": {replicas}, "template": {{"spec": {{"containers": []}}}}}}}}
+                  "spec": {{"replicas": {replicas}, "template": {{"spec": {{"containers": [{{"name": "c"}}]}}}}}}}}
             ]}}
             [{{"apiVersion": "v1", "kind": "Namespace", "metadata": {{"name": "b"}}}}]"#
         )
@@ -1435,3 +1435,5 @@ spec: {template: {spec: {nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeC
         l.warnings
     );
 }
+
+mod strict;

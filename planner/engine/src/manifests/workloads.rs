@@ -107,6 +107,14 @@ pub(super) fn controller_from(kind: &str, raw: raw::Workload) -> Result<Controll
     } else {
         non_negative(spec.replicas.unwrap_or(1), "spec.replicas")?
     };
+    if spec.template.spec.containers.is_empty() {
+        // Kubernetes requires a template with at least one container; without one the
+        // replicas would plan as pods that request nothing.
+        return Err(FieldError::new(
+            "spec.template.spec.containers",
+            "a workload needs a pod template with at least one container",
+        ));
+    }
     let parts = convert_pod_spec(&spec.template.spec, "spec.template.spec")?;
     let mut template = parts.pod;
     template.namespace = namespace.clone();

@@ -25,6 +25,8 @@ use super::volumes::VolumeTopology;
 /// capacity, the pending pods and the topology domain universe.
 #[derive(Debug)]
 pub(super) struct Tables<'a> {
+    /// Checked once per pod placed: a cancelled run stops placing.
+    pub(super) cancel: crate::cancel::CancelToken,
     pub(super) snapshot: &'a ClusterSnapshot,
     pub(super) options: &'a PlanOptions,
     pub(super) dims: Dims,
@@ -142,6 +144,10 @@ impl<'s, 'a> Run<'s, 'a> {
         let mut errors: Vec<Option<String>> = vec![None; n_items];
         let mut q = Queue::new(0..n_items as u32);
         while let Some(i) = q.pop() {
+            if s.cancel.is_cancelled() {
+                q.push(i, false);
+                break;
+            }
             match run.add(i) {
                 Ok(()) => errors[i as usize] = None,
                 Err(reason) => {

@@ -105,6 +105,7 @@ impl<'a> Scheduler<'a> {
             BTreeMap::new()
         };
         let tables = Tables {
+            cancel: crate::cancel::CancelToken::default(),
             snapshot,
             options,
             dims: d,
@@ -121,6 +122,13 @@ impl<'a> Scheduler<'a> {
         Self { tables }
     }
 
+    /// Stops placing pods (in [`Scheduler::solve`] and every [`Scheduler::simulate`]) once
+    /// `cancel` is cancelled; the results are then partial and must be dropped.
+    pub fn with_cancel(mut self, cancel: crate::cancel::CancelToken) -> Self {
+        self.tables.cancel = cancel;
+        self
+    }
+
     /// Number of pending pods the launch plan provisions for (pending, not owned by a DaemonSet
     /// or a node).
     pub fn pending_count(&self) -> usize {
@@ -130,6 +138,10 @@ impl<'a> Scheduler<'a> {
     /// The launch plan for the snapshot's pending pods, cost-improved, with its lower bound.
     pub fn solve(&self) -> Results {
         let mut run = self.run(&BTreeSet::new(), self.tables.pending.clone());
+        if self.tables.cancel.is_cancelled() {
+            // Partial: the caller drops it.
+            return run.results();
+        }
         super::packing::improve(&mut run);
         let lb = super::lower_bound::for_run(&run);
         let mut results = run.results();
@@ -151,7 +163,9 @@ impl<'a> Scheduler<'a> {
             .map(|p| self.item(Cow::Owned(p.clone())))
             .collect();
         let mut run = Run::new(&self.tables, &removed, items);
-        super::packing::improve(&mut run);
+        if !self.tables.cancel.is_cancelled() {
+            super::packing::improve(&mut run);
+        }
         run.results()
     }
 

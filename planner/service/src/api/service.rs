@@ -18,6 +18,7 @@ use super::actuator::Forwarder;
 use super::convert::{self, CatalogChoice};
 use super::{Error, Result, session};
 use crate::metrics::Metrics;
+use planner::cancel::{CancelOnDrop, CancelToken};
 use planner::catalog::Catalog;
 use planner::model::{ClusterSnapshot, PlanOptions};
 use planner::plan::Plan;
@@ -38,6 +39,9 @@ pub struct ServiceOptions {
     pub session_max_objects: usize,
     /// Name of this replica, part of every session id.
     pub instance: String,
+    /// A Session that sends nothing for this long is ended (DEADLINE_EXCEEDED), so an idle
+    /// stream does not hold its snapshot forever.
+    pub session_idle_timeout: std::time::Duration,
 }
 
 impl Default for ServiceOptions {
@@ -46,6 +50,7 @@ impl Default for ServiceOptions {
             default_region: "us-east-1".to_string(),
             session_max_objects: 250_000,
             instance: "planner".to_string(),
+            session_idle_timeout: std::time::Duration::from_secs(600),
         }
     }
 }
@@ -53,7 +58,8 @@ impl Default for ServiceOptions {
 /// The `dovetail.v1.Planner` service. Cheap to clone.
 #[derive(Clone)]
 pub struct PlannerService {
-    plan_fn: PlanFn,
+    /// `None`: `planner::plan_cancellable`.
+    plan_fn: Option<PlanFn>,
     catalogs: BuiltinCatalogs,
     cache: Arc<Mutex<HashMap<String, Arc<Catalog>>>>,
     pub(crate) options: ServiceOptions,
@@ -69,7 +75,7 @@ impl PlannerService {
     /// A service planning with `planner::plan` and loading built-in catalogs with `catalogs`.
     pub fn new(catalogs: BuiltinCatalogs, metrics: Metrics, options: ServiceOptions) -> Self {
         Self {
-            plan_fn: Arc::new(planner::plan),
+            plan_fn: None,
             catalogs,
             cache: Arc::default(),
             options,
@@ -82,7 +88,7 @@ impl PlannerService {
 
     /// Replaces the planning function.
     pub fn with_plan_fn(mut self, plan_fn: PlanFn) -> Self {
-        self.plan_fn = plan_fn;
+        self.plan_fn = Some(plan_fn);
         self
     }
 
@@ -150,17 +156,26 @@ impl PlannerService {
         snapshot: &ClusterSnapshot,
         catalog: &Catalog,
         options: &PlanOptions,
-    ) -> Plan {
-        let plan = (self.plan_fn)(snapshot, catalog, options);
+        cancel: &CancelToken,
+    ) -> Result<Plan> {
+        let plan = match &self.plan_fn {
+            Some(f) => f(snapshot, catalog, options),
+            None => planner::plan_cancellable(snapshot, catalog, options, cancel)
+                .map_err(|_| Error::Cancelled)?,
+        };
         self.metrics
             .plan(plan.summary.pending_pods, plan.summary.cost_per_hour);
-        plan
+        Ok(plan)
     }
 
-    fn plan_blocking(&self, req: pb::PlanRequest) -> Result<pb::PlanResponse> {
+    fn plan_blocking(
+        &self,
+        req: pb::PlanRequest,
+        cancel: &CancelToken,
+    ) -> Result<pb::PlanResponse> {
         let input = convert::to_model::plan_request(req)?;
         let catalog = self.resolve_catalog(input.catalog, "catalog_ref.region")?;
-        let plan = self.run_plan(&input.snapshot, &catalog, &input.options);
+        let plan = self.run_plan(&input.snapshot, &catalog, &input.options, cancel)?;
         tracing::debug!(
             pods = input.snapshot.pods.len(),
             claims = plan.node_claims.len(),
@@ -199,10 +214,15 @@ impl pb::planner_server::Planner for PlannerService {
         let start = Instant::now();
         let this = self.clone();
         let req = request.into_inner();
-        let result = blocking(move || this.plan_blocking(req))
+        // Dropping this future (deadline, cancelled call, closed connection) drops the guard,
+        // which stops the planning run within one pod placement.
+        let cancel = CancelToken::new();
+        let guard = CancelOnDrop(cancel.clone());
+        let result = blocking(move || this.plan_blocking(req, &cancel))
             .instrument(tracing::debug_span!("plan"))
             .await
             .map_err(Status::from);
+        drop(guard);
         let code = result
             .as_ref()
             .map_or_else(|s| s.code(), |_| tonic::Code::Ok);

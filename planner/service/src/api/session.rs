@@ -51,21 +51,34 @@ async fn run(
     tracing::info!("Session opened");
     let mut draining = service.draining.clone();
     loop {
+        let idle = service.options.session_idle_timeout;
+        let message = tokio::time::timeout(idle, inbound.message());
         let next = match &mut draining {
             Some(d) => tokio::select! {
-                m = inbound.message() => Some(m),
+                m = message => m.ok(),
                 _ = d.wait_for(|v| *v) => None,
             },
-            None => Some(inbound.message().await),
+            None => message.await.ok(),
         };
-        let update = match next {
-            None => {
+        let next = match next {
+            Some(m) => m,
+            None if draining.as_ref().is_some_and(|d| *d.borrow()) => {
                 let _ = tx.send(Err(Status::from(super::Error::ShuttingDown))).await;
                 break;
             }
-            Some(Ok(Some(u))) => u,
-            Some(Ok(None)) => break,
-            Some(Err(status)) => {
+            None => {
+                let e = super::Error::SessionIdle {
+                    seconds: idle.as_secs(),
+                };
+                tracing::info!(message = %e, "Session idle");
+                let _ = tx.send(Err(Status::from(e))).await;
+                break;
+            }
+        };
+        let update = match next {
+            Ok(Some(u)) => u,
+            Ok(None) => break,
+            Err(status) => {
                 tracing::info!(code = ?status.code(), "Session stream failed");
                 break;
             }
@@ -89,11 +102,22 @@ async fn run(
             Ok(None) => {}
             Ok(Some(batch)) => {
                 let svc = service.clone();
+                let cancel = planner::cancel::CancelToken::new();
+                let run_cancel = cancel.clone();
                 let planned = blocking(move || {
-                    let plan = svc.run_plan(&batch.snapshot, &batch.catalog, &batch.options);
+                    let plan =
+                        svc.run_plan(&batch.snapshot, &batch.catalog, &batch.options, &run_cancel)?;
                     Ok((batch, plan))
-                })
-                .await;
+                });
+                // A client that closes the stream abandons the plan: stop it.
+                let planned = tokio::select! {
+                    r = planned => r,
+                    () = tx.closed() => {
+                        cancel.cancel();
+                        tracing::info!("Session closed while planning; planning cancelled");
+                        break;
+                    }
+                };
                 let (batch, plan) = match planned {
                     Ok(x) => x,
                     Err(e) => {
@@ -272,7 +296,10 @@ impl SessionState {
                     catalog,
                     options: input.options,
                 });
-                self.next_sequence = seq.checked_add(1);
+                self.next_sequence = Some(
+                    seq.checked_add(1)
+                        .ok_or(Error::SequenceExhausted { sequence: seq })?,
+                );
                 self.recount()?;
                 Ok(None)
             }
@@ -283,14 +310,23 @@ impl SessionState {
                 if seq != expected {
                     return Err(Error::SequenceGap { expected, got: seq });
                 }
-                self.next_sequence = seq.checked_add(1);
+                self.next_sequence = Some(
+                    seq.checked_add(1)
+                        .ok_or(Error::SequenceExhausted { sequence: seq })?,
+                );
                 match other {
                     Update::Delta(d) => {
                         self.apply_delta(d, root.field("delta"))?;
                         self.recount()?;
                         Ok(None)
                     }
-                    Update::CloseBatch(c) => Ok(Some(self.batch(seq, c.now))),
+                    Update::CloseBatch(c) => {
+                        // The one validation every door runs, on the snapshot the deltas made.
+                        let batch = self.batch(seq, c.now);
+                        planner::validation::snapshot(&batch.snapshot)
+                            .map_err(super::convert::Error::from)?;
+                        Ok(Some(batch))
+                    }
                     Update::Snapshot(_) => Ok(None),
                 }
             }

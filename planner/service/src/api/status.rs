@@ -20,8 +20,13 @@ impl From<Error> for Status {
                 Status::failed_precondition(message)
             }
             Error::EmptyUpdate { .. } => bad_request("update", "is required", message),
+            Error::SequenceExhausted { .. } => {
+                bad_request("sequence", "must be below 18446744073709551615", message)
+            }
+            Error::SessionIdle { .. } => Status::deadline_exceeded(message),
             Error::SessionTooLarge { .. } => Status::resource_exhausted(message),
             Error::ShuttingDown => Status::unavailable(message),
+            Error::Cancelled => Status::cancelled(message),
             Error::PlannerFailed(_) => Status::internal(message),
         }
     }

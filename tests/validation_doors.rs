@@ -1,0 +1,361 @@
+//! One validation for every door: each rule fed through `dovetail plan`, `dovetail plan
+//! --server`, the gRPC `Plan` call and a gRPC `Session`, with the same verdict (refused, naming
+//! the field) everywhere.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::time::Duration;
+
+use planner::catalog::Catalog;
+use planner::manifests::SnapshotBuilder;
+use planner::model::{ClusterSnapshot, PlanOptions};
+use planner_client::{ClientConfig, PlannerClient};
+use planner_service::api::{PlannerService, ServiceOptions};
+use planner_service::config::Config;
+use planner_service::metrics::Metrics;
+use planner_wire::CatalogChoice;
+use proto::v1 as pb;
+
+const NOW: &str = "2026-11-30T08:00:00Z";
+const NOW_UNIX: i64 = 1_796_025_600;
+
+const CATALOG: &str = "instanceTypes:
+  - name: m5.large
+    cpu: \"2\"
+    memory: 8Gi
+    pods: 29
+    architecture: amd64
+    offerings:
+      - {zone: us-east-1a, capacityType: on-demand, price: 0.096, available: true}
+";
+
+const POOL: &str = "apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+";
+
+const POD: &str = "apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: default}
+spec:
+  containers:
+    - name: c
+      resources: {requests: {cpu: 500m, memory: 1Gi}}
+";
+
+/// A rule: the manifests that break it, the same break on the model (for the gRPC doors), and
+/// the field each door's refusal names.
+struct Case {
+    name: &'static str,
+    manifests: String,
+    catalog: String,
+    break_model: fn(&mut ClusterSnapshot, &mut Catalog),
+    /// What the CLI's message (both backends) must contain.
+    cli_field: &'static str,
+    /// The gRPC field violation (Plan); a Session names the same path after `snapshot.`.
+    grpc_field: &'static str,
+}
+
+fn pool_with(spec_extra: &str) -> String {
+    POOL.replacen("spec:\n", &format!("spec:\n{spec_extra}"), 1)
+}
+
+fn cases() -> Vec<Case> {
+    let base = format!("{POOL}---\n{POD}");
+    vec![
+        Case {
+            name: "the same pod twice",
+            manifests: format!("{base}---\n{POD}"),
+            catalog: CATALOG.into(),
+            break_model: |s, _| s.pods.push(s.pods[0].clone()),
+            cli_field: "snapshot.pods[1].name",
+            grpc_field: "snapshot.pods[1].name",
+        },
+        Case {
+            name: "negative quantity",
+            manifests: format!("{POOL}---\n{}", POD.replace("cpu: 500m", "cpu: \"-64\"")),
+            catalog: CATALOG.into(),
+            break_model: |s, _| s.pods[0].requests.cpu = -64_000,
+            cli_field: "spec.containers[0].resources.requests.cpu",
+            grpc_field: "snapshot.pods[0].requests.cpu",
+        },
+        Case {
+            name: "weight 101",
+            manifests: format!("{}---\n{POD}", pool_with("  weight: 101\n")),
+            catalog: CATALOG.into(),
+            break_model: |s, _| s.node_pools[0].weight = 101,
+            cli_field: "spec.weight",
+            grpc_field: "snapshot.node_pools[0].weight",
+        },
+        Case {
+            name: "restricted requirement key",
+            manifests: format!(
+                "{}---\n{POD}",
+                POOL.replace(
+                    "kubernetes.io/arch, operator: In, values: [amd64]",
+                    "karpenter.sh/nodepool, operator: In, values: [other]"
+                )
+            ),
+            catalog: CATALOG.into(),
+            break_model: |s, _| {
+                s.node_pools[0].requirements[0].key = "karpenter.sh/nodepool".into()
+            },
+            cli_field: "snapshot.node_pools[0].requirements[0].key",
+            grpc_field: "snapshot.node_pools[0].requirements[0].key",
+        },
+        Case {
+            name: "minValues 51",
+            manifests: format!(
+                "{}---\n{POD}",
+                POOL.replace(
+                    "operator: In, values: [amd64]",
+                    "operator: Exists, minValues: 51"
+                )
+            ),
+            catalog: CATALOG.into(),
+            break_model: |s, _| s.node_pools[0].requirements[0].min_values = Some(51),
+            cli_field: "min",
+            grpc_field: "snapshot.node_pools[0].requirements[0].min_values",
+        },
+        Case {
+            name: "invalid budget cron",
+            manifests: format!(
+                "{}---\n{POD}",
+                pool_with(
+                    "  disruption:\n    budgets:\n      - {nodes: \"1\", schedule: \"61 * * * *\", duration: 1h}\n"
+                )
+            ),
+            catalog: CATALOG.into(),
+            break_model: |s, _| {
+                let b = &mut s.node_pools[0].disruption.budgets[0];
+                b.schedule = Some("61 * * * *".into());
+                b.duration = Some(3600);
+            },
+            cli_field: "budgets[0].schedule",
+            grpc_field: "snapshot.node_pools[0].disruption.budgets[0].schedule",
+        },
+        Case {
+            name: "expireAfter that would overflow",
+            manifests: format!(
+                "{}---\n{POD}",
+                POOL.replace(
+                    "      nodeClassRef",
+                    "      expireAfter: 2562047h\n      nodeClassRef"
+                )
+            ),
+            catalog: CATALOG.into(),
+            break_model: |s, _| s.node_pools[0].expire_after = Some(i64::MAX),
+            cli_field: "expire",
+            grpc_field: "snapshot.node_pools[0].expire_after",
+        },
+        Case {
+            name: "duplicate NodePool names",
+            manifests: format!("{base}---\n{POOL}"),
+            catalog: CATALOG.into(),
+            break_model: |s, _| s.node_pools.push(s.node_pools[0].clone()),
+            cli_field: "snapshot.node_pools[1].name",
+            grpc_field: "snapshot.node_pools[1].name",
+        },
+        Case {
+            name: "catalog type with zero cpu",
+            manifests: base.clone(),
+            catalog: CATALOG.replace("cpu: \"2\"", "cpu: \"0\""),
+            break_model: |_, c| c.instance_types[0].capacity.cpu = 0,
+            cli_field: "instanceTypes[0].cpu",
+            grpc_field: "catalog.instance_types[0].capacity.cpu",
+        },
+        Case {
+            name: "catalog type with an unknown architecture",
+            manifests: base.clone(),
+            catalog: CATALOG.replace("architecture: amd64", "architecture: sparc"),
+            break_model: |_, c| {
+                c.instance_types[0]
+                    .labels
+                    .insert("kubernetes.io/arch".into(), "sparc".into());
+            },
+            cli_field: "instanceTypes[0].architecture",
+            grpc_field: "catalog.instance_types[0].labels[\"kubernetes.io/arch\"]",
+        },
+        Case {
+            name: "empty catalog",
+            manifests: base.clone(),
+            catalog: "instanceTypes: []\n".into(),
+            break_model: |_, c| c.instance_types.clear(),
+            cli_field: "instanceTypes",
+            grpc_field: "catalog.instance_types",
+        },
+    ]
+}
+
+fn scratch() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("dovetail-doors-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+async fn dovetail(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_dovetail"))
+            .args(&args)
+            .env_remove("DOVETAIL_TOKEN")
+            .output()
+            .expect("dovetail runs")
+    })
+    .await
+    .expect("joined")
+}
+
+async fn start_planner() -> planner_service::server::Running {
+    let metrics = Metrics::new();
+    let service = PlannerService::new(
+        Arc::new(|r: &str| planner::catalog::aws::builtin(r).map_err(|e| e.to_string())),
+        metrics.clone(),
+        ServiceOptions::default(),
+    );
+    let config = Config {
+        request_timeout: Duration::from_secs(120),
+        ..Config::for_tests()
+    };
+    let running = planner_service::server::start(&config, service, metrics)
+        .await
+        .expect("planner starts");
+    running.set_serving().await;
+    running
+}
+
+fn field_violation(status: &tonic::Status) -> String {
+    use tonic_types::StatusExt as _;
+    let details = status.get_error_details();
+    details
+        .bad_request()
+        .and_then(|b| b.field_violations.first())
+        .map(|v| v.field.clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_door_gives_the_same_verdict() {
+    let server = start_planner().await;
+    let addr = server.grpc_addr.to_string();
+    let client = PlannerClient::connect(ClientConfig::new(vec![addr.clone()]))
+        .await
+        .expect("client");
+    let dir = scratch();
+    let mut good = SnapshotBuilder::new();
+    good.add_document_text(&format!("{POOL}---\n{POD}"), "base.yaml")
+        .expect("base reads");
+    let base = good.finish().snapshot;
+    let base_catalog = planner::catalog::file::parse(CATALOG, "catalog.yaml").expect("catalog");
+
+    for (i, case) in cases().into_iter().enumerate() {
+        let manifests = dir.join(format!("case{i}.yaml"));
+        let catalog = dir.join(format!("case{i}-catalog.yaml"));
+        std::fs::write(&manifests, &case.manifests).expect("write");
+        std::fs::write(&catalog, &case.catalog).expect("write");
+        let args = |extra: &[&str]| -> Vec<String> {
+            let mut a: Vec<String> = ["plan", "-f"].iter().map(|s| s.to_string()).collect();
+            a.push(manifests.display().to_string());
+            a.extend(["--instance-types".into(), catalog.display().to_string()]);
+            a.extend(["--now".into(), NOW.into(), "--output".into(), "json".into()]);
+            a.extend(extra.iter().map(|s| s.to_string()));
+            a
+        };
+
+        // The CLI, in-process and through --server.
+        for extra in [&[][..], &["--server", &addr][..]] {
+            let out = dovetail(args(extra)).await;
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{} {extra:?}: expected a refusal, got {err}",
+                case.name
+            );
+            assert!(out.stdout.is_empty(), "{}: no plan on stdout", case.name);
+            assert!(
+                err.contains(case.cli_field),
+                "{} {extra:?}: {err} does not name {}",
+                case.name,
+                case.cli_field
+            );
+        }
+
+        // gRPC Plan with the same break on the model.
+        let mut snapshot = base.clone();
+        let mut cat = base_catalog.clone();
+        (case.break_model)(&mut snapshot, &mut cat);
+        let options = PlanOptions {
+            now: NOW_UNIX,
+            ..PlanOptions::default()
+        };
+        let req = planner_wire::to_wire::plan_request(
+            &snapshot,
+            &CatalogChoice::Inline(cat.clone()),
+            &options,
+        );
+        let status = match client.plan_request(req).await {
+            Err(planner_client::Error::Rpc { status, .. }) => status,
+            other => panic!("{}: expected a refusal, got {other:?}", case.name),
+        };
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{}", case.name);
+        assert_eq!(field_violation(&status), case.grpc_field, "{}", case.name);
+
+        if case.name.starts_with("the same pod") || case.name.starts_with("duplicate NodePool") {
+            // A session keys objects by name: the second copy replaces the first, so the
+            // session plans it once. That is not a refusal, but it is not a double placement.
+            continue;
+        }
+        // gRPC Session: a snapshot, then a batch.
+        let wire_snapshot = planner_wire::to_wire::snapshot(&snapshot);
+        let wire_catalog = planner_wire::to_wire::catalog(&cat);
+        let updates = move || {
+            tokio_stream::iter(vec![
+                pb::ClusterUpdate {
+                    sequence: 1,
+                    update: Some(pb::cluster_update::Update::Snapshot(pb::SessionSnapshot {
+                        snapshot: Some(wire_snapshot.clone()),
+                        catalog_source: Some(pb::session_snapshot::CatalogSource::Catalog(
+                            wire_catalog.clone(),
+                        )),
+                        options: None,
+                    })),
+                },
+                pb::ClusterUpdate {
+                    sequence: 2,
+                    update: Some(pb::cluster_update::Update::CloseBatch(pb::CloseBatch {
+                        now: NOW_UNIX,
+                    })),
+                },
+            ])
+        };
+        let status = match client.session(updates).await {
+            Err(planner_client::Error::Rpc { status, .. }) => status,
+            Ok(mut stream) => match stream.message().await {
+                Err(status) => status,
+                Ok(m) => panic!("{}: expected a refusal, got {m:?}", case.name),
+            },
+            Err(e) => panic!("{}: {e}", case.name),
+        };
+        let tail = case.grpc_field.split_once('.').map_or("", |(_, t)| t);
+        assert_eq!(
+            status.code(),
+            tonic::Code::InvalidArgument,
+            "{}: {status:?}",
+            case.name
+        );
+        let field = field_violation(&status);
+        assert!(
+            field.ends_with(tail),
+            "{}: session field {field} does not end with {tail}",
+            case.name
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
