@@ -90,3 +90,21 @@ pub(super) fn fit(
     }
     within(claims)
 }
+
+/// Whether pool `p`'s claims in `run` keep it within its limits, after narrowing them as
+/// [`fit`] does when they do not as they are.
+pub(super) fn settle(run: &mut Run<'_, '_>, p: usize) -> bool {
+    if run.s.pools[p].limits.is_empty() {
+        return true;
+    }
+    let mine: Vec<usize> = (0..run.claims.len())
+        .filter(|&c| run.claims[c].pool == p && !run.claims[c].pods.is_empty())
+        .collect();
+    let left = budget(run, p, &mine);
+    let mut claims: Vec<Claim> = mine.iter().map(|&c| run.claims[c].clone()).collect();
+    let ok = fit(run, p, &mut claims, &left);
+    for (&c, claim) in mine.iter().zip(claims) {
+        run.claims[c] = claim;
+    }
+    ok
+}
