@@ -78,9 +78,11 @@ fn main() {
     for g in GROUPS {
         cases.push((format!("karpenter-{g}"), 10_000));
     }
+    cases.push(("karpenter-generic-limits".to_string(), 10_000));
     cases.push(("mix".to_string(), 10_000));
     cases.push(("realistic".to_string(), 3_000));
     cases.push(("realistic".to_string(), 10_000));
+    cases.push(("realistic-limits".to_string(), 10_000));
     for (name, n) in cases {
         let out = std::process::Command::new(&exe)
             .args(["--case", &name, &n.to_string()])
@@ -95,6 +97,29 @@ fn main() {
 
 fn run_case(name: &str, n: usize) {
     let (snapshot, catalog) = match name {
+        // Karpenter's benchmark NodePool has `limits: {cpu: 10000000}` (cores: never reached).
+        "karpenter-generic-limits" => {
+            let mut snap = karpenter_workload(n, Some(0));
+            for np in &mut snap.node_pools {
+                limit(np, &[("cpu", 10_000_000 * 1000)]);
+            }
+            (snap, synthetic::karpenter_benchmark(400))
+        }
+        // Limits as users write them, never reached by this workload.
+        "realistic-limits" => {
+            let mut snap = realistic_workload(n);
+            for np in &mut snap.node_pools {
+                limit(
+                    np,
+                    &[
+                        ("cpu", 100_000 * 1000),
+                        ("memory", 400_000 * GI),
+                        ("nvidia.com/gpu", 1_000 * 1000),
+                    ],
+                );
+            }
+            (snap, aws::builtin("us-east-1").expect("built-in catalog"))
+        }
         "karpenter" => (
             karpenter_workload(n, None),
             synthetic::karpenter_benchmark(400),
@@ -188,6 +213,16 @@ fn run_case(name: &str, n: usize) {
             String::new()
         }
     );
+}
+
+/// Sets `np`'s `spec.limits` to `limits` (name, amount in the model's units).
+fn limit(np: &mut NodePool, limits: &[(&str, i64)]) {
+    let mut r = Resources::default();
+    for &(name, v) in limits {
+        r.set(name, v);
+        np.limited_resources.push(name.to_string());
+    }
+    np.limits = Some(r);
 }
 
 /// Peak resident set of this process in MB (VmHWM), or NaN where /proc is missing.

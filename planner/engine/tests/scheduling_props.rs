@@ -623,3 +623,64 @@ fn liveness_rejects_an_unschedulable_everything_plan() {
         "{err}"
     );
 }
+
+/// `case` with every NodePool limited to `cpu` millicores and `memory` bytes.
+fn with_limits(case: &Case, cpu: i64, memory: i64) -> Case {
+    let mut out = case.clone();
+    for np in &mut out.snapshot.node_pools {
+        np.limits = Some(Resources {
+            cpu,
+            memory,
+            ..Resources::default()
+        });
+        np.limited_resources = vec!["cpu".into(), "memory".into()];
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// A limit that never binds does not change the plan's cost by more than 1% (cost
+    /// improvement runs on pools with limits), and the lower bound stays below the cost.
+    #[test]
+    fn non_binding_limits_keep_the_cost(seed in any::<u64>()) {
+        let mut case = build(seed);
+        for np in &mut case.snapshot.node_pools {
+            np.limits = None;
+            np.limited_resources.clear();
+        }
+        let options = PlanOptions::default();
+        let free = planner::plan(&case.snapshot, &case.catalog, &options);
+        let limited_case = with_limits(&case, 1_000_000_000, 1 << 50);
+        let limited = planner::plan(&limited_case.snapshot, &limited_case.catalog, &options);
+        check_invariants(&limited_case, &limited)?;
+        let (a, b) = (free.summary.cost_per_hour, limited.summary.cost_per_hour);
+        prop_assert!((a - b).abs() <= 0.01 * a + 1e-9, "without limits {} with {}", a, b);
+        prop_assert_eq!(free.unschedulable.len(), limited.unschedulable.len());
+        prop_assert!(
+            limited.summary.lower_bound_cost_per_hour <= b + 1e-9,
+            "bound {} > cost {}", limited.summary.lower_bound_cost_per_hour, b
+        );
+    }
+
+    /// With limits that may bind, on tiny instances: limits kept (checked by the invariants),
+    /// lower bound ≤ cost, and the lower bound ≤ the brute-force optimum of the pods the plan
+    /// placed (a limit is a constraint on the plan, not a reason for the bound to grow).
+    #[test]
+    fn binding_limits_are_kept_and_the_bound_holds(seed in any::<u64>(), cpu in 1i64..24) {
+        let case = with_limits(&tiny(seed), cpu * 1000, 1 << 50);
+        let plan = planner::plan(&case.snapshot, &case.catalog, &PlanOptions::default());
+        check_invariants(&case, &plan)?;
+        let cost = plan.summary.cost_per_hour;
+        let bound = plan.summary.lower_bound_cost_per_hour;
+        prop_assert!(bound <= cost + 1e-9, "bound {} > cost {}", bound, cost);
+        let mut placed = case.clone();
+        placed.snapshot.node_pools[0].limits = None;
+        placed.snapshot.node_pools[0].limited_resources.clear();
+        let unschedulable: Vec<String> = plan.unschedulable.iter().map(|u| u.pod.clone()).collect();
+        placed.snapshot.pods.retain(|p| !unschedulable.contains(&format!("{}/{}", p.namespace, p.name)));
+        let optimum = brute_force_optimum(&placed);
+        prop_assert!(bound <= optimum + 1e-9, "bound {} > optimum {} of the placed pods", bound, optimum);
+    }
+}

@@ -111,6 +111,15 @@ impl Claim {
         }
     }
 
+    /// Narrows the claim to `types` (a subset of its types that holds its pods).
+    pub(crate) fn set_types(&mut self, pool: &Pool<'_>, types: Vec<u32>) {
+        self.max_alloc.iter_mut().for_each(|x| *x = 0);
+        for &t in &types {
+            dims::max_in(&mut self.max_alloc, &pool.types[t as usize].free);
+        }
+        self.types = types;
+    }
+
     /// Quick check that a pod of signature `sig` may still fit by resources (no rejection by
     /// this is ever undone).
     pub(crate) fn fits(&self, sig: &Sig) -> bool {

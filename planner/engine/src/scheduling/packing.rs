@@ -12,6 +12,7 @@ mod claims;
 mod emptying;
 mod fill_gaps;
 mod greedy;
+mod limits;
 mod lp_guided;
 
 use super::run::Run;
@@ -42,14 +43,9 @@ pub(super) fn improve(run: &mut Run<'_, '_>) {
 
 /// Re-packs the pods of one NodePool's claims in the order of their value under the LP's dual
 /// resource prices (so that cpu-heavy and memory-heavy pods share claims instead of filling
-/// claims of one shape), and keeps the result when it is cheaper. Pools with limits are left
-/// alone (their accounting depends on claim order).
+/// claims of one shape), and keeps the result when it is cheaper and keeps the pool within its
+/// limits (see [`limits::fit`]).
 fn repack_pool(run: &mut Run<'_, '_>, p: usize) {
-    let s = run.s;
-    let pool = &s.pools[p];
-    if !pool.limits.is_empty() {
-        return;
-    }
     let old: Vec<usize> = (0..run.claims.len())
         .filter(|&c| run.claims[c].pool == p && !run.claims[c].pods.is_empty())
         .collect();
@@ -75,6 +71,7 @@ fn repack_pool(run: &mut Run<'_, '_>, p: usize) {
     let mut order: Vec<(f64, u32)> = items.iter().map(|&i| (value(i), i)).collect();
     // Largest value first; ties in queue order (item index) so the result is deterministic.
     order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let left = limits::budget(run, p, &old);
     let mut best: Option<(f64, Vec<super::node_claim::Claim>)> = None;
     let before: f64 = old.iter().map(|&c| claim_price(run, c)).sum();
     let candidates = [
@@ -85,7 +82,10 @@ fn repack_pool(run: &mut Run<'_, '_>, p: usize) {
         lp_pack(run, p, &items, Fill::DotProduct, Target::Fewest),
         lp_pack(run, p, &items, Fill::Cosine, Target::Fewest),
     ];
-    for new_claims in candidates.into_iter().flatten() {
+    for mut new_claims in candidates.into_iter().flatten() {
+        if !limits::fit(run, p, &mut new_claims, &left) {
+            continue;
+        }
         let after: f64 = new_claims.iter().map(|c| price_of(run, c)).sum();
         if after < before - 1e-9 && best.as_ref().is_none_or(|(b, _)| after < *b - 1e-9) {
             best = Some((after, new_claims));
@@ -94,7 +94,8 @@ fn repack_pool(run: &mut Run<'_, '_>, p: usize) {
     // The greedy is the slowest: only when the others leave a gap to the fractional optimum.
     let so_far = best.as_ref().map_or(before, |b| b.0);
     if so_far > lp * (1.0 + GREEDY_GAP)
-        && let Some(new_claims) = greedy_pack(run, p, &items)
+        && let Some(mut new_claims) = greedy_pack(run, p, &items)
+        && limits::fit(run, p, &mut new_claims, &left)
     {
         let after: f64 = new_claims.iter().map(|c| price_of(run, c)).sum();
         if after < so_far - 1e-9 {

@@ -31,7 +31,8 @@ pub struct Results {
 impl Results {
     /// Sum of the new claims' prices, USD per hour.
     pub fn cost(&self) -> f64 {
-        self.new_claims.iter().map(|c| c.price).sum()
+        // Not `sum()`: an empty f64 sum is -0.0, which shows as `"costPerHour": -0.0`.
+        self.new_claims.iter().fold(0.0, |a, c| a + c.price)
     }
 
     /// Number of pods placed (new claims and existing nodes).

@@ -207,6 +207,18 @@ fn node_pools_are_tried_by_weight_then_name() {
 }
 
 #[test]
+fn empty_plan_costs_positive_zero() {
+    let r = solve(&snapshot(vec![]), &small_catalog());
+    assert!(r.new_claims.is_empty());
+    // -0.0 == 0.0, so the sign is what the JSON shows.
+    assert!(
+        r.cost() == 0.0 && r.cost().is_sign_positive(),
+        "{}",
+        r.cost()
+    );
+}
+
+#[test]
 fn node_pool_limits_cap_new_capacity_including_existing_nodes() {
     let mut s = snapshot(vec![pod("a", 3000, 1024), pod("b", 3000, 1024)]);
     let mut np = node_pool("default");

@@ -99,16 +99,14 @@ pub(super) fn empty_zoned_claims(run: &mut Run<'_, '_>) {
     empty_claims(run, &may_empty, &group);
 }
 
-/// Per NodePool without limits and zone: the pods of the claims that may be emptied (see
+/// Per NodePool and zone: the pods of the claims that may be emptied (see
 /// [`empty_zoned_claims`]) and are pinned to that zone are re-packed onto fresh claims pinned
 /// to the same zone (the cheapest of the packings, each claim rebuilt through
 /// [`crate::scheduling::node_claim::Claim::check`] with the zone requirement), kept when cheaper.
 fn repack_zones(run: &mut Run<'_, '_>, may_empty: &[bool], group: &[Option<String>]) {
-    let s = run.s;
     let mut keys: Vec<(usize, String)> = (0..run.claims.len())
         .filter(|&c| may_empty[c] && !run.claims[c].pods.is_empty())
         .filter_map(|c| group[c].clone().map(|z| (run.claims[c].pool, z)))
-        .filter(|(p, _)| s.pools[*p].limits.is_empty())
         .collect();
     keys.sort();
     keys.dedup();
@@ -131,6 +129,7 @@ fn repack_zones(run: &mut Run<'_, '_>, may_empty: &[bool], group: &[Option<Strin
         let lp = crate::scheduling::lower_bound::problem(run, &items, &[p])
             .map(|(cols, dem)| crate::scheduling::lp::covering(&cols, &dem))
             .unwrap_or(0.0);
+        let left = super::limits::budget(run, p, &old);
         let mut best: Option<(f64, Vec<crate::scheduling::node_claim::Claim>)> = None;
         // The greedy (the slowest) only when the LP-guided packing leaves a gap.
         for step in 0..2 {
@@ -142,9 +141,12 @@ fn repack_zones(run: &mut Run<'_, '_>, may_empty: &[bool], group: &[Option<Strin
                 None
             };
             let Some(cl) = cl else { continue };
-            let Some(pinned) = pin_to_zone(run, p, &zone, cl) else {
+            let Some(mut pinned) = pin_to_zone(run, p, &zone, cl) else {
                 continue;
             };
+            if !super::limits::fit(run, p, &mut pinned, &left) {
+                continue;
+            }
             let after: f64 = pinned.iter().map(|c| price_of(run, c)).sum();
             if after < before - 1e-9 && best.as_ref().is_none_or(|(b, _)| after < *b - 1e-9) {
                 best = Some((after, pinned));

@@ -75,10 +75,7 @@ pub(super) fn fill_gaps(run: &mut Run<'_, '_>) {
     // 1. Take the free pods off and rebuild the claims without them.
     let mut free: Vec<Vec<u32>> = vec![Vec::new(); s.pools.len()];
     for c in 0..run.claims.len() {
-        // Pools with limits keep their claims (their accounting depends on claim order).
-        if !run.claims[c].pods.iter().any(|&i| movable[i as usize])
-            || !s.pools[run.claims[c].pool].limits.is_empty()
-        {
+        if !run.claims[c].pods.iter().any(|&i| movable[i as usize]) {
             continue;
         }
         let old = run.claims[c].clone();
@@ -205,7 +202,8 @@ pub(super) fn fill_gaps(run: &mut Run<'_, '_>) {
         .filter(|&c| !run.claims[c].pods.is_empty())
         .map(|c| claim_price(run, c))
         .sum();
-    if !ok || after >= before - 1e-9 {
+    // Every pool within its limits (claims narrowed where needed), else nothing changes.
+    if !ok || after >= before - 1e-9 || !(0..s.pools.len()).all(|p| super::limits::settle(run, p)) {
         run.claims = saved;
     }
 }
