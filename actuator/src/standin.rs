@@ -251,6 +251,7 @@ mod tests {
             tags: Tags::from([(cloud::TAG_NODECLAIM.to_string(), "c1".to_string())]),
             node_class: None,
             image_id: None,
+            node: None,
         }
     }
 

@@ -185,6 +185,7 @@ async fn kubectl_get_prints_the_api_servers_columns() {
             tags: Default::default(),
             node_class: None,
             image_id: None,
+            node: None,
         },
     )
     .await
