@@ -162,3 +162,76 @@ pub fn node_spec(spec: &LaunchSpec, class: NodeClassSpec) -> NodeSpec {
         taints,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn class(json: serde_json::Value) -> EC2NodeClass {
+        serde_json::from_value(json).expect("an EC2NodeClass")
+    }
+
+    #[test]
+    fn the_node_class_converts_field_by_field_and_volume_sizes_become_gib() {
+        let c = class(serde_json::json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": "default"},
+            "spec": {
+                "amiFamily": "AL2023",
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "prod"}}],
+                "securityGroupSelectorTerms": [{"id": "sg-1"}],
+                "role": "KarpenterNodeRole",
+                "blockDeviceMappings": [{"deviceName": "/dev/xvda", "rootVolume": true,
+                    "ebs": {"volumeSize": "20Gi", "volumeType": "gp3"}}],
+                "metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 1}
+            }
+        }));
+        let s = node_class_spec(&c).expect("converts");
+        assert_eq!(s.name, "default");
+        assert_eq!(s.ami_family.as_deref(), Some("AL2023"));
+        assert_eq!(
+            s.ami_selector_terms[0].alias.as_deref(),
+            Some("al2023@latest")
+        );
+        assert_eq!(
+            s.subnet_selector_terms[0].tags["karpenter.sh/discovery"],
+            "prod"
+        );
+        assert_eq!(
+            s.security_group_selector_terms[0].id.as_deref(),
+            Some("sg-1")
+        );
+        assert_eq!(s.role.as_deref(), Some("KarpenterNodeRole"));
+        let b = &s.block_device_mappings[0];
+        assert!(b.root_volume);
+        assert_eq!(b.ebs.volume_size_gib, Some(20));
+        assert_eq!(b.ebs.volume_type.as_deref(), Some("gp3"));
+        let m = s.metadata_options.expect("metadata options");
+        assert_eq!(m.http_tokens.as_deref(), Some("required"));
+        assert_eq!(m.http_put_response_hop_limit, Some(1));
+    }
+
+    #[test]
+    fn node_labels_drop_the_claim_name_and_taints_include_startup_taints() {
+        let mut spec = LaunchSpec::default();
+        spec.labels
+            .insert("karpenter.sh/nodeclaim".into(), "c1".into());
+        spec.labels.insert("team".into(), "a".into());
+        spec.taints.push(crate::launch::Taint {
+            key: "gpu".into(),
+            value: String::new(),
+            effect: "NoSchedule".into(),
+        });
+        spec.startup_taints.push(crate::launch::Taint {
+            key: "init".into(),
+            value: String::new(),
+            effect: "NoExecute".into(),
+        });
+        let n = node_spec(&spec, NodeClassSpec::default());
+        assert_eq!(n.labels.len(), 1);
+        assert_eq!(n.labels["team"], "a");
+        let keys: Vec<_> = n.taints.iter().map(|t| t.key.as_str()).collect();
+        assert_eq!(keys, ["gpu", "init"]);
+    }
+}
