@@ -463,7 +463,9 @@ impl Lifecycle for NodeClaims {
             .await
             .map_err(|e| retry(format!("reading EC2NodeClass {name}: {e}")))?
         else {
-            return Err(retry(format!("EC2NodeClass {name} not found")));
+            // The stand-in needs no class; EC2 refuses a request without one, naming it.
+            tracing::warn!(claim = %claim.name, node_class = %name, "EC2NodeClass not found; launching without it");
+            return Ok(None);
         };
         let spec = crate::node_class::node_class_spec(&class).map_err(|e| retry(e.to_string()))?;
         Ok(Some(crate::node_class::node_spec(&claim.spec, spec)))
