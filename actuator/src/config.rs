@@ -28,6 +28,18 @@ pub const ENV_CLOUD: &str = "DOVETAIL_CLOUD";
 pub const ENV_CLOUD_STATE: &str = "DOVETAIL_CLOUD_STATE";
 /// `DOVETAIL_SIM_IGNORE_CLIENT_TOKEN`: `true` makes the `sim` cloud ignore client tokens (as moto).
 pub const ENV_SIM_IGNORE_CLIENT_TOKEN: &str = "DOVETAIL_SIM_IGNORE_CLIENT_TOKEN";
+/// `AWS_REGION`: the region `--cloud aws` launches in (the SDK's own variable).
+pub const ENV_AWS_REGION: &str = "AWS_REGION";
+/// `DOVETAIL_AWS_ENDPOINT`: endpoint override for EC2 and SSM (a local moto_server in tests).
+pub const ENV_AWS_ENDPOINT: &str = "DOVETAIL_AWS_ENDPOINT";
+/// `DOVETAIL_AWS_SSM_PREFIX`: prefix of the SSM parameters AMI aliases resolve under.
+pub const ENV_AWS_SSM_PREFIX: &str = "DOVETAIL_AWS_SSM_PREFIX";
+/// `DOVETAIL_CLUSTER_ENDPOINT`: the API server URL the nodes' bootstrap joins.
+pub const ENV_CLUSTER_ENDPOINT: &str = "DOVETAIL_CLUSTER_ENDPOINT";
+/// `DOVETAIL_CLUSTER_CA_BUNDLE`: base64 of the cluster CA (PEM), as EKS returns it.
+pub const ENV_CLUSTER_CA_BUNDLE: &str = "DOVETAIL_CLUSTER_CA_BUNDLE";
+/// `DOVETAIL_KUBERNETES_VERSION`: the cluster's minor version (`1.33`), for AMI aliases.
+pub const ENV_KUBERNETES_VERSION: &str = "DOVETAIL_KUBERNETES_VERSION";
 /// `DOVETAIL_CLUSTER_NAME`: cluster name in instance tags.
 pub const ENV_CLUSTER_NAME: &str = "DOVETAIL_CLUSTER_NAME";
 /// `DOVETAIL_INSTANCE`: this replica's name (default `$HOSTNAME`).
@@ -95,6 +107,24 @@ pub struct Flags {
     /// Cluster name for instance tags [env DOVETAIL_CLUSTER_NAME, default dovetail]
     #[arg(long)]
     pub cluster_name: Option<String>,
+    /// `--cloud aws`: region [env AWS_REGION, required]
+    #[arg(long)]
+    pub aws_region: Option<String>,
+    /// `--cloud aws`: endpoint override for EC2 and SSM [env DOVETAIL_AWS_ENDPOINT]
+    #[arg(long)]
+    pub aws_endpoint: Option<String>,
+    /// `--cloud aws`: SSM parameter prefix of AMI aliases [env DOVETAIL_AWS_SSM_PREFIX, default /aws/service]
+    #[arg(long)]
+    pub aws_ssm_prefix: Option<String>,
+    /// `--cloud aws`: API server URL nodes join [env DOVETAIL_CLUSTER_ENDPOINT, required]
+    #[arg(long)]
+    pub cluster_endpoint: Option<String>,
+    /// `--cloud aws`: base64 cluster CA bundle [env DOVETAIL_CLUSTER_CA_BUNDLE]
+    #[arg(long)]
+    pub cluster_ca_bundle: Option<String>,
+    /// `--cloud aws`: Kubernetes minor version, e.g. 1.33 [env DOVETAIL_KUBERNETES_VERSION, default 1.33]
+    #[arg(long)]
+    pub kubernetes_version: Option<String>,
     /// This replica's name [env DOVETAIL_INSTANCE, default $HOSTNAME]
     #[arg(long)]
     pub instance: Option<String>,
@@ -195,8 +225,26 @@ pub enum CloudChoice {
         /// Ignore client tokens (as moto).
         ignore_client_token: bool,
     },
-    /// EC2 (the `cloud-aws` provider).
-    Aws,
+    /// EC2 (the `cloud-aws` provider). Credentials come from the SDK's default chain
+    /// (`AWS_ACCESS_KEY_ID`… in the environment, IRSA, profiles, IMDS), never from a flag.
+    Aws(AwsSettings),
+}
+
+/// The settings of `--cloud aws`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AwsSettings {
+    /// Region.
+    pub region: String,
+    /// Endpoint override for EC2 and SSM.
+    pub endpoint: Option<String>,
+    /// SSM parameter prefix of AMI aliases; `None` is AWS's.
+    pub ssm_prefix: Option<String>,
+    /// API server URL the nodes join.
+    pub cluster_endpoint: String,
+    /// Base64 cluster CA bundle.
+    pub cluster_ca_bundle: Option<String>,
+    /// Kubernetes minor version.
+    pub kubernetes_version: String,
 }
 
 /// Where the Kubernetes API of the managed cluster is.
@@ -436,12 +484,54 @@ impl Config {
                 state_file,
                 ignore_client_token,
             },
-            Some((key, v)) if v == "aws" => {
-                return Err(invalid(
-                    &key,
-                    &v,
-                    "the aws provider (crate cloud-aws) is not in this build yet; use sim",
-                ));
+            Some((_, v)) if v == "aws" => {
+                let Some((_, region)) = l.get(flags.aws_region, "aws-region", ENV_AWS_REGION)
+                else {
+                    return Err(Error::Missing {
+                        flag: "--aws-region",
+                        env: ENV_AWS_REGION,
+                        what: "the AWS region (--cloud aws)",
+                    });
+                };
+                let Some((_, cluster_endpoint)) = l.get(
+                    flags.cluster_endpoint,
+                    "cluster-endpoint",
+                    ENV_CLUSTER_ENDPOINT,
+                ) else {
+                    return Err(Error::Missing {
+                        flag: "--cluster-endpoint",
+                        env: ENV_CLUSTER_ENDPOINT,
+                        what: "the API server URL nodes join (--cloud aws)",
+                    });
+                };
+                let endpoint = match l.get(flags.aws_endpoint, "aws-endpoint", ENV_AWS_ENDPOINT) {
+                    Some((key, v)) if !(v.starts_with("http://") || v.starts_with("https://")) => {
+                        return Err(invalid(&key, &v, "expected an http:// or https:// URL"));
+                    }
+                    other => other.map(|(_, v)| v),
+                };
+                CloudChoice::Aws(AwsSettings {
+                    region,
+                    endpoint,
+                    ssm_prefix: l
+                        .get(flags.aws_ssm_prefix, "aws-ssm-prefix", ENV_AWS_SSM_PREFIX)
+                        .map(|(_, v)| v),
+                    cluster_endpoint,
+                    cluster_ca_bundle: l
+                        .get(
+                            flags.cluster_ca_bundle,
+                            "cluster-ca-bundle",
+                            ENV_CLUSTER_CA_BUNDLE,
+                        )
+                        .map(|(_, v)| v),
+                    kubernetes_version: l
+                        .get(
+                            flags.kubernetes_version,
+                            "kubernetes-version",
+                            ENV_KUBERNETES_VERSION,
+                        )
+                        .map_or_else(|| "1.33".to_string(), |(_, v)| v),
+                })
             }
             Some((key, v)) => return Err(invalid(&key, &v, "expected sim or aws")),
         };
@@ -657,6 +747,52 @@ mod tests {
         )
         .expect_err("bad cloud");
         assert!(e.to_string().starts_with(ENV_CLOUD), "{e}");
+    }
+
+    #[test]
+    fn cloud_aws_needs_a_region_and_a_cluster_endpoint_and_checks_the_endpoint_url() {
+        let aws = [
+            "--insecure-no-auth",
+            "--ledger",
+            "sqlite:///x",
+            "--cloud",
+            "aws",
+        ];
+        let e = Config::load(flags(&aws), &env(&[])).expect_err("no region");
+        assert!(
+            e.to_string().starts_with("--aws-region (or AWS_REGION)"),
+            "{e}"
+        );
+        let e = Config::load(flags(&aws), &env(&[(ENV_AWS_REGION, "us-east-1")]))
+            .expect_err("no cluster endpoint");
+        assert!(e.to_string().starts_with("--cluster-endpoint"), "{e}");
+        let base = [
+            (ENV_AWS_REGION, "us-east-1"),
+            (ENV_CLUSTER_ENDPOINT, "https://k8s.example"),
+        ];
+        let mut bad = base.to_vec();
+        bad.push((ENV_AWS_ENDPOINT, "localhost:5000"));
+        let e = Config::load(flags(&aws), &env(&bad)).expect_err("bad endpoint");
+        assert!(e.to_string().starts_with(ENV_AWS_ENDPOINT), "{e}");
+        let mut args = aws.to_vec();
+        args.extend([
+            "--aws-endpoint",
+            "http://127.0.0.1:5000",
+            "--aws-region",
+            "eu-west-1",
+        ]);
+        let c = Config::load(flags(&args), &env(&base)).expect("valid");
+        assert_eq!(
+            c.cloud,
+            CloudChoice::Aws(AwsSettings {
+                region: "eu-west-1".into(),
+                endpoint: Some("http://127.0.0.1:5000".into()),
+                ssm_prefix: None,
+                cluster_endpoint: "https://k8s.example".into(),
+                cluster_ca_bundle: None,
+                kubernetes_version: "1.33".into(),
+            })
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use cloud::{CapacityType, LaunchRequest, OfferingKey, Tags};
+use cloud::{CapacityType, LaunchRequest, NodeSpec, OfferingKey, Tags};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -134,15 +134,21 @@ impl LaunchSpec {
         tags
     }
 
-    /// The cloud request for this claim.
-    pub fn request(&self, client_token: &str, cluster_name: &str) -> LaunchRequest {
+    /// The cloud request for this claim; `node` is the node class and registration when the
+    /// actuator knows them (the EC2 provider needs them, the stand-in does not).
+    pub fn request(
+        &self,
+        client_token: &str,
+        cluster_name: &str,
+        node: Option<NodeSpec>,
+    ) -> LaunchRequest {
         LaunchRequest {
             client_token: client_token.to_string(),
             offerings: self.offerings(),
             tags: self.tags(cluster_name),
             node_class: self.node_class.clone(),
             image_id: None,
-            node: None,
+            node,
         }
     }
 }
@@ -193,7 +199,7 @@ mod tests {
 
     #[test]
     fn tags_name_claim_pool_class_and_cluster() {
-        let r = spec().request("tok", "prod");
+        let r = spec().request("tok", "prod", None);
         assert_eq!(r.client_token, "tok");
         assert_eq!(r.tags[cloud::TAG_NODECLAIM], "default-abcde");
         assert_eq!(r.tags[cloud::TAG_NODEPOOL], "default");

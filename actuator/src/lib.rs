@@ -22,6 +22,7 @@ pub mod launch;
 pub mod ledger;
 pub mod lifecycle;
 pub mod metrics;
+pub mod node_class;
 pub mod server;
 pub mod standin;
 pub mod worker;

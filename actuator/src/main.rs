@@ -73,7 +73,27 @@ async fn run(config: Config) -> anyhow::Result<()> {
             },
             clock.clone(),
         )?),
-        CloudChoice::Aws => anyhow::bail!("--cloud aws: not in this build"),
+        CloudChoice::Aws(aws) => {
+            let mut c = cloud_aws::Config::new(
+                aws.region.clone(),
+                cloud_aws::config::Cluster {
+                    name: config.cluster_name.clone(),
+                    endpoint: aws.cluster_endpoint.clone(),
+                    ca_bundle: aws.cluster_ca_bundle.clone(),
+                    service_cidr: None,
+                    kubernetes_version: aws.kubernetes_version.clone(),
+                },
+            );
+            if let Some(url) = &aws.endpoint {
+                c = c.with_endpoint_url(url.clone());
+            }
+            if let Some(prefix) = &aws.ssm_prefix {
+                c = c.with_ssm_parameter_prefix(prefix.clone());
+            }
+            // Credentials: the SDK's default chain only (AWS_ACCESS_KEY_ID... in the
+            // environment, IRSA, profiles, IMDS).
+            Arc::new(cloud_aws::Ec2Provider::new(c).await)
+        }
     };
     let lifecycle = match &config.lifecycle {
         None => {

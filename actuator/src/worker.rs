@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cloud::{CloudProvider, Instance, ListFilter};
+use cloud::{CloudProvider, Instance, ListFilter, NodeSpec};
 use futures::StreamExt;
 use tokio::sync::{Notify, watch};
 
@@ -111,6 +111,15 @@ pub trait Lifecycle: Send + Sync {
     /// [`LifecycleError::Retry`]: the launch waits and is tried again later.
     async fn before_launch(&self, _claim: &ClaimRecord) -> Result<(), LifecycleError> {
         Ok(())
+    }
+
+    /// The node `claim` becomes (its EC2NodeClass, labels and taints) when the lifecycle can
+    /// read it from the cluster; `None` without a cluster.
+    ///
+    /// # Errors
+    /// [`LifecycleError::Retry`]: the launch waits and is tried again later.
+    async fn node_spec(&self, _claim: &ClaimRecord) -> Result<Option<NodeSpec>, LifecycleError> {
+        Ok(None)
     }
 }
 
@@ -445,9 +454,26 @@ impl Worker {
                 {
                     return Err(self.ledger_failed(&claim.name, e));
                 }
-                let request = claim
-                    .spec
-                    .request(&claim.client_token, &self.options.cluster_name);
+                let node = match self.lifecycle.node_spec(claim).await {
+                    Ok(n) => n,
+                    Err(LifecycleError::Retry { reason }) => {
+                        let mut t = Transition::new(
+                            &claim.name,
+                            owner,
+                            ClaimState::Launching,
+                            ClaimState::Launching,
+                            format!("node class: {reason}"),
+                        );
+                        t.retry_at = Some(self.clock.now_ms() + millis(self.options.poll));
+                        t.failure_reason = Some(reason);
+                        self.write(t).await?;
+                        return Err(Done::Rest);
+                    }
+                };
+                let request =
+                    claim
+                        .spec
+                        .request(&claim.client_token, &self.options.cluster_name, node);
                 self.metrics.create_call();
                 let limit = self.options.lease / 2;
                 let created = match tokio::time::timeout(limit, self.cloud.create(&request)).await {

@@ -441,6 +441,35 @@ impl Lifecycle for NodeClaims {
                 reason: error_chain(&e),
             })
     }
+
+    async fn node_spec(
+        &self,
+        claim: &ClaimRecord,
+    ) -> Result<Option<cloud::NodeSpec>, LifecycleError> {
+        let retry = |reason: String| LifecycleError::Retry { reason };
+        let class_name = match Api::<NodeClaim>::all(self.client.clone())
+            .get_opt(&claim.name)
+            .await
+            .map_err(|e| retry(format!("reading NodeClaim {}: {e}", claim.name)))?
+        {
+            Some(nc) => Some(nc.spec.node_class_ref.name.clone()),
+            None => claim.spec.node_class.clone(),
+        };
+        let Some(name) = class_name else {
+            return Ok(None);
+        };
+        let Some(class) = Api::<EC2NodeClass>::all(self.client.clone())
+            .get_opt(&name)
+            .await
+            .map_err(|e| retry(format!("reading EC2NodeClass {name}: {e}")))?
+        else {
+            // The stand-in needs no class; EC2 refuses a request without one, naming it.
+            tracing::warn!(claim = %claim.name, node_class = %name, "EC2NodeClass not found; launching without it");
+            return Ok(None);
+        };
+        let spec = crate::node_class::node_class_spec(&class).map_err(|e| retry(e.to_string()))?;
+        Ok(Some(crate::node_class::node_spec(&claim.spec, spec)))
+    }
 }
 
 /// An error with its sources, `: `-separated.
