@@ -523,7 +523,9 @@ impl Config {
                             "cluster-ca-bundle",
                             ENV_CLUSTER_CA_BUNDLE,
                         )
-                        .map(|(_, v)| v),
+                        .map(|(_, v)| v)
+                        // An empty value (the deploy/ base's default) is no CA bundle.
+                        .filter(|v| !v.is_empty()),
                     kubernetes_version: l
                         .get(
                             flags.kubernetes_version,
