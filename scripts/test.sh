@@ -44,6 +44,13 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 echo "== tests"
+# The service binaries the process tests run: `cargo nextest run --workspace` builds them in the
+# same invocation (their packages have integration tests), so the tests need not run a second
+# `cargo build` with other feature unification (integration_tests::binary honours these).
+bin_dir="${CARGO_TARGET_DIR:-$PWD/target}/debug"
+export DOVETAIL_PLANNER_BIN="$bin_dir/dovetail-planner"
+export DOVETAIL_WATCHER_BIN="$bin_dir/dovetail-watcher"
+export DOVETAIL_ACTUATOR_BIN="$bin_dir/dovetail-actuator"
 if command -v cargo-nextest >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --no-fail-fast
 else

@@ -16,6 +16,10 @@ use planner_wire::remote::RemotePlan;
 use tonic_health::pb::health_check_response::ServingStatus;
 
 const CALLERS: usize = 3;
+/// Plans every phase must complete: progress, not throughput, is what this test is about.
+const PER_PHASE: usize = 10;
+/// How long a phase may take: generous, because CI machines may be loaded (2 cores, many tests).
+const PROGRESS: Duration = Duration::from_secs(180);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_calls_survive_a_killed_and_a_drained_replica() -> anyhow::Result<()> {
@@ -73,7 +77,7 @@ async fn plan_calls_survive_a_killed_and_a_drained_replica() -> anyhow::Result<(
         let mut seen = done.subscribe();
         async move { seen.wait_for(|d| *d >= n).await.map(|_| ()) }
     };
-    tokio::time::timeout(Duration::from_secs(60), wait_for(20)).await??;
+    tokio::time::timeout(PROGRESS, wait_for(PER_PHASE)).await??;
 
     // SIGKILL replica 0 mid-run.
     replicas[0].child.start_kill()?;
@@ -83,7 +87,7 @@ async fn plan_calls_survive_a_killed_and_a_drained_replica() -> anyhow::Result<(
         "a killed replica answers nothing"
     );
     let before = *done.borrow();
-    tokio::time::timeout(Duration::from_secs(60), wait_for(before + 20)).await??;
+    tokio::time::timeout(PROGRESS, wait_for(before + PER_PHASE)).await??;
     for r in &replicas[1..] {
         assert_eq!(r.health("").await?, ServingStatus::Serving);
     }
@@ -108,13 +112,13 @@ async fn plan_calls_survive_a_killed_and_a_drained_replica() -> anyhow::Result<(
     let status = tokio::time::timeout(Duration::from_secs(30), replicas[1].child.wait()).await??;
     assert!(status.success(), "a drained replica exits 0, got {status}");
     let before = *done.borrow();
-    tokio::time::timeout(Duration::from_secs(60), wait_for(before + 20)).await??;
+    tokio::time::timeout(PROGRESS, wait_for(before + PER_PHASE)).await??;
     assert_eq!(replicas[2].health("").await?, ServingStatus::Serving);
 
     stopping.store(true, Ordering::SeqCst);
     for c in callers {
         c.await??;
     }
-    assert!(*done.borrow() >= 60);
+    assert!(*done.borrow() >= 3 * PER_PHASE);
     Ok(())
 }
