@@ -1,5 +1,6 @@
-//! Runs a simulated cluster and cloud until Ctrl-C, printing the API URL, for manual use with
-//! `kubectl --server`.
+//! Runs a simulated cluster and cloud until Ctrl-C, printing the Kubernetes API URL and the AWS
+//! endpoint (EC2, SSM, SQS), for manual use with `kubectl --server` and
+//! `aws --endpoint-url` (any credentials work; signatures are not checked).
 //!
 //! `cargo run -p simulator --example sim_server`
 
@@ -7,6 +8,7 @@
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sim = simulator::Simulation::start(simulator::Config::default()).await?;
     println!("{}", sim.api_url());
+    println!("AWS endpoint: {}", sim.aws_endpoint());
     tokio::signal::ctrl_c().await?;
     sim.shutdown().await;
     Ok(())

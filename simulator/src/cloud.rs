@@ -70,13 +70,25 @@ struct State {
     unregistered_taint: bool,
 }
 
-#[derive(Debug)]
+/// A listener of the cloud's events ([`SimCloud::on_event`]).
+type EventSink = Box<dyn Fn(&InterruptionEvent) + Send + Sync>;
+
 struct Inner {
     state: Mutex<State>,
+    sinks: Mutex<Vec<EventSink>>,
     catalog: Catalog,
     clock: Clock,
     config: CloudConfig,
     changed: watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("state", &self.state)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The simulated cloud. Clones share one cloud.
@@ -93,6 +105,7 @@ impl SimCloud {
         Self {
             inner: Arc::new(Inner {
                 state: Mutex::default(),
+                sinks: Mutex::default(),
                 catalog,
                 clock,
                 config,
@@ -107,6 +120,59 @@ impl SimCloud {
 
     fn bump(&self) {
         self.inner.changed.send_modify(|g| *g += 1);
+    }
+
+    /// The simulation's clock.
+    pub fn clock(&self) -> &Clock {
+        &self.inner.clock
+    }
+
+    /// One instance by ID (terminated ones included).
+    pub fn instance(&self, id: &str) -> Option<Instance> {
+        self.lock().instances.get(id).cloned()
+    }
+
+    /// True when `offering` is sold and has capacity now (not marked with
+    /// [`SimCloud::insufficient_capacity`]).
+    pub fn has_capacity(&self, offering: &OfferingKey) -> bool {
+        let s = self.lock();
+        self.offering_available(&s, offering)
+    }
+
+    /// Changes one instance in place (tags, image); false when there is no such instance.
+    pub(crate) fn update_instance(&self, id: &str, f: impl FnOnce(&mut Instance)) -> bool {
+        let found = match self.lock().instances.get_mut(id) {
+            Some(i) => {
+                f(i);
+                true
+            }
+            None => false,
+        };
+        if found {
+            self.bump();
+        }
+        found
+    }
+
+    /// Calls `sink` with every event the cloud puts on its interruption queue from now on
+    /// (spot interruption warnings, rebalance recommendations, scheduled changes, state
+    /// changes), as EventBridge rules forward them to SQS queues.
+    pub fn on_event(&self, sink: impl Fn(&InterruptionEvent) + Send + Sync + 'static) {
+        self.inner
+            .sinks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Box::new(sink));
+    }
+
+    /// Applies the throttling and outage switches to one API request (as every
+    /// `CloudProvider` call does).
+    ///
+    /// # Errors
+    /// [`Error::Throttled`] or [`Error::Unavailable`] while [`SimCloud::throttle_next`] or
+    /// [`SimCloud::fail_next`] have calls left.
+    pub(crate) fn admit(&self) -> Result<()> {
+        self.gate()
     }
 
     /// The catalog the cloud sells.
@@ -368,14 +434,24 @@ impl SimCloud {
     fn enqueue(&self, s: &mut State, provider_id: ProviderId, kind: InterruptionKind) {
         s.next_event += 1;
         let id = format!("evt-{:08}", s.next_event);
+        let event = InterruptionEvent {
+            receipt_handle: format!("rh-{id}"),
+            id,
+            provider_id,
+            kind,
+            time: self.inner.clock.now(),
+        };
+        for sink in self
+            .inner
+            .sinks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            sink(&event);
+        }
         s.queue.push(QueuedEvent {
-            event: InterruptionEvent {
-                receipt_handle: format!("rh-{id}"),
-                id,
-                provider_id,
-                kind,
-                time: self.inner.clock.now(),
-            },
+            event,
             visible_at: tokio::time::Instant::now(),
         });
     }

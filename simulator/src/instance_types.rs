@@ -191,6 +191,65 @@ pub fn builtin() -> Result<Catalog, DataError> {
     CATALOG.get_or_init(build).clone()
 }
 
+/// What EC2's DescribeInstanceTypes says about one type, from the project's data file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ec2Facts {
+    /// vCPUs.
+    pub vcpu: i64,
+    /// Memory in MiB as EC2 reports it.
+    pub memory_mib: i64,
+    /// `x86_64`, `arm64`, ….
+    pub architectures: Vec<String>,
+    /// `on-demand`, `spot`.
+    pub usage_classes: Vec<String>,
+    /// Network interfaces of the type (all cards).
+    pub max_network_interfaces: i64,
+    /// Interfaces per network card, `(index, max interfaces)`.
+    pub network_cards: Vec<(i64, i64)>,
+    /// IPv4 addresses per interface.
+    pub ipv4_per_interface: i64,
+    /// GPUs: `(manufacturer, name, count)`.
+    pub gpus: Vec<(String, String, i64)>,
+}
+
+/// The EC2 facts of `name`, when the project's data has the type.
+pub fn ec2_facts(name: &str) -> Option<Ec2Facts> {
+    static FACTS: OnceLock<BTreeMap<String, Ec2Facts>> = OnceLock::new();
+    FACTS
+        .get_or_init(|| {
+            let Ok(types) = parse::<RawTypes>("instance-types.json", INSTANCE_TYPES) else {
+                return BTreeMap::new();
+            };
+            types
+                .instance_types
+                .into_iter()
+                .map(|r| {
+                    let facts = Ec2Facts {
+                        vcpu: r.vcpu,
+                        memory_mib: r.memory_mib,
+                        architectures: r.architectures,
+                        usage_classes: r.usage_classes,
+                        max_network_interfaces: r.max_network_interfaces,
+                        network_cards: r
+                            .network_cards
+                            .iter()
+                            .map(|c| (c.index, c.max_interfaces))
+                            .collect(),
+                        ipv4_per_interface: r.ipv4_per_interface,
+                        gpus: r
+                            .gpus
+                            .into_iter()
+                            .map(|g| (g.manufacturer, g.name, g.count))
+                            .collect(),
+                    };
+                    (r.name, facts)
+                })
+                .collect()
+        })
+        .get(name)
+        .cloned()
+}
+
 /// A compiled-in data file does not parse.
 #[derive(Clone, Debug, thiserror::Error)]
 #[error("simulator data file {file} does not parse: {message}")]

@@ -7,7 +7,9 @@
 //!   `eviction` (PodDisruptionBudget-aware) and `binding` subresources, and the Karpenter CRDs;
 //!   OpenAPI v2/v3 documents with server-side field validation and Table output, so `kubectl
 //!   apply` validates and `kubectl get` prints the columns a real API server prints;
-//! - a simulated EC2 ([`cloud::SimCloud`]) behind the `cloud::CloudProvider` interface;
+//! - a simulated EC2 ([`cloud::SimCloud`]) behind the `cloud::CloudProvider` interface, and
+//!   the same cloud as AWS's EC2, SSM and SQS APIs on a loopback endpoint ([`aws`],
+//!   [`Simulation::aws_endpoint`]) for the real AWS SDK;
 //! - a simulated kubelet, a simulated kube-scheduler (its own filter-and-score, independent of
 //!   the planner) and the
 //!   controllers a demo needs ([`controllers`]);
@@ -40,6 +42,7 @@
 //! ```
 
 pub mod api;
+pub mod aws;
 pub mod clock;
 pub mod cloud;
 pub mod controllers;

@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 
 use crate::api::server::{ApiState, router};
 use crate::api::{ApiError, Store, kinds};
+use crate::aws::{Aws, AwsConfig};
 use crate::clock::Clock;
 use crate::cloud::{CloudConfig, SimCloud, sample_catalog};
 use crate::controllers::kubelet::{Kubelet, KubeletConfig};
@@ -92,6 +93,8 @@ pub struct Config {
     pub bookmark_interval: Duration,
     /// The clock (defaults to one anchored at the wall clock now).
     pub clock: Option<Clock>,
+    /// The AWS endpoint (EC2, SSM, SQS) over the simulated cloud.
+    pub aws: AwsConfig,
 }
 
 impl Default for Config {
@@ -107,6 +110,7 @@ impl Default for Config {
             watch_history: 10_000,
             bookmark_interval: Duration::from_secs(15),
             clock: None,
+            aws: AwsConfig::default(),
         }
     }
 }
@@ -119,6 +123,7 @@ pub struct Simulation {
     addr: SocketAddr,
     store: Arc<Store>,
     cloud: SimCloud,
+    aws: Aws,
     faults: Faults,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
@@ -167,6 +172,16 @@ impl Simulation {
             stop: shutdown.subscribe(),
         });
         let mut tasks = Vec::new();
+        let aws = Aws::new(cloud.clone(), config.aws.clone());
+        let aws_addr = SocketAddr::from(([127, 0, 0, 1], config.aws.port));
+        let (_, aws_task) =
+            aws.serve(shutdown.subscribe())
+                .await
+                .map_err(|source| Error::Bind {
+                    addr: aws_addr,
+                    source,
+                })?;
+        tasks.push(aws_task);
         let mut stop = shutdown.subscribe();
         tasks.push(tokio::spawn(async move {
             let serve = axum::serve(listener, router(state)).with_graceful_shutdown(async move {
@@ -194,12 +209,13 @@ impl Simulation {
                 shutdown.subscribe(),
             )));
         }
-        tracing::info!(%addr, "Simulated cluster started");
+        tracing::info!(%addr, aws = %aws.endpoint(), "Simulated cluster started");
         Ok(Self {
             api_url: format!("http://{addr}"),
             addr,
             store,
             cloud,
+            aws,
             faults,
             shutdown,
             tasks,
@@ -256,6 +272,18 @@ impl Simulation {
     /// `cloud::InterruptionQueue`, plus controls for tests).
     pub fn cloud(&self) -> &SimCloud {
         &self.cloud
+    }
+
+    /// The AWS endpoint URL (`http://127.0.0.1:<port>`): EC2, SSM and SQS over the simulated
+    /// cloud, for an SDK's endpoint override (`dovetail-actuator --cloud aws --aws-endpoint`).
+    /// Signatures are not checked; any credentials work.
+    pub fn aws_endpoint(&self) -> String {
+        self.aws.endpoint()
+    }
+
+    /// The AWS face of the simulated cloud (network, parameters, queues).
+    pub fn aws(&self) -> &Aws {
+        &self.aws
     }
 
     /// The fault-injection handle.
