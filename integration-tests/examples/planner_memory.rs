@@ -9,8 +9,10 @@
 //! turn, e.g. the same planner built with and without the `jemalloc` feature of
 //! `planner-service`.
 
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use integration_tests::binary;
 use integration_tests::planner_process::PlannerProcess;
@@ -55,7 +57,7 @@ fn memory(pid: u32) -> (f64, f64) {
     (kib("VmRSS:") / 1024.0, kib("VmHWM:") / 1024.0)
 }
 
-async fn measure(bin: &PathBuf, pods: usize) -> anyhow::Result<()> {
+async fn measure(bin: &Path, pods: usize) -> anyhow::Result<()> {
     let p = PlannerProcess::start(
         bin,
         &[

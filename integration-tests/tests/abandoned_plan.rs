@@ -12,7 +12,9 @@
 //! and the measured stop latency is printed.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use integration_tests::binary;
 use integration_tests::planner_process::PlannerProcess;
