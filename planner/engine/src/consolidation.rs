@@ -96,6 +96,12 @@ pub trait Simulate {
     /// Places `displaced` as if the nodes in `removed` were gone. Must not change `self`
     /// observably and must be deterministic.
     fn simulate(&self, removed: &[&str], displaced: &[&Pod]) -> Relocation;
+
+    /// True once the plan's caller cancelled it: the searches stop between candidates (their
+    /// partial outcome is dropped by the caller). Never, unless the simulator says so.
+    fn is_cancelled(&self) -> bool {
+        false
+    }
 }
 
 /// Builds a simulator over a cluster state (snapshot, catalog, options of the plan).
@@ -112,6 +118,10 @@ impl Simulate for crate::scheduling::Scheduler<'_> {
             existing: r.existing,
             unschedulable: r.unschedulable,
         }
+    }
+
+    fn is_cancelled(&self) -> bool {
+        crate::scheduling::Scheduler::is_cancelled(self)
     }
 }
 
@@ -246,6 +256,9 @@ pub fn karpenter_sequence(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>, ma
     for _ in 0..max_passes {
         let cmd = {
             let sim = s.build(build);
+            if sim.is_cancelled() {
+                return;
+            }
             let order = s.underutilized_order();
             let multi = &order[..order.len().min(MAX_GROUP)];
             s.prefix_search(&*sim, multi, Reason::Underutilized, Some(1), 1)
@@ -253,6 +266,7 @@ pub fn karpenter_sequence(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>, ma
                     order
                         .iter()
                         .take(SEQUENCE_SINGLES)
+                        .take_while(|_| !sim.is_cancelled())
                         .find_map(|&c| s.evaluate(&*sim, &[c], Reason::Underutilized, Some(1)).ok())
                 })
         };
@@ -273,6 +287,9 @@ fn expire(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>) {
         }
         let cmd = {
             let sim = s.build(build);
+            if sim.is_cancelled() {
+                return;
+            }
             s.evaluate(&*sim, &group, Reason::Expired, None)
         };
         if let Ok(cmd) = cmd {
@@ -312,8 +329,12 @@ fn drift(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>) {
         }
         let cmd = {
             let sim = s.build(build);
+            if sim.is_cancelled() {
+                return;
+            }
             let valid: Vec<usize> = drifted
                 .into_iter()
+                .take_while(|_| !sim.is_cancelled())
                 .filter(|&c| {
                     s.evaluate(&*sim, &[c], Reason::Drifted, None)
                         .map_err(|r| s.reject(c, r))
@@ -355,6 +376,9 @@ fn underutilized(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>) {
         let evaluated_now = !fresh;
         let cmd = {
             let sim = s.build(build);
+            if sim.is_cancelled() {
+                return;
+            }
             let mut first_replace: Option<Command> = None;
             if evaluated_now {
                 deletable.clear();
@@ -367,7 +391,7 @@ fn underutilized(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>) {
                     2 * MAX_WINDOWS * MAX_GROUP
                 };
                 for &c in &order {
-                    if repackable.len() >= limit {
+                    if repackable.len() >= limit || sim.is_cancelled() {
                         break;
                     }
                     match s.evaluate(&*sim, &[c], Reason::Underutilized, None) {

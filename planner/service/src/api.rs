@@ -22,6 +22,18 @@ pub enum Error {
     /// The request has a field the planner cannot use.
     #[error(transparent)]
     Convert(#[from] convert::Error),
+    /// An object of a session update cannot be used; `source` names the field by its path in
+    /// that update (e.g. `delta.upserts[2].pod.requests.cpu`). Found when the update arrives,
+    /// or when a batch closes (validation of the whole batch), then naming the earlier update
+    /// that sent the object.
+    #[error("session update {sequence}: {source}")]
+    SessionUpdate {
+        /// Sequence number of the update that sent the object.
+        sequence: u64,
+        /// The field at fault, by its path in that update.
+        #[source]
+        source: convert::Error,
+    },
     /// The request names a built-in catalog that does not exist.
     #[error("{field}: no built-in catalog for region {region:?}: {reason}")]
     UnknownCatalog {

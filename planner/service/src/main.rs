@@ -21,6 +21,13 @@ use tracing_subscriber::EnvFilter;
 /// Configuration errors exit with EX_USAGE.
 const EXIT_CONFIG: u8 = 64;
 
+/// jemalloc instead of glibc malloc: after a heavy request glibc kept the freed memory (a
+/// 30,000-pod plan left the process at 160 MiB for good, from 26 MiB idle); jemalloc with its
+/// background thread purges freed pages within seconds, even when no further request comes.
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let flags = match Flags::try_parse() {
@@ -47,6 +54,11 @@ async fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    #[cfg(feature = "jemalloc")]
+    if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
+        // Without it freed pages are purged only when the allocator is used again.
+        tracing::warn!(error = %e, "jemalloc background purging unavailable");
+    }
     match run(config).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -24,6 +24,8 @@ pub struct Metrics {
     session_objects: Gauge,
     actuator_commands: Counter,
     actuator_failures: Counter,
+    plans_running: Gauge,
+    plans_cancelled: Counter,
 }
 
 // === impl Metrics ===
@@ -90,6 +92,18 @@ impl Metrics {
             "Submissions to the actuator that failed",
             actuator_failures.clone(),
         );
+        let plans_running = Gauge::default();
+        registry.register(
+            "plans_running",
+            "Planning runs executing now (CPU work on the blocking pool)",
+            plans_running.clone(),
+        );
+        let plans_cancelled = Counter::default();
+        registry.register(
+            "plans_cancelled",
+            "Planning runs stopped early because their caller went away (deadline, cancelled call, closed Session)",
+            plans_cancelled.clone(),
+        );
         Self {
             registry: Arc::new(registry),
             requests,
@@ -101,6 +115,8 @@ impl Metrics {
             session_objects,
             actuator_commands,
             actuator_failures,
+            plans_running,
+            plans_cancelled,
         }
     }
 
@@ -124,6 +140,16 @@ impl Metrics {
         if cost_per_hour.is_finite() {
             self.plan_cost.observe(cost_per_hour);
         }
+    }
+
+    /// The gauge of planning runs executing now.
+    pub fn plans_running(&self) -> &Gauge {
+        &self.plans_running
+    }
+
+    /// Counts a planning run that stopped because its caller went away.
+    pub fn plan_cancelled(&self) {
+        self.plans_cancelled.inc();
     }
 
     /// Counts a request refused by load shedding.

@@ -187,7 +187,8 @@ async fn out_of_order_updates_end_the_session_with_failed_precondition() {
     let e = next_plan(&mut plans).await.expect_err("bad kind");
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(
-        e.message().starts_with("delta.deletes[0].kind"),
+        e.message()
+            .starts_with("session update 2: delta.deletes[0].kind"),
         "{}",
         e.message()
     );
@@ -463,4 +464,188 @@ async fn the_client_opens_sessions_on_a_live_replica() {
         assert_eq!(p.summary.expect("summary").pending_pods, 3);
         assert!(attempts <= 2);
     }
+}
+
+async fn echo_server() -> Server {
+    let metrics = Metrics::new();
+    start(
+        config(planner_service::config::Auth::Disabled),
+        service(&metrics, Some(echo_plan_fn())),
+        metrics,
+    )
+    .await
+}
+
+fn field_of(status: &Status) -> String {
+    use tonic_types::StatusExt as _;
+    status
+        .get_error_details()
+        .bad_request()
+        .and_then(|b| b.field_violations.first())
+        .map(|v| v.field.clone())
+        .unwrap_or_default()
+}
+
+fn pod_named(uid: &str, name: &str) -> pb::upsert::Object {
+    pb::upsert::Object::Pod(pb::Pod {
+        namespace: "default".into(),
+        name: name.into(),
+        uid: uid.into(),
+        requests: [("cpu".to_string(), "100m".to_string())].into(),
+        ..pb::Pod::default()
+    })
+}
+
+#[tokio::test]
+async fn the_same_uid_twice_in_one_snapshot_is_refused_naming_both_places() {
+    let server = echo_server().await;
+    let (tx, mut plans) = open(&server).await;
+    let mut update = snapshot_update(1, 3);
+    let Some(pb::cluster_update::Update::Snapshot(s)) = &mut update.update else {
+        unreachable!("a snapshot update")
+    };
+    let snap = s.snapshot.as_mut().expect("objects");
+    let mut twin = snap.pods[0].clone();
+    twin.name = "another-name".into();
+    snap.pods.push(twin);
+    tx.send(update).await.expect("send");
+    let e = next_plan(&mut plans).await.expect_err("duplicate uid");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert_eq!(field_of(&e), "snapshot.snapshot.pods[3].uid");
+    assert!(
+        e.message()
+            .starts_with("session update 1: snapshot.snapshot.pods[3].uid: ")
+            && e.message()
+                .contains("already sent at snapshot.snapshot.pods[0]"),
+        "{}",
+        e.message()
+    );
+
+    // Without uids, objects are keyed by name: two NodePools of one name are refused too.
+    let (tx, mut plans) = open(&server).await;
+    let mut update = snapshot_update(7, 1);
+    let Some(pb::cluster_update::Update::Snapshot(s)) = &mut update.update else {
+        unreachable!("a snapshot update")
+    };
+    let snap = s.snapshot.as_mut().expect("objects");
+    snap.node_pools.push(snap.node_pools[0].clone());
+    tx.send(update).await.expect("send");
+    let e = next_plan(&mut plans).await.expect_err("duplicate name");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert_eq!(field_of(&e), "snapshot.snapshot.node_pools[1].name");
+    assert!(
+        e.message().starts_with("session update 7: "),
+        "{}",
+        e.message()
+    );
+}
+
+#[tokio::test]
+async fn two_objects_of_one_name_in_a_batch_are_refused_at_the_update_that_sent_the_second() {
+    let server = echo_server().await;
+    let (tx, mut plans) = open(&server).await;
+    tx.send(snapshot_update(1, 2)).await.expect("send");
+    // `default/app-0-0` exists with uid-0; a different uid with that name arrives in update 2,
+    // as a watch that missed the old pod's deletion would send it.
+    tx.send(delta(
+        2,
+        vec![new_pod("fine"), pod_named("uid-other", "app-0-0")],
+        vec![],
+    ))
+    .await
+    .expect("send");
+    tx.send(close(3, 0)).await.expect("send");
+    let e = next_plan(&mut plans).await.expect_err("two pods, one name");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    // Keyed by uid, the batch lists uid-0 before uid-other: the second is the delta's.
+    assert_eq!(field_of(&e), "delta.upserts[1].pod.name");
+    assert!(
+        e.message()
+            .starts_with("session update 2: delta.upserts[1].pod.name: ")
+            && e.message().contains("duplicate pod default/app-0-0"),
+        "{}",
+        e.message()
+    );
+}
+
+#[tokio::test]
+async fn a_later_upsert_of_a_held_uid_is_an_update_not_a_duplicate() {
+    let server = echo_server().await;
+    let (tx, mut plans) = open(&server).await;
+    tx.send(snapshot_update(1, 2)).await.expect("send");
+    // Same uid, new name and requests: Kubernetes' MODIFIED (a name cannot change there, but
+    // the session keys by uid, so the object is replaced whole).
+    tx.send(delta(2, vec![pod_named("uid-0", "app-0-0")], vec![]))
+        .await
+        .expect("send");
+    tx.send(delta(3, vec![pod_named("uid-0", "app-0-0")], vec![]))
+        .await
+        .expect("send");
+    tx.send(close(4, 0)).await.expect("send");
+    let p = next_plan(&mut plans).await.expect("plan");
+    assert_eq!(p.summary.as_ref().expect("summary").pending_pods, 2);
+    assert_eq!(
+        p.notes.iter().filter(|n| *n == "default/app-0-0").count(),
+        1,
+        "{:?}",
+        p.notes
+    );
+}
+
+#[tokio::test]
+async fn a_batch_error_names_the_update_and_the_path_the_client_sent() {
+    let server = echo_server().await;
+    let (tx, mut plans) = open(&server).await;
+    tx.send(snapshot_update(1, 2)).await.expect("send");
+    // An invalid budget cron is found by the validation of the closed batch (update 3); the
+    // error names update 2 and the NodePool's place in it.
+    let mut pool = planner_wire::to_wire::node_pool(&fixtures::snapshot(1).node_pools[0]);
+    pool.name = "second".into();
+    pool.disruption = Some(pb::Disruption {
+        budgets: vec![pb::Budget {
+            nodes: "1".into(),
+            schedule: Some("61 * * * *".into()),
+            duration: Some(3600),
+            ..pb::Budget::default()
+        }],
+        ..pb::Disruption::default()
+    });
+    tx.send(delta(
+        2,
+        vec![new_pod("a"), pb::upsert::Object::NodePool(pool)],
+        vec![],
+    ))
+    .await
+    .expect("send");
+    tx.send(close(3, 0)).await.expect("send");
+    let e = next_plan(&mut plans).await.expect_err("bad cron");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert_eq!(
+        field_of(&e),
+        "delta.upserts[1].node_pool.disruption.budgets[0].schedule"
+    );
+    assert!(
+        e.message().starts_with("session update 2: "),
+        "{}",
+        e.message()
+    );
+
+    // A conversion error is found when the update arrives, and names it too.
+    let (tx, mut plans) = open(&server).await;
+    tx.send(snapshot_update(1, 2)).await.expect("send");
+    let mut pool = planner_wire::to_wire::node_pool(&fixtures::snapshot(1).node_pools[0]);
+    pool.weight = Some(0);
+    tx.send(delta(2, vec![pb::upsert::Object::NodePool(pool)], vec![]))
+        .await
+        .expect("send");
+    let e = next_plan(&mut plans).await.expect_err("weight 0");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert_eq!(field_of(&e), "delta.upserts[0].node_pool.weight");
+    assert!(
+        e.message().starts_with(
+            "session update 2: delta.upserts[0].node_pool.weight: must be between 1 and 100, got 0"
+        ),
+        "{}",
+        e.message()
+    );
 }

@@ -330,3 +330,28 @@ fn eviction_percentages_are_checked() {
     });
     assert_eq!(e.field(), "snapshot.node_classes[0].root_volume_size");
 }
+
+#[test]
+fn node_pool_weight_absent_is_unset_and_zero_is_refused_as_karpenter_does() {
+    // Absent on the wire: the model's 0 ("not set"), and back to absent.
+    let mut s = fixtures::snapshot(1);
+    s.node_pools[0].weight = 0;
+    let req = to_wire::plan_request(&s, &CatalogChoice::Default, &PlanOptions::default());
+    assert_eq!(snap(&mut req.clone()).node_pools[0].weight, None);
+    let back = to_model::plan_request(req).expect("converts");
+    assert_eq!(back.snapshot.node_pools[0].weight, 0);
+
+    // Set: carried as itself.
+    s.node_pools[0].weight = 1;
+    let req = to_wire::plan_request(&s, &CatalogChoice::Default, &PlanOptions::default());
+    assert_eq!(snap(&mut req.clone()).node_pools[0].weight, Some(1));
+    let back = to_model::plan_request(req).expect("converts");
+    assert_eq!(back.snapshot.node_pools[0].weight, 1);
+
+    // An explicit 0 (which Karpenter's schema refuses, minimum 1) and 101 are refused.
+    for w in [0, 101, -1] {
+        let e = error_of(|r| snap(r).node_pools[0].weight = Some(w));
+        assert_eq!(e.field(), "snapshot.node_pools[0].weight");
+        assert_eq!(e.reason(), format!("must be between 1 and 100, got {w}"));
+    }
+}

@@ -586,11 +586,17 @@ fn disruption(d: Option<pb::Disruption>, at: At<'_>) -> Result<model::Disruption
     })
 }
 
+/// `NodePool.weight`: absent is the model's 0 ("not set"); a value present must be 1-100 as
+/// in Karpenter's schema, so an explicit 0 is refused here as the manifests door refuses it.
+fn node_pool_weight(w: Option<i32>, at: At<'_>) -> Result<i32> {
+    w.map_or(Ok(0), |w| weight(w, at))
+}
+
 /// Decodes a wire `NodePool`; errors name the field below `at`.
 pub fn node_pool(p: pb::NodePool, at: At<'_>) -> Result<model::NodePool> {
     Ok(model::NodePool {
         name: non_empty(p.name, at.field("name"))?,
-        weight: p.weight,
+        weight: node_pool_weight(p.weight, at.field("weight"))?,
         labels: p.labels,
         annotations: p.annotations,
         taints: taints(p.taints, at.field("taints"))?,

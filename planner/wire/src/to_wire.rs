@@ -223,7 +223,8 @@ pub fn node_pool(p: &model::NodePool) -> pb::NodePool {
     let d = &p.disruption;
     pb::NodePool {
         name: p.name.clone(),
-        weight: p.weight,
+        // The model's 0 is "not set" (the manifests door refuses an explicit 0).
+        weight: (p.weight != 0).then_some(p.weight),
         labels: p.labels.clone(),
         annotations: p.annotations.clone(),
         taints: p.taints.iter().map(taint_out).collect(),

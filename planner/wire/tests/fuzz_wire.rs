@@ -66,7 +66,7 @@ fn apply(req: &mut proto::v1::PlanRequest, c: &Change) {
         }
         Change::Weight(w) => {
             if let Some(p) = pool {
-                p.weight = *w;
+                p.weight = Some(*w);
             }
         }
         Change::ExpireAfter(v) => {

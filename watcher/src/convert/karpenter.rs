@@ -146,14 +146,15 @@ fn resource_map(v: Option<&Value>, base: &str) -> Result<BTreeMap<String, String
 pub fn node_pool(v: &Value) -> Result<pb::NodePool> {
     let tspec = at(v, &["spec", "template", "spec"]);
     let weight = match at(v, &["spec", "weight"]) {
-        None | Some(Value::Null) => 0,
-        Some(w) => w
-            .as_i64()
-            .and_then(|w| i32::try_from(w).ok())
-            .filter(|w| (1..=100).contains(w))
-            .ok_or_else(|| {
-                field_err("spec.weight", format!("must be between 1 and 100, got {w}"))
-            })?,
+        None | Some(Value::Null) => None,
+        Some(w) => Some(
+            w.as_i64()
+                .and_then(|w| i32::try_from(w).ok())
+                .filter(|w| (1..=100).contains(w))
+                .ok_or_else(|| {
+                    field_err("spec.weight", format!("must be between 1 and 100, got {w}"))
+                })?,
+        ),
     };
     let disruption = at(v, &["spec", "disruption"]);
     let mut budgets = Vec::new();

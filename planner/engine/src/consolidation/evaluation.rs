@@ -324,7 +324,7 @@ impl<'a> Evaluation<'a> {
     ) -> Option<Command> {
         let (mut lo, mut hi) = (min_len.max(1), list.len());
         let mut best = None;
-        while lo <= hi {
+        while lo <= hi && !sim.is_cancelled() {
             let mid = (lo + hi) / 2;
             match self.evaluate(sim, &list[..mid], reason, max_claims) {
                 Ok(cmd) => {

@@ -989,3 +989,56 @@ fn pods_never_count_on_uninitialized_or_just_busy_nodes() {
     assert_eq!(reasons(&o), vec![d("Underutilized", &["n0"])]);
     assert_eq!(o.decisions[0].replacements.len(), 1);
 }
+
+// === Cancellation ===
+
+/// [`FakeSim`] that counts its simulations and reports itself cancelled after `cancel_after`.
+struct Counting<'a> {
+    inner: FakeSim<'a>,
+    calls: std::rc::Rc<std::cell::Cell<usize>>,
+    cancel_after: usize,
+}
+
+impl Simulate for Counting<'_> {
+    fn simulate(&self, removed: &[&str], displaced: &[&Pod]) -> Relocation {
+        self.calls.set(self.calls.get() + 1);
+        self.inner.simulate(removed, displaced)
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.calls.get() >= self.cancel_after
+    }
+}
+
+#[test]
+fn a_cancelled_plan_stops_the_searches_between_candidates() {
+    // 40 nodes each a quarter full: every candidate is simulated alone, then the searches.
+    let loads: Vec<&[i64]> = (0..40).map(|_| &[2000i64][..]).collect();
+    let s = cluster(&loads);
+    let cat = catalog();
+    let simulations = |cancel_after: usize| -> usize {
+        let calls = std::rc::Rc::new(std::cell::Cell::new(0usize));
+        let counter = calls.clone();
+        let build = builder(move |snap, cat, _| {
+            Box::new(Counting {
+                inner: FakeSim::new(snap, cat, &["on-demand"]),
+                calls: counter.clone(),
+                cancel_after,
+            })
+        });
+        disrupt(&s, &cat, &opts(), &build).expect("valid input");
+        calls.get()
+    };
+    let whole = simulations(usize::MAX);
+    assert!(
+        whole > 40,
+        "the uncancelled run simulates every candidate: {whole}"
+    );
+    for k in [1, 5, 20] {
+        let n = simulations(k);
+        assert!(
+            n <= k + 1,
+            "cancelled after {k} simulations, the run went on to {n} (of {whole})"
+        );
+    }
+}

@@ -26,16 +26,24 @@ use lp_guided::{Target, lp_pack};
 
 /// Improves the packing of `run`'s new claims in place.
 pub(super) fn improve(run: &mut Run<'_, '_>) {
-    if run.claims.is_empty() {
+    if run.claims.is_empty() || run.is_cancelled() {
         return;
     }
     if run.s.topology_active {
         fill_gaps(run);
-        empty_zoned_claims(run);
+        if !run.is_cancelled() {
+            empty_zoned_claims(run);
+        }
         return;
     }
     for p in 0..run.s.pools.len() {
+        if run.is_cancelled() {
+            return;
+        }
         repack_pool(run, p);
+    }
+    if run.is_cancelled() {
+        return;
     }
     let n = run.claims.len();
     empty_claims(run, &vec![true; n], &vec![Some(String::new()); n]);
@@ -74,15 +82,22 @@ fn repack_pool(run: &mut Run<'_, '_>, p: usize) {
     let left = limits::budget(run, p, &old);
     let mut best: Option<(f64, Vec<super::node_claim::Claim>)> = None;
     let before: f64 = old.iter().map(|&c| claim_price(run, c)).sum();
-    let candidates = [
-        pack(run, p, order.iter().map(|x| x.1)),
-        balanced_pack(run, p, &items),
-        lp_pack(run, p, &items, Fill::DotProduct, Target::Most),
-        lp_pack(run, p, &items, Fill::Cosine, Target::Most),
-        lp_pack(run, p, &items, Fill::DotProduct, Target::Fewest),
-        lp_pack(run, p, &items, Fill::Cosine, Target::Fewest),
-    ];
-    for mut new_claims in candidates.into_iter().flatten() {
+    for k in 0..6 {
+        // A cancelled plan keeps the claims it has (the caller drops them).
+        if run.is_cancelled() {
+            return;
+        }
+        let candidate = match k {
+            0 => pack(run, p, order.iter().map(|x| x.1)),
+            1 => balanced_pack(run, p, &items),
+            2 => lp_pack(run, p, &items, Fill::DotProduct, Target::Most),
+            3 => lp_pack(run, p, &items, Fill::Cosine, Target::Most),
+            4 => lp_pack(run, p, &items, Fill::DotProduct, Target::Fewest),
+            _ => lp_pack(run, p, &items, Fill::Cosine, Target::Fewest),
+        };
+        let Some(mut new_claims) = candidate else {
+            continue;
+        };
         if !limits::fit(run, p, &mut new_claims, &left) {
             continue;
         }
@@ -94,6 +109,7 @@ fn repack_pool(run: &mut Run<'_, '_>, p: usize) {
     // The greedy is the slowest: only when the others leave a gap to the fractional optimum.
     let so_far = best.as_ref().map_or(before, |b| b.0);
     if so_far > lp * (1.0 + GREEDY_GAP)
+        && !run.is_cancelled()
         && let Some(mut new_claims) = greedy_pack(run, p, &items)
         && limits::fit(run, p, &mut new_claims, &left)
     {

@@ -84,6 +84,12 @@ pub(super) struct Run<'s, 'a> {
 // === impl Run ===
 
 impl<'s, 'a> Run<'s, 'a> {
+    /// True once the caller cancelled this plan: the cost improvement stops and keeps what it
+    /// has (the caller drops the partial result).
+    pub(super) fn is_cancelled(&self) -> bool {
+        self.s.cancel.is_cancelled()
+    }
+
     /// Places `items` in order (relaxing preferences of those that do not fit) with the
     /// nodes and NodeClaims named in `removed` gone.
     pub(super) fn new(

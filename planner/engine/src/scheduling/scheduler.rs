@@ -129,6 +129,11 @@ impl<'a> Scheduler<'a> {
         self
     }
 
+    /// True once the token given to [`Scheduler::with_cancel`] was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.tables.cancel.is_cancelled()
+    }
+
     /// Number of pending pods the launch plan provisions for (pending, not owned by a DaemonSet
     /// or a node).
     pub fn pending_count(&self) -> usize {
@@ -143,6 +148,9 @@ impl<'a> Scheduler<'a> {
             return run.results();
         }
         super::packing::improve(&mut run);
+        if self.tables.cancel.is_cancelled() {
+            return run.results();
+        }
         let lb = super::lower_bound::for_run(&run);
         let mut results = run.results();
         results.lower_bound = lb;

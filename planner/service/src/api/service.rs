@@ -158,10 +158,15 @@ impl PlannerService {
         options: &PlanOptions,
         cancel: &CancelToken,
     ) -> Result<Plan> {
+        let running = GaugeGuard::inc(self.metrics.plans_running());
         let plan = match &self.plan_fn {
-            Some(f) => f(snapshot, catalog, options),
-            None => planner::plan_cancellable(snapshot, catalog, options, cancel)
-                .map_err(|_| Error::Cancelled)?,
+            Some(f) => Ok(f(snapshot, catalog, options)),
+            None => planner::plan_cancellable(snapshot, catalog, options, cancel),
+        };
+        drop(running);
+        let Ok(plan) = plan else {
+            self.metrics.plan_cancelled();
+            return Err(Error::Cancelled);
         };
         self.metrics
             .plan(plan.summary.pending_pods, plan.summary.cost_per_hour);
@@ -188,6 +193,22 @@ impl PlannerService {
     pub(crate) fn next_session_id(&self) -> String {
         let n = self.sessions.fetch_add(1, Ordering::Relaxed);
         format!("{}-{n}", self.options.instance)
+    }
+}
+
+/// Holds a gauge one higher while it lives (a panicking plan function included).
+struct GaugeGuard(prometheus_client::metrics::gauge::Gauge);
+
+impl GaugeGuard {
+    fn inc(gauge: &prometheus_client::metrics::gauge::Gauge) -> Self {
+        gauge.inc();
+        Self(gauge.clone())
+    }
+}
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
 

@@ -166,6 +166,124 @@ struct Base {
     options: PlanOptions,
 }
 
+/// The kinds a session holds, in the order of the snapshot's lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Pod,
+    Node,
+    NodeClaim,
+    NodePool,
+    NodeClass,
+    DaemonSet,
+    Pdb,
+    Namespace,
+    Pvc,
+    Pv,
+    StorageClass,
+}
+
+// === impl Kind ===
+
+impl Kind {
+    const ALL: [Kind; 11] = [
+        Kind::Pod,
+        Kind::Node,
+        Kind::NodeClaim,
+        Kind::NodePool,
+        Kind::NodeClass,
+        Kind::DaemonSet,
+        Kind::Pdb,
+        Kind::Namespace,
+        Kind::Pvc,
+        Kind::Pv,
+        Kind::StorageClass,
+    ];
+
+    /// The field of `ClusterSnapshot` holding this kind (and of the validated snapshot's paths).
+    fn list(self) -> &'static str {
+        match self {
+            Kind::Pod => "pods",
+            Kind::Node => "nodes",
+            Kind::NodeClaim => "node_claims",
+            Kind::NodePool => "node_pools",
+            Kind::NodeClass => "node_classes",
+            Kind::DaemonSet => "daemon_sets",
+            Kind::Pdb => "pdbs",
+            Kind::Namespace => "namespaces",
+            Kind::Pvc => "pvcs",
+            Kind::Pv => "pvs",
+            Kind::StorageClass => "storage_classes",
+        }
+    }
+
+    /// The field of `Upsert.object` holding this kind.
+    fn upsert_field(self) -> &'static str {
+        match self {
+            Kind::Pod => "pod",
+            Kind::Node => "node",
+            Kind::NodeClaim => "node_claim",
+            Kind::NodePool => "node_pool",
+            Kind::NodeClass => "node_class",
+            Kind::DaemonSet => "daemon_set",
+            Kind::Pdb => "pdb",
+            Kind::Namespace => "namespace",
+            Kind::Pvc => "pvc",
+            Kind::Pv => "pv",
+            Kind::StorageClass => "storage_class",
+        }
+    }
+
+    fn of(object: &pb::upsert::Object) -> Kind {
+        use pb::upsert::Object;
+        match object {
+            Object::Pod(_) => Kind::Pod,
+            Object::Node(_) => Kind::Node,
+            Object::NodeClaim(_) => Kind::NodeClaim,
+            Object::NodePool(_) => Kind::NodePool,
+            Object::NodeClass(_) => Kind::NodeClass,
+            Object::DaemonSet(_) => Kind::DaemonSet,
+            Object::Pdb(_) => Kind::Pdb,
+            Object::Namespace(_) => Kind::Namespace,
+            Object::Pvc(_) => Kind::Pvc,
+            Object::Pv(_) => Kind::Pv,
+            Object::StorageClass(_) => Kind::StorageClass,
+        }
+    }
+}
+
+/// Where the client sent an object: the update's sequence number and the object's place in
+/// that message, so that an error found later (when a batch closes) names the client's path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Origin {
+    sequence: u64,
+    kind: Kind,
+    /// Index in the snapshot's list of this kind, or in the delta's `upserts`.
+    index: usize,
+    in_snapshot: bool,
+}
+
+// === impl Origin ===
+
+impl Origin {
+    /// The object's path in its `ClusterUpdate`, e.g. `snapshot.snapshot.pods[3]` or
+    /// `delta.upserts[2].pod`.
+    fn path(&self) -> String {
+        if self.in_snapshot {
+            format!("snapshot.snapshot.{}[{}]", self.kind.list(), self.index)
+        } else {
+            format!("delta.upserts[{}].{}", self.index, self.kind.upsert_field())
+        }
+    }
+}
+
+/// An object with the place the client sent it from.
+struct Held<T> {
+    object: T,
+    origin: Origin,
+}
+
+type Store<T> = BTreeMap<String, Held<T>>;
+
 /// The objects of one session, keyed by uid per kind.
 pub(crate) struct SessionState {
     base: Option<Base>,
@@ -173,17 +291,17 @@ pub(crate) struct SessionState {
     limit: usize,
     gauge: Gauge,
     counted: i64,
-    pods: BTreeMap<String, model::Pod>,
-    nodes: BTreeMap<String, model::Node>,
-    node_claims: BTreeMap<String, model::NodeClaim>,
-    node_pools: BTreeMap<String, model::NodePool>,
-    node_classes: BTreeMap<String, model::NodeClass>,
-    daemon_sets: BTreeMap<String, model::DaemonSet>,
-    pdbs: BTreeMap<String, model::PodDisruptionBudget>,
-    namespaces: BTreeMap<String, model::Namespace>,
-    pvcs: BTreeMap<String, model::PersistentVolumeClaim>,
-    pvs: BTreeMap<String, model::PersistentVolume>,
-    storage_classes: BTreeMap<String, model::StorageClass>,
+    pods: Store<model::Pod>,
+    nodes: Store<model::Node>,
+    node_claims: Store<model::NodeClaim>,
+    node_pools: Store<model::NodePool>,
+    node_classes: Store<model::NodeClass>,
+    daemon_sets: Store<model::DaemonSet>,
+    pdbs: Store<model::PodDisruptionBudget>,
+    namespaces: Store<model::Namespace>,
+    pvcs: Store<model::PersistentVolumeClaim>,
+    pvs: Store<model::PersistentVolume>,
+    storage_classes: Store<model::StorageClass>,
 }
 
 fn key(uid: &str, namespace: Option<&str>, name: &str) -> String {
@@ -192,6 +310,39 @@ fn key(uid: &str, namespace: Option<&str>, name: &str) -> String {
         (true, Some(ns)) => format!("{ns}/{name}"),
         (true, None) => name.to_string(),
     }
+}
+
+/// Stores one object. Inside a snapshot a key may appear once: a second object with the same
+/// uid (or, without a uid, the same name) is refused naming both places. In a delta an upsert
+/// of a key already held is an update, as a Kubernetes watch's MODIFIED event is.
+fn put<T>(
+    store: &mut Store<T>,
+    key: String,
+    object: T,
+    origin: Origin,
+    by_uid: bool,
+    at: At<'_>,
+) -> Result<()> {
+    if origin.in_snapshot
+        && let Some(first) = store.get(&key)
+        && first.origin.sequence == origin.sequence
+        && first.origin.in_snapshot
+    {
+        let (field, what) = if by_uid {
+            ("uid", "uid")
+        } else {
+            ("name", "name (the object has no uid)")
+        };
+        return Err(at
+            .field(field)
+            .err(format!(
+                "duplicate {what} {key:?}: already sent at {} of this snapshot",
+                first.origin.path()
+            ))
+            .into());
+    }
+    store.insert(key, Held { object, origin });
+    Ok(())
 }
 
 // === impl SessionState ===
@@ -247,6 +398,46 @@ impl SessionState {
         self.storage_classes.clear();
     }
 
+    /// Where the `index`-th object of `kind` (in key order, the order of the batch's lists)
+    /// came from.
+    fn origin(&self, kind: Kind, index: usize) -> Option<Origin> {
+        fn nth<T>(s: &Store<T>, i: usize) -> Option<Origin> {
+            s.values().nth(i).map(|h| h.origin)
+        }
+        match kind {
+            Kind::Pod => nth(&self.pods, index),
+            Kind::Node => nth(&self.nodes, index),
+            Kind::NodeClaim => nth(&self.node_claims, index),
+            Kind::NodePool => nth(&self.node_pools, index),
+            Kind::NodeClass => nth(&self.node_classes, index),
+            Kind::DaemonSet => nth(&self.daemon_sets, index),
+            Kind::Pdb => nth(&self.pdbs, index),
+            Kind::Namespace => nth(&self.namespaces, index),
+            Kind::Pvc => nth(&self.pvcs, index),
+            Kind::Pv => nth(&self.pvs, index),
+            Kind::StorageClass => nth(&self.storage_classes, index),
+        }
+    }
+
+    /// Turns a validation error of the assembled batch (paths like `snapshot.pods[7].name`)
+    /// into one naming the update and the place the client sent the object from.
+    fn client_error(&self, e: planner::validation::Error) -> Error {
+        let source = super::convert::Error::from(e);
+        let Some((kind, index, rest)) = batch_path(source.field()) else {
+            return Error::Convert(source);
+        };
+        match self.origin(kind, index) {
+            Some(origin) => Error::SessionUpdate {
+                sequence: origin.sequence,
+                source: super::convert::Error::InvalidField {
+                    field: format!("{}{rest}", origin.path()),
+                    reason: source.reason().to_string(),
+                },
+            },
+            None => Error::Convert(source),
+        }
+    }
+
     fn recount(&mut self) -> Result<()> {
         let n = self.len();
         let now = i64::try_from(n).unwrap_or(i64::MAX);
@@ -273,8 +464,21 @@ impl SessionState {
     /// Applies one update; a closed batch comes back ready to plan.
     ///
     /// # Errors
-    /// Out-of-order or pre-snapshot updates, invalid objects, and sessions over the limit.
+    /// Out-of-order or pre-snapshot updates, invalid objects (named by the update's sequence
+    /// and their path in it), and sessions over the limit.
     pub(crate) fn apply(
+        &mut self,
+        update: pb::ClusterUpdate,
+        service: &PlannerService,
+    ) -> Result<Option<Batch>> {
+        let sequence = update.sequence;
+        self.apply_update(update, service).map_err(|e| match e {
+            Error::Convert(source) => Error::SessionUpdate { sequence, source },
+            e => e,
+        })
+    }
+
+    fn apply_update(
         &mut self,
         update: pb::ClusterUpdate,
         service: &PlannerService,
@@ -291,7 +495,13 @@ impl SessionState {
                 let catalog =
                     service.resolve_catalog(input.catalog, "snapshot.catalog_ref.region")?;
                 self.clear();
-                self.load(objects, at.field("snapshot"))?;
+                let loaded = self.load(objects, seq, at.field("snapshot"));
+                if let Err(e) = loaded {
+                    // Half a snapshot is no snapshot: release it, the stream is about to end.
+                    self.clear();
+                    self.recount_quiet();
+                    return Err(e);
+                }
                 self.base = Some(Base {
                     catalog,
                     options: input.options,
@@ -316,15 +526,16 @@ impl SessionState {
                 );
                 match other {
                     Update::Delta(d) => {
-                        self.apply_delta(d, root.field("delta"))?;
+                        self.apply_delta(d, seq, root.field("delta"))?;
                         self.recount()?;
                         Ok(None)
                     }
                     Update::CloseBatch(c) => {
-                        // The one validation every door runs, on the snapshot the deltas made.
+                        // The one validation every door runs, on the snapshot the deltas made;
+                        // its errors name where the client sent the object at fault.
                         let batch = self.batch(seq, c.now);
                         planner::validation::snapshot(&batch.snapshot)
-                            .map_err(super::convert::Error::from)?;
+                            .map_err(|e| self.client_error(e))?;
                         Ok(Some(batch))
                     }
                     Update::Snapshot(_) => Ok(None),
@@ -333,14 +544,21 @@ impl SessionState {
         }
     }
 
-    fn apply_delta(&mut self, d: pb::Delta, at: At<'_>) -> Result<()> {
+    fn apply_delta(&mut self, d: pb::Delta, sequence: u64, at: At<'_>) -> Result<()> {
         let ua = at.field("upserts");
         for (i, u) in d.upserts.into_iter().enumerate() {
             let at = ua.index(i);
             let object = u
                 .object
                 .ok_or_else(|| at.field("object").err("is required"))?;
-            self.upsert(object, at)?;
+            let kind = Kind::of(&object);
+            let origin = Origin {
+                sequence,
+                kind,
+                index: i,
+                in_snapshot: false,
+            };
+            self.upsert(object, origin, at.field(kind.upsert_field()))?;
         }
         let da = at.field("deletes");
         for (i, del) in d.deletes.into_iter().enumerate() {
@@ -370,131 +588,163 @@ impl SessionState {
     }
 
     /// Loads a snapshot's objects, keyed exactly as deltas key them.
-    fn load(&mut self, s: pb::ClusterSnapshot, at: At<'_>) -> Result<()> {
+    fn load(&mut self, s: pb::ClusterSnapshot, sequence: u64, at: At<'_>) -> Result<()> {
         use pb::upsert::Object;
         fn each<T>(
             this: &mut SessionState,
             items: Vec<T>,
+            sequence: u64,
+            kind: Kind,
             at: At<'_>,
             wrap: fn(T) -> Object,
         ) -> Result<()> {
-            for (i, x) in items.into_iter().enumerate() {
-                this.upsert_at(wrap(x), at.index(i))?;
+            let at = at.field(kind.list());
+            for (index, x) in items.into_iter().enumerate() {
+                let origin = Origin {
+                    sequence,
+                    kind,
+                    index,
+                    in_snapshot: true,
+                };
+                this.upsert(wrap(x), origin, at.index(index))?;
             }
             Ok(())
         }
-        each(self, s.pods, at.field("pods"), Object::Pod)?;
-        each(self, s.nodes, at.field("nodes"), Object::Node)?;
+        each(self, s.pods, sequence, Kind::Pod, at, Object::Pod)?;
+        each(self, s.nodes, sequence, Kind::Node, at, Object::Node)?;
         each(
             self,
             s.node_claims,
-            at.field("node_claims"),
+            sequence,
+            Kind::NodeClaim,
+            at,
             Object::NodeClaim,
         )?;
-        each(self, s.node_pools, at.field("node_pools"), Object::NodePool)?;
+        each(
+            self,
+            s.node_pools,
+            sequence,
+            Kind::NodePool,
+            at,
+            Object::NodePool,
+        )?;
         each(
             self,
             s.node_classes,
-            at.field("node_classes"),
+            sequence,
+            Kind::NodeClass,
+            at,
             Object::NodeClass,
         )?;
         each(
             self,
             s.daemon_sets,
-            at.field("daemon_sets"),
+            sequence,
+            Kind::DaemonSet,
+            at,
             Object::DaemonSet,
         )?;
-        each(self, s.pdbs, at.field("pdbs"), Object::Pdb)?;
+        each(self, s.pdbs, sequence, Kind::Pdb, at, Object::Pdb)?;
         each(
             self,
             s.namespaces,
-            at.field("namespaces"),
+            sequence,
+            Kind::Namespace,
+            at,
             Object::Namespace,
         )?;
-        each(self, s.pvcs, at.field("pvcs"), Object::Pvc)?;
-        each(self, s.pvs, at.field("pvs"), Object::Pv)?;
+        each(self, s.pvcs, sequence, Kind::Pvc, at, Object::Pvc)?;
+        each(self, s.pvs, sequence, Kind::Pv, at, Object::Pv)?;
         each(
             self,
             s.storage_classes,
-            at.field("storage_classes"),
+            sequence,
+            Kind::StorageClass,
+            at,
             Object::StorageClass,
         )?;
         Ok(())
     }
 
-    /// Upserts one object of a delta; `at` is the path of its `Upsert`.
-    fn upsert(&mut self, object: pb::upsert::Object, at: At<'_>) -> Result<()> {
-        use pb::upsert::Object;
-        let name = match &object {
-            Object::Pod(_) => "pod",
-            Object::Node(_) => "node",
-            Object::NodeClaim(_) => "node_claim",
-            Object::NodePool(_) => "node_pool",
-            Object::NodeClass(_) => "node_class",
-            Object::DaemonSet(_) => "daemon_set",
-            Object::Pdb(_) => "pdb",
-            Object::Namespace(_) => "namespace",
-            Object::Pvc(_) => "pvc",
-            Object::Pv(_) => "pv",
-            Object::StorageClass(_) => "storage_class",
-        };
-        self.upsert_at(object, at.field(name))
-    }
-
     /// Upserts one object; `at` is the path of the object itself.
-    fn upsert_at(&mut self, object: pb::upsert::Object, at: At<'_>) -> Result<()> {
+    fn upsert(&mut self, object: pb::upsert::Object, origin: Origin, at: At<'_>) -> Result<()> {
         use pb::upsert::Object;
         match object {
             Object::Pod(p) => {
+                let by_uid = !p.uid.is_empty();
                 let p = convert::pod(p, at)?;
-                self.pods.insert(p.uid.clone(), p);
+                put(&mut self.pods, p.uid.clone(), p, origin, by_uid, at)
             }
             Object::Node(n) => {
                 let k = key(&n.uid, None, &n.name);
-                self.nodes.insert(k, convert::node(n, at)?);
+                let by_uid = !n.uid.is_empty();
+                put(
+                    &mut self.nodes,
+                    k,
+                    convert::node(n, at)?,
+                    origin,
+                    by_uid,
+                    at,
+                )
             }
             Object::NodeClaim(c) => {
                 let k = key(&c.uid, None, &c.name);
-                self.node_claims.insert(k, convert::node_claim(c, at)?);
+                let by_uid = !c.uid.is_empty();
+                let c = convert::node_claim(c, at)?;
+                put(&mut self.node_claims, k, c, origin, by_uid, at)
             }
             Object::NodePool(p) => {
                 let k = key(&p.uid, None, &p.name);
-                self.node_pools.insert(k, convert::node_pool(p, at)?);
+                let by_uid = !p.uid.is_empty();
+                let p = convert::node_pool(p, at)?;
+                put(&mut self.node_pools, k, p, origin, by_uid, at)
             }
             Object::NodeClass(c) => {
                 let k = key(&c.uid, None, &c.name);
-                self.node_classes.insert(k, convert::node_class(c, at)?);
+                let by_uid = !c.uid.is_empty();
+                let c = convert::node_class(c, at)?;
+                put(&mut self.node_classes, k, c, origin, by_uid, at)
             }
             Object::DaemonSet(d) => {
                 let k = key(&d.uid, Some(&d.namespace), &d.name);
-                self.daemon_sets.insert(k, convert::daemon_set(d, at)?);
+                let by_uid = !d.uid.is_empty();
+                let d = convert::daemon_set(d, at)?;
+                put(&mut self.daemon_sets, k, d, origin, by_uid, at)
             }
             Object::Pdb(p) => {
                 let k = key(&p.uid, Some(&p.namespace), &p.name);
-                self.pdbs.insert(k, convert::pdb(p, at)?);
+                let by_uid = !p.uid.is_empty();
+                put(&mut self.pdbs, k, convert::pdb(p, at)?, origin, by_uid, at)
             }
             Object::Namespace(n) => {
                 let k = key(&n.uid, None, &n.name);
-                self.namespaces.insert(k, convert::namespace(n, at)?);
+                let by_uid = !n.uid.is_empty();
+                let n = convert::namespace(n, at)?;
+                put(&mut self.namespaces, k, n, origin, by_uid, at)
             }
             Object::Pvc(c) => {
                 let k = key(&c.uid, Some(&c.namespace), &c.name);
-                self.pvcs.insert(k, convert::pvc(c, at)?);
+                let by_uid = !c.uid.is_empty();
+                put(&mut self.pvcs, k, convert::pvc(c, at)?, origin, by_uid, at)
             }
             Object::Pv(v) => {
                 let k = key(&v.uid, None, &v.name);
-                self.pvs.insert(k, convert::pv(v, at)?);
+                let by_uid = !v.uid.is_empty();
+                put(&mut self.pvs, k, convert::pv(v, at)?, origin, by_uid, at)
             }
             Object::StorageClass(c) => {
                 let k = key(&c.uid, None, &c.name);
-                self.storage_classes
-                    .insert(k, convert::storage_class(c, at)?);
+                let by_uid = !c.uid.is_empty();
+                let c = convert::storage_class(c, at)?;
+                put(&mut self.storage_classes, k, c, origin, by_uid, at)
             }
         }
-        Ok(())
     }
 
     fn batch(&self, sequence: u64, now: i64) -> Batch {
+        fn objects<T: Clone>(s: &Store<T>) -> Vec<T> {
+            s.values().map(|h| h.object.clone()).collect()
+        }
         let base = self.base.as_ref();
         let mut options = base.map(|b| b.options.clone()).unwrap_or_default();
         options.now = now;
@@ -503,20 +753,29 @@ impl SessionState {
             catalog: base.map(|b| b.catalog.clone()).unwrap_or_default(),
             options,
             snapshot: ClusterSnapshot {
-                pods: self.pods.values().cloned().collect(),
-                nodes: self.nodes.values().cloned().collect(),
-                node_claims: self.node_claims.values().cloned().collect(),
-                node_pools: self.node_pools.values().cloned().collect(),
-                node_classes: self.node_classes.values().cloned().collect(),
-                daemon_sets: self.daemon_sets.values().cloned().collect(),
-                pdbs: self.pdbs.values().cloned().collect(),
-                namespaces: self.namespaces.values().cloned().collect(),
-                pvcs: self.pvcs.values().cloned().collect(),
-                pvs: self.pvs.values().cloned().collect(),
-                storage_classes: self.storage_classes.values().cloned().collect(),
+                pods: objects(&self.pods),
+                nodes: objects(&self.nodes),
+                node_claims: objects(&self.node_claims),
+                node_pools: objects(&self.node_pools),
+                node_classes: objects(&self.node_classes),
+                daemon_sets: objects(&self.daemon_sets),
+                pdbs: objects(&self.pdbs),
+                namespaces: objects(&self.namespaces),
+                pvcs: objects(&self.pvcs),
+                pvs: objects(&self.pvs),
+                storage_classes: objects(&self.storage_classes),
             },
         }
     }
+}
+
+/// Splits a validated batch's path `snapshot.<list>[<i>]<rest>` into its kind, index and rest.
+fn batch_path(field: &str) -> Option<(Kind, usize, &str)> {
+    let tail = field.strip_prefix("snapshot.")?;
+    let (list, tail) = tail.split_once('[')?;
+    let (index, rest) = tail.split_once(']')?;
+    let kind = Kind::ALL.into_iter().find(|k| k.list() == list)?;
+    Some((kind, index.parse().ok()?, rest))
 }
 
 impl Drop for SessionState {

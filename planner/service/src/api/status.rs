@@ -14,7 +14,9 @@ impl From<Error> for Status {
     fn from(e: Error) -> Self {
         let message = e.to_string();
         match e {
-            Error::Convert(c) => bad_request(c.field(), c.reason(), message),
+            Error::Convert(c) | Error::SessionUpdate { source: c, .. } => {
+                bad_request(c.field(), c.reason(), message)
+            }
             Error::UnknownCatalog { field, reason, .. } => bad_request(&field, &reason, message),
             Error::NoSnapshot { .. } | Error::SequenceGap { .. } => {
                 Status::failed_precondition(message)

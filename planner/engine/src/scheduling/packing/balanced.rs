@@ -36,6 +36,9 @@ pub(super) fn balanced_pack(
     let mut claims = Vec::new();
     let mut left: usize = items.len();
     while left > 0 {
+        if run.is_cancelled() {
+            return None;
+        }
         // Shares are relative to what is left when the claim opens.
         let base: Vec<f64> = remaining.clone();
         let share = |sig: u32, r: usize| -> f64 {

@@ -15,6 +15,9 @@ pub(super) fn pack(
     // Per signature: first claim that has not rejected it (claims only fill up).
     let mut cursor: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
     for i in items {
+        if run.is_cancelled() {
+            return None;
+        }
         let sig_id = run.items[i as usize].sig;
         let types = run.pool_fit(sig_id, p).ok()?;
         let sig = run.sigs.get(sig_id);

@@ -216,6 +216,9 @@ pub(super) fn empty_claims(run: &mut Run<'_, '_>, may_empty: &[bool], group: &[O
     order.sort_by(|&a, &b| prices[a].total_cmp(&prices[b]).then(a.cmp(&b)));
     let mut budget: usize = 2_000_000;
     for v in order {
+        if run.is_cancelled() {
+            return;
+        }
         if run.claims[v].pods.is_empty() || !may_empty[v] || group[v].is_none() {
             continue;
         }

@@ -70,6 +70,9 @@ pub(super) fn greedy_pack(
     // The last claim's type and pods per bucket: repeated while the pods last.
     let mut last: Option<usize> = None;
     while left > 0 {
+        if run.is_cancelled() {
+            return None;
+        }
         if let Some(t) = last
             && best_counts
                 .iter()

@@ -60,6 +60,9 @@ pub(super) fn lp_pack(
     let mut lp_budget: usize = 200;
     let mut x: Vec<f64> = Vec::new();
     while left > 0 {
+        if run.is_cancelled() {
+            return None;
+        }
         // The type the fractional optimum of what is left uses most.
         if lp_budget > 0 || x.is_empty() {
             let mut demand = vec![0.0f64; nd];
