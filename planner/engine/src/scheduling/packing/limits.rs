@@ -282,7 +282,15 @@ fn limit_pack(
         let start = cursor.get(&sig_id).copied().unwrap_or(0);
         let mut advance = true;
         for (c, claim) in claims.iter().enumerate().skip(start) {
-            match claim.check(pool, sig, None, policy) {
+            // The quick resource check first: most open claims are full.
+            let res = if claim.fits(sig) {
+                claim.check(pool, sig, None, policy)
+            } else {
+                Err(crate::scheduling::node_claim::Reject::permanent(
+                    "not enough resources",
+                ))
+            };
+            match res {
                 Ok(n) => {
                     let after = cheapest_cap(n.types());
                     let delta: Vec<i64> = after
@@ -290,10 +298,15 @@ fn limit_pack(
                         .zip(&counts[c])
                         .map(|(a, b)| (a - b).max(0))
                         .collect();
+                    let free = delta.iter().all(|d| *d == 0);
                     if within(&delta) && best.as_ref().is_none_or(|b| cost(&delta) < b.0) {
                         best = Some((cost(&delta), Some(c), Some(n), after));
                     }
                     advance = false;
+                    // Nothing beats a claim that holds the pod at no extra count.
+                    if free {
+                        break;
+                    }
                 }
                 Err(r) => {
                     if r.permanent && advance {
