@@ -266,6 +266,7 @@ fn dovetail(s: &ClusterSnapshot, catalog: &Catalog, o: &PlanOptions) -> Figures 
     let out =
         consolidation::disrupt(s, catalog, o, &consolidation::with_scheduler).expect("valid input");
     let time = start.elapsed();
+    audit(s, &out.decisions);
     // One state: build the scheduler, evaluate every candidate alone, one prefix search.
     let start = Instant::now();
     let session = Evaluation::new(s, catalog, o).expect("valid input");
@@ -285,6 +286,53 @@ fn dovetail(s: &ClusterSnapshot, catalog: &Catalog, o: &PlanOptions) -> Figures 
     }
     let first_pass = start.elapsed();
     figures(&out, time, first_pass)
+}
+
+/// Replays the decisions from the plan alone (nodes, replacements, `destinations`) and prints
+/// how many pods were displaced, how many of them a decision gives no destination, and how many
+/// end on a node the plan removes; also how many moved pods appear in no replacement (what an
+/// audit saw before decisions carried `destinations`).
+fn audit(s: &ClusterSnapshot, decisions: &[planner::plan::DisruptionDecision]) {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut on: BTreeMap<String, String> = s
+        .pods
+        .iter()
+        .filter_map(|p| Some((p.key(), p.node_name.clone()?)))
+        .collect();
+    let mut nodes: BTreeSet<String> = s.nodes.iter().map(|n| n.name.clone()).collect();
+    let (mut displaced, mut no_destination) = (0usize, 0usize);
+    let mut moved: BTreeSet<String> = BTreeSet::new();
+    let mut in_replacement: BTreeSet<String> = BTreeSet::new();
+    for d in decisions {
+        let gone: BTreeSet<&str> = d.nodes.iter().map(String::as_str).collect();
+        let dest: BTreeMap<&str, &str> = d
+            .destinations
+            .iter()
+            .flat_map(|e| e.pods.iter().map(move |p| (p.as_str(), e.name.as_str())))
+            .collect();
+        for (pod, node) in on.iter_mut() {
+            if gone.contains(node.as_str()) {
+                displaced += 1;
+                moved.insert(pod.clone());
+                match dest.get(pod.as_str()) {
+                    Some(to) => *node = to.to_string(),
+                    None => no_destination += 1,
+                }
+            }
+        }
+        for n in &gone {
+            nodes.remove(*n);
+        }
+        for r in &d.replacements {
+            nodes.insert(r.name.clone());
+            in_replacement.extend(r.pods.iter().cloned());
+        }
+    }
+    let stranded = on.values().filter(|n| !nodes.contains(*n)).count();
+    println!(
+        "  audit: {displaced} pod moves; {no_destination} without a destination; {stranded} pods end on a removed node; {} moved pods appear in no replacement (they went to existing nodes)",
+        moved.difference(&in_replacement).count()
+    );
 }
 
 /// The Karpenter-style baseline (see the header).

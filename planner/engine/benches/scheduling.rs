@@ -83,6 +83,17 @@ fn main() {
     cases.push(("realistic".to_string(), 3_000));
     cases.push(("realistic".to_string(), 10_000));
     cases.push(("realistic-limits".to_string(), 10_000));
+    cases.push(("realistic-binding-limits".to_string(), 10_000));
+    cases.push(("example".to_string(), 0));
+    cases.push(("karpenter-generic-binding-limits".to_string(), 10_000));
+    // `cargo bench -p planner --bench scheduling -- realistic`: only the cases whose name
+    // contains one of the words given.
+    let only: Vec<&String> = args
+        .iter()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    cases.retain(|(name, _)| only.is_empty() || only.iter().any(|w| name.contains(w.as_str())));
     for (name, n) in cases {
         let out = std::process::Command::new(&exe)
             .args(["--case", &name, &n.to_string()])
@@ -119,6 +130,28 @@ fn run_case(name: &str, n: usize) {
                 );
             }
             (snap, aws::builtin("us-east-1").expect("built-in catalog"))
+        }
+        // Limits that bind: each NodePool may have 60% of the cpu its claims take without
+        // limits. Cost ÷ bound is then over the pods placed; the unschedulable count says how
+        // many pods the limits left out.
+        "realistic-binding-limits" => {
+            let catalog = aws::builtin("us-east-1").expect("built-in catalog");
+            let snap = binding(realistic_workload(n), &catalog);
+            (snap, catalog)
+        }
+        // The README's example (`examples/realistic`), as `dovetail plan -f` reads it.
+        "example" => {
+            let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/realistic");
+            let loaded = planner::manifests::load_paths(&[dir.to_string()]).expect("example");
+            (
+                loaded.snapshot,
+                aws::builtin("us-east-1").expect("built-in catalog"),
+            )
+        }
+        "karpenter-generic-binding-limits" => {
+            let catalog = synthetic::karpenter_benchmark(400);
+            let snap = binding(karpenter_workload(n, Some(0)), &catalog);
+            (snap, catalog)
         }
         "karpenter" => (
             karpenter_workload(n, None),
@@ -177,6 +210,7 @@ fn run_case(name: &str, n: usize) {
         best = best.min(start.elapsed().as_secs_f64());
     }
     let pods = plan.summary.pending_pods as f64;
+    let n = if n == 0 { pods as usize } else { n };
     let s = &plan.summary;
     let ratio = if s.lower_bound_cost_per_hour > 0.0 {
         s.cost_per_hour / s.lower_bound_cost_per_hour
@@ -213,6 +247,29 @@ fn run_case(name: &str, n: usize) {
             String::new()
         }
     );
+}
+
+/// `snap` with a cpu limit on each NodePool of 60% of the capacity its claims take in the plan
+/// without limits (counted on each claim's cheapest type).
+fn binding(mut snap: ClusterSnapshot, catalog: &planner::catalog::Catalog) -> ClusterSnapshot {
+    let options = PlanOptions {
+        no_disruption: true,
+        ..PlanOptions::default()
+    };
+    let free = planner::plan(&snap, catalog, &options);
+    for np in &mut snap.node_pools {
+        let used: i64 = free
+            .node_claims
+            .iter()
+            .filter(|c| c.node_pool == np.name)
+            .filter_map(|c| catalog.get(c.instance_types.first()?))
+            .map(|t| t.capacity.cpu)
+            .sum();
+        if used > 0 {
+            limit(np, &[("cpu", used * 6 / 10)]);
+        }
+    }
+    snap
 }
 
 /// Sets `np`'s `spec.limits` to `limits` (name, amount in the model's units).

@@ -68,6 +68,7 @@
 //! `consolidationPolicy: WhenUnderutilized` is read as `WhenEmptyOrUnderutilized`.
 
 mod cluster;
+mod fields;
 pub use common::hash;
 mod karpenter;
 mod kinds;
@@ -448,7 +449,9 @@ impl SnapshotBuilder {
                     }
                     self.snapshot.node_pools.push(*np);
                 }
-                Object::Legacy(w) => self.warnings.push(format!("{location}: {w}")),
+                Object::Legacy(w) | Object::Warning(w) => {
+                    self.warnings.push(format!("{location}: {w}"))
+                }
                 Object::DeletingNodePool(name) => self.warnings.push(format!(
                     "{location}: NodePool {name} is being deleted (metadata.deletionTimestamp is set); it launches no nodes"
                 )),

@@ -105,6 +105,11 @@ pub struct DisruptionDecision {
     pub replacements: Vec<PlannedNodeClaim>,
     /// Hourly saving (current price of `nodes` minus price of `replacements`).
     pub savings_per_hour: f64,
+    /// Where every pod the decision displaces goes: existing nodes (as the earlier decisions
+    /// leave the cluster) and this decision's replacements, by name, each with its pods, sorted
+    /// by name. With it a plan can be audited, decision by decision, without re-running it.
+    #[serde(default)]
+    pub destinations: Vec<ExistingNodePlacement>,
 }
 
 /// Totals of a plan.

@@ -210,12 +210,29 @@ impl Requirements {
         incoming: &Requirements,
         undefined: Undefined,
     ) -> Result<(), Incompatibility> {
+        self.compatible_allowing(incoming, undefined, &|_| false)
+    }
+
+    /// [`Requirements::compatible`] where the keys `also` accepts may be undefined too (a
+    /// NodePool's instance types define the custom labels of a catalog, as they define the
+    /// well-known ones).
+    ///
+    /// # Errors
+    /// The first incompatibility in key order.
+    pub fn compatible_allowing(
+        &self,
+        incoming: &Requirements,
+        undefined: Undefined,
+        also: &dyn Fn(&str) -> bool,
+    ) -> Result<(), Incompatibility> {
         for inc in &incoming.reqs {
             match self.get(inc.key()) {
                 None => {
                     let allowed = match undefined {
                         Undefined::AllowAll => true,
-                        Undefined::AllowWellKnown => well_known::is_well_known(inc.key()),
+                        Undefined::AllowWellKnown => {
+                            well_known::is_well_known(inc.key()) || also(inc.key())
+                        }
                         Undefined::Deny => false,
                     };
                     if !allowed && !inc.allows_absent() {

@@ -187,12 +187,20 @@ pub fn plan() -> Plan {
                 nodes: vec!["ip-10-0-1-7.ec2.internal".into()],
                 replacements: vec![],
                 savings_per_hour: 0.096,
+                destinations: vec![ExistingNodePlacement {
+                    name: "ip-10-0-1-9.ec2.internal".into(),
+                    pods: vec!["default/web-1".into()],
+                }],
             },
             DisruptionDecision {
                 reason: "Drifted".into(),
                 nodes: vec!["ip-10-0-1-8.ec2.internal".into()],
                 replacements: vec![claim("default-r3pl4", &["default/db-0"], 0.0)],
                 savings_per_hour: 0.0,
+                destinations: vec![ExistingNodePlacement {
+                    name: "default-r3pl4".into(),
+                    pods: vec!["default/db-0".into()],
+                }],
             },
         ],
         summary: Summary {

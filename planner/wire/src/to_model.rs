@@ -866,6 +866,14 @@ pub fn plan(p: pb::PlanResponse) -> Plan {
                     nodes: d.nodes,
                     replacements: d.replacements.into_iter().map(claim_in).collect(),
                     savings_per_hour: d.savings_per_hour,
+                    destinations: d
+                        .destinations
+                        .into_iter()
+                        .map(|e| ExistingNodePlacement {
+                            name: e.name,
+                            pods: e.pods,
+                        })
+                        .collect(),
                 })
                 .collect(),
             summary: Summary {

@@ -455,6 +455,14 @@ pub fn decision_out(d: &DisruptionDecision) -> pb::DisruptionDecision {
         nodes: d.nodes.clone(),
         replacements: d.replacements.iter().map(claim_out).collect(),
         savings_per_hour: d.savings_per_hour,
+        destinations: d
+            .destinations
+            .iter()
+            .map(|e| pb::ExistingNodePlacement {
+                name: e.name.clone(),
+                pods: e.pods.clone(),
+            })
+            .collect(),
     }
 }
 

@@ -128,6 +128,16 @@ fn legacy_node_pool_fields(value: &Value, pool: &NodePool) -> Vec<String> {
     out
 }
 
+/// Whether `path` is a NodePool field of an older Karpenter API that
+/// [`legacy_node_pool_fields`] warns about (so it needs no unknown-field warning too).
+pub(super) fn is_legacy_node_pool_field(path: &str) -> bool {
+    path == "spec.disruption.expireAfter"
+        || path == "spec.ttlSecondsUntilExpired"
+        || path == "spec.ttlSecondsAfterEmpty"
+        || path == "spec.consolidation"
+        || path.starts_with("spec.consolidation.")
+}
+
 /// The warning for a Karpenter object of an apiVersion older than v1, which is not read; `None`
 /// for any other object.
 pub(super) fn legacy_kind(api_version: &str, kind: &str) -> Option<String> {

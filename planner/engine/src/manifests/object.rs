@@ -36,6 +36,8 @@ pub(super) enum Object {
     Legacy(String),
     /// A kind (or apiVersion) the planner does not use, described for the warning.
     Skipped(String),
+    /// A warning about the object before it (an unknown field).
+    Warning(String),
 }
 
 /// `Kind namespace/name` for messages; namespaced kinds without a namespace are in `default`.
@@ -58,8 +60,18 @@ pub(super) fn convert_unit(
     source: &str,
     out: &mut Vec<(Object, Location)>,
 ) -> Result<()> {
-    if let Some(converted) = unit.yaml_text().and_then(|text| direct_yaml(text, base)) {
+    if let Some(text) = unit.yaml_text()
+        && let Some(converted) = direct_yaml(text, base)
+    {
+        let location = converted.1.clone();
         out.push(converted);
+        // The fast path reads only what the planner uses: the unknown-field check needs the
+        // whole document.
+        if let Some((api_version, kind)) = scan_type(text)
+            && let Ok(value) = serde_yaml::from_str::<Value>(text)
+        {
+            unknown_fields(api_version, kind, &value, &location, out);
+        }
         return Ok(());
     }
     match source::parse_unit(unit, source)? {
@@ -229,7 +241,11 @@ pub(super) fn convert_object(
 
     match convert_kind(api_version, kind, value) {
         Ok(object) => {
-            out.push((object, location));
+            let checked = !matches!(object, Object::Skipped(_) | Object::Legacy(_));
+            out.push((object, location.clone()));
+            if checked {
+                unknown_fields(api_version, kind, value, &location, out);
+            }
             Ok(())
         }
         Err(e) => Err(field_err(location, e.path, e.message)),
@@ -293,6 +309,26 @@ fn convert_kind(api_version: &str, kind: &str, value: &Value) -> Result<Object, 
             })
         }
     })
+}
+
+/// Appends a warning for each field of `value` its kind's schema does not have (see
+/// `manifests/fields.rs`). Fields of older Karpenter APIs have their own warnings.
+fn unknown_fields(
+    api_version: &str,
+    kind: &str,
+    value: &Value,
+    location: &Location,
+    out: &mut Vec<(Object, Location)>,
+) {
+    for u in super::fields::unknown(api_version, kind, value) {
+        if kind == "NodePool" && karpenter::is_legacy_node_pool_field(&u.path) {
+            continue;
+        }
+        out.push((
+            Object::Warning(super::fields::warning(api_version, kind, &u)),
+            location.clone(),
+        ));
+    }
 }
 
 fn json_type(v: &Value) -> &'static str {

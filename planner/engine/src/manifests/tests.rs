@@ -1437,3 +1437,57 @@ spec: {template: {spec: {nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeC
 }
 
 mod strict;
+
+#[test]
+fn unknown_fields_are_warned_about_naming_field_and_document() {
+    let l = load(
+        r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: typo}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirments:
+      - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: r
+  amiSelectorTerms: [{alias: al2023@latest}]
+  kubelet: {maxPod: 20}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: shop}
+spec:
+  nodeSelecter: {kubernetes.io/arch: arm64}
+  containers: [{name: c, image: x, resources: {requests: {cpu: 100m}}}]
+"#,
+    );
+    let w = &l.warnings;
+    assert_eq!(w.len(), 3, "{w:?}");
+    assert_eq!(
+        w[0],
+        "test.yaml: document 1 (NodePool typo): unknown field spec.template.spec.requirments (karpenter.sh/v1 NodePool has no such field; did you mean requirements?); it is ignored"
+    );
+    assert!(
+        w[1].starts_with(
+            "test.yaml: document 2 (EC2NodeClass default): unknown field spec.kubelet.maxPod "
+        ) && w[1].contains("did you mean maxPods?"),
+        "{}",
+        w[1]
+    );
+    assert!(
+        w[2].starts_with("test.yaml: document 3 (Pod shop/web): unknown field spec.nodeSelecter ")
+            && w[2].contains("did you mean nodeSelector?"),
+        "{}",
+        w[2]
+    );
+    // The misspelt fields are ignored, as Kubernetes ignores them: no requirement, no selector.
+    assert!(l.snapshot.node_pools[0].requirements.is_empty());
+    assert!(l.snapshot.pods[0].node_selector.is_empty());
+}

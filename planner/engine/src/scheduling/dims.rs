@@ -15,6 +15,10 @@ pub(crate) const EPHEMERAL: usize = 2;
 /// Index of pods.
 pub(crate) const PODS: usize = 3;
 
+/// The pseudo-resource a NodePool's `spec.limits.nodes` limits: every node counts one (1000
+/// milli-units) in its capacity and pods request none of it.
+pub(crate) const NODES: &str = "nodes";
+
 /// A resource vector laid out by [`Dims`].
 pub(crate) type Vector = Box<[i64]>;
 
@@ -22,6 +26,8 @@ pub(crate) type Vector = Box<[i64]>;
 #[derive(Clone, Debug)]
 pub(crate) struct Dims {
     names: Vec<String>,
+    /// Slot of [`NODES`], when some NodePool limits it.
+    nodes: Option<usize>,
 }
 
 // === impl Dims ===
@@ -42,7 +48,21 @@ impl Dims {
         .map(|s| s.to_string())
         .collect();
         names_.extend(ext);
-        Self { names: names_ }
+        let nodes = names_.iter().position(|n| n == NODES);
+        Self {
+            names: names_,
+            nodes,
+        }
+    }
+
+    /// A node's capacity as NodePool limits count it: [`Dims::vector`] plus one node in the
+    /// [`NODES`] slot when there is one.
+    pub(crate) fn node_capacity(&self, r: &Resources) -> Vector {
+        let mut v = self.vector(r);
+        if let Some(s) = self.nodes {
+            v[s] = 1000;
+        }
+        v
     }
 
     /// Number of slots.

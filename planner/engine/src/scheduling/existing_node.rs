@@ -203,7 +203,7 @@ fn from_node(
         used: d.zero(),
         ports,
         pool: n.labels.get(labels::NODEPOOL).cloned(),
-        capacity: d.vector(&n.capacity),
+        capacity: d.node_capacity(&n.capacity),
         schedulable,
         pods: Vec::new(),
         initialized,
@@ -227,7 +227,7 @@ fn from_claim(
         .and_then(|name| pools.iter().find(|p| p.name() == name));
     // Capacity: the status when launched, else the smallest type its requirements allow.
     let (mut available, capacity) = if c.allocatable.cpu > 0 || c.allocatable.memory > 0 {
-        (d.capacity(&c.allocatable), d.vector(&c.capacity))
+        (d.capacity(&c.allocatable), d.node_capacity(&c.capacity))
     } else {
         let mut min: Option<(Vector, Vector)> = None;
         if let Some(pool) = pool {
@@ -249,7 +249,7 @@ fn from_claim(
                 }
             }
         }
-        min.unwrap_or_else(|| (d.zero(), d.zero()))
+        min.unwrap_or_else(|| (d.zero(), d.node_capacity(&Default::default())))
     };
     let taints_ = c.taints.clone();
     let pods = bound.get(c.name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
@@ -259,7 +259,7 @@ fn from_claim(
         ports.extend(normalize_ports(&p.host_ports));
     }
     for ds in daemons {
-        if ds.compatible_with_template(&reqs, &taints_) {
+        if ds.compatible_with_template(&reqs, &taints_, &Default::default()) {
             dims::sub(&mut available, &ds.requests);
             ports.extend(ds.host_ports.iter().cloned());
         }

@@ -146,8 +146,7 @@ impl Claim {
         }
         let mut new_reqs: Option<Requirements> = None;
         if !sig.reqs.is_empty() {
-            self.reqs
-                .compatible(&sig.reqs, Undefined::AllowWellKnown)
+            pool.compatible(&self.reqs, &sig.reqs)
                 .map_err(|e| Reject::permanent(format!("incompatible requirements: {e}")))?;
             let mut r = self.reqs.clone();
             r.add_all(&sig.reqs);
@@ -254,6 +253,11 @@ pub(crate) struct Narrowed {
 // === impl Narrowed ===
 
 impl Narrowed {
+    /// The types that would remain, cheapest first as the pool orders them.
+    pub(crate) fn types(&self) -> &[u32] {
+        &self.types
+    }
+
     /// The claim's price after the add: its cheapest remaining type's cheapest allowed offering.
     pub(crate) fn price(&self, pool: &Pool<'_>, claim: &Claim) -> f64 {
         pool.price_of(self.reqs.as_ref().unwrap_or(&claim.reqs), &self.types)

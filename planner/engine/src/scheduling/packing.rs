@@ -22,6 +22,7 @@ use claims::{claim_price, pack, price_of};
 use emptying::{empty_claims, empty_zoned_claims};
 use fill_gaps::fill_gaps;
 use greedy::{GREEDY_GAP, greedy_pack};
+pub(super) use limits::place_within;
 use lp_guided::{Target, lp_pack};
 
 /// Improves the packing of `run`'s new claims in place.

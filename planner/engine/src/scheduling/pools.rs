@@ -106,6 +106,11 @@ pub(crate) struct Pool<'a> {
     pub(crate) limits: Vec<(usize, i64)>,
     /// Notes for the plan (e.g. relaxed minValues).
     pub(crate) notes: Vec<String>,
+    /// Label keys that instance types of the pool's catalog carry and that are neither well
+    /// known nor defined by the template (custom labels of an `--instance-types` catalog): a
+    /// pod may require them as it may require well-known ones, and a type without one reads
+    /// `DoesNotExist` for it.
+    pub(crate) custom_keys: BTreeSet<String>,
     /// Zones of the pool's offerings, sorted; `None` when there are more than 64.
     pub(crate) zone_names: Option<Vec<String>>,
     /// Capacity types of the pool's offerings, sorted; `None` when there are more than 64.
@@ -134,6 +139,7 @@ impl<'a> Pool<'a> {
             unusable: None,
             limits: Vec::new(),
             notes: Vec::new(),
+            custom_keys: BTreeSet::new(),
             zone_names: None,
             capacity_type_names: None,
         };
@@ -158,9 +164,16 @@ impl<'a> Pool<'a> {
                 return pool;
             }
         }
+        pool.custom_keys = catalog
+            .instance_types
+            .iter()
+            .flat_map(|it| it.labels.keys())
+            .filter(|k| !well_known::is_well_known(k) && !pool.reqs.has(k))
+            .cloned()
+            .collect();
         let pool_daemons: Vec<&DaemonInfo<'_>> = daemons
             .iter()
-            .filter(|ds| ds.compatible_with_template(&pool.reqs, &np.taints))
+            .filter(|ds| ds.compatible_with_template(&pool.reqs, &np.taints, &pool.custom_keys))
             .collect();
         for ds in &pool_daemons {
             dims::add(&mut pool.daemon, &ds.requests);
@@ -168,6 +181,11 @@ impl<'a> Pool<'a> {
         }
         for it in &catalog.instance_types {
             if let Some(mut t) = type_entry(it, &pool.reqs, d) {
+                for key in &pool.custom_keys {
+                    if !t.reqs.has(key) {
+                        t.reqs.add(Requirement::does_not_exist(key.clone()));
+                    }
+                }
                 for ds in &pool_daemons {
                     if ds.compatible_with_type(&t.reqs) {
                         dims::add(&mut t.daemon, &ds.requests);
@@ -249,6 +267,21 @@ impl<'a> Pool<'a> {
             .iter()
             .filter_map(|&t| self.types[t as usize].cheapest_with(zone, ct))
             .fold(f64::INFINITY, f64::min)
+    }
+
+    /// Karpenter's compatibility check of `incoming` against `base` (the pool's template or a
+    /// claim of it): well-known labels and the pool's [`Pool::custom_keys`] may be undefined.
+    pub(crate) fn compatible(
+        &self,
+        base: &Requirements,
+        incoming: &Requirements,
+    ) -> crate::requirements::Result<(), crate::requirements::Incompatibility> {
+        if self.custom_keys.is_empty() {
+            return base.compatible(incoming, Undefined::AllowWellKnown);
+        }
+        base.compatible_allowing(incoming, Undefined::AllowWellKnown, &|k| {
+            self.custom_keys.contains(k)
+        })
     }
 
     /// Taints pods must tolerate (startup taints are ignored, as Karpenter does).
@@ -348,7 +381,7 @@ fn type_entry(it: &InstanceType, pool_reqs: &Requirements, d: &Dims) -> Option<T
     Some(TypeEntry {
         name: it.name.clone(),
         alloc: d.capacity(&it.allocatable()),
-        capacity: d.vector(&it.capacity),
+        capacity: d.node_capacity(&it.capacity),
         daemon: d.zero(),
         free: d.zero(),
         reqs,
@@ -411,14 +444,21 @@ impl<'a> DaemonInfo<'a> {
 
     /// Whether its pod would run on nodes of a template (Karpenter's `isDaemonPodCompatible`:
     /// tolerate the taints, PreferNoSchedule always tolerated; some required term compatible).
-    pub(crate) fn compatible_with_template(&self, reqs: &Requirements, taints_: &[Taint]) -> bool {
+    /// `custom` are label keys the template's instance types define (see [`Pool::custom_keys`]).
+    pub(crate) fn compatible_with_template(
+        &self,
+        reqs: &Requirements,
+        taints_: &[Taint],
+        custom: &BTreeSet<String>,
+    ) -> bool {
         if !self.tolerates(taints_) {
             return false;
         }
         self.terms.as_ref().is_some_and(|terms| {
-            terms
-                .iter()
-                .any(|t| reqs.compatible(t, Undefined::AllowWellKnown).is_ok())
+            terms.iter().any(|t| {
+                reqs.compatible_allowing(t, Undefined::AllowWellKnown, &|k| custom.contains(k))
+                    .is_ok()
+            })
         })
     }
 

@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 use crate::labels;
 use crate::model::{ClusterSnapshot, PlanOptions, Pod};
-use crate::requirements::{Requirements, Undefined, taints};
+use crate::requirements::{Requirements, taints};
 
 use super::dims::{self, Dims, Vector};
 use super::existing_node::ExistingNode;
@@ -172,6 +172,13 @@ impl<'s, 'a> Run<'s, 'a> {
             run.unschedulable.push((i, reason));
         }
         run
+    }
+
+    /// Drops the claims that cost improvement emptied, so that placing more pods afterwards
+    /// ([`Run::add`]) never reopens one outside its pool's limits.
+    pub(super) fn drop_empty_claims(&mut self) {
+        self.claims.retain(|c| !c.pods.is_empty());
+        self.cur_claims.iter_mut().for_each(|c| *c = 0);
     }
 
     fn ensure_cursors(&mut self) {
@@ -436,7 +443,7 @@ fn compute_pool_fit(pool: &Pool<'_>, sig: &Sig, d: &Dims) -> Result<Rc<[u32]>, S
             taints::describe(t)
         ));
     }
-    if let Err(e) = pool.reqs.compatible(&sig.reqs, Undefined::AllowWellKnown) {
+    if let Err(e) = pool.compatible(&pool.reqs, &sig.reqs) {
         let from_volume = sig.volume.as_ref().filter(|_| {
             sig.strict
                 .get(e.key())

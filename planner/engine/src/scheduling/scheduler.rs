@@ -52,6 +52,14 @@ impl<'a> Scheduler<'a> {
         for c in &snapshot.node_claims {
             collect(&c.allocatable);
         }
+        // `spec.limits.nodes` counts nodes: a slot every node fills by one.
+        if snapshot
+            .node_pools
+            .iter()
+            .any(|np| np.limited_resources.iter().any(|r| r == super::dims::NODES))
+        {
+            ext.insert(super::dims::NODES.to_string());
+        }
         let d = Dims::new(ext.iter());
 
         let mut daemon_sets: Vec<&crate::model::DaemonSet> = snapshot.daemon_sets.iter().collect();
@@ -93,12 +101,24 @@ impl<'a> Scheduler<'a> {
             .collect();
         pending.sort_by(|a, b| queue::compare(a, b));
 
-        let any_anti_affinity = snapshot
-            .pods
-            .iter()
-            .any(|p| !p.pod_anti_affinity.is_empty() || !p.preferred_pod_anti_affinity.is_empty());
-        let topology_active =
-            any_anti_affinity || snapshot.pods.iter().any(super::has_topology_constraints);
+        // Under `--preference-policy Ignore` every pod is placed without its preferences, so
+        // preferred pod (anti-)affinity and ScheduleAnyway spreads constrain nothing.
+        let respect = options.preference_policy != PreferencePolicy::Ignore;
+        let any_anti_affinity = snapshot.pods.iter().any(|p| {
+            !p.pod_anti_affinity.is_empty()
+                || (respect && !p.preferred_pod_anti_affinity.is_empty())
+        });
+        let topology_active = any_anti_affinity
+            || snapshot.pods.iter().any(|p| {
+                if respect {
+                    super::has_topology_constraints(p)
+                } else {
+                    !p.pod_affinity.is_empty()
+                        || p.topology_spread
+                            .iter()
+                            .any(|t| t.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule)
+                }
+            });
         let domains = if topology_active {
             domains(&pools, &existing, snapshot)
         } else {
@@ -148,6 +168,10 @@ impl<'a> Scheduler<'a> {
             return run.results();
         }
         super::packing::improve(&mut run);
+        if self.tables.cancel.is_cancelled() {
+            return run.results();
+        }
+        super::packing::place_within(&mut run);
         if self.tables.cancel.is_cancelled() {
             return run.results();
         }

@@ -245,6 +245,133 @@ fn node_pool_limits_cap_new_capacity_including_existing_nodes() {
     assert!(reason.contains("limits"), "{reason}");
 }
 
+/// What the plan's new claims count against a pool's cpu limit, as Karpenter counts them: the
+/// largest capacity among each claim's instance types (small_catalog: `m.<size>` has 2, 4, 8
+/// or 16 vCPUs).
+fn counted_cpu(r: &Results) -> i64 {
+    let cpu = |t: &str| match t {
+        "m.small" => 2_000,
+        "m.medium" => 4_000,
+        "m.large" => 8_000,
+        "m.xlarge" => 16_000,
+        other => panic!("unknown type {other}"),
+    };
+    r.new_claims
+        .iter()
+        .map(|c| c.instance_types.iter().map(|t| cpu(t)).max().unwrap_or(0))
+        .sum()
+}
+
+fn zoned_pod(name: &str, cpu_milli: i64, zone: &str) -> crate::model::Pod {
+    let mut p = pod(name, cpu_milli, 256);
+    p.node_selector.insert(labels::ZONE.into(), zone.into());
+    p
+}
+
+#[test]
+fn a_binding_limit_does_not_strand_a_pod_a_smaller_type_would_hold() {
+    // Two pods that cannot share a node, a 16-vCPU limit. Counting the first claim at its
+    // largest type (m.xlarge, 16) leaves nothing for the second; a claim of one 1-vCPU pod
+    // launches its cheapest type (m.small, 2), which leaves room for the second.
+    let mut s = snapshot(vec![
+        zoned_pod("a", 1000, "zone-a"),
+        zoned_pod("b", 1000, "zone-b"),
+    ]);
+    s.node_pools[0].limits = Some(Resources {
+        cpu: 16_000,
+        ..Resources::default()
+    });
+    s.node_pools[0].limited_resources = vec!["cpu".into()];
+    let r = solve(&s, &small_catalog());
+    assert!(r.unschedulable.is_empty(), "{r:#?}");
+    assert_eq!(r.new_claims.len(), 2, "{r:#?}");
+    assert!(counted_cpu(&r) <= 16_000, "{r:#?}");
+}
+
+#[test]
+fn a_binding_limit_places_as_many_pods_as_it_allows() {
+    // Ten 1-vCPU pods per zone, a 16-vCPU limit and no overhead: at most 16 pods fit (two
+    // m.large of 8 pods, or any mix of the same capacity). First-fit puts the ten zone-a pods
+    // on one m.xlarge (16) and strands all of zone-b.
+    let mut pods = Vec::new();
+    for k in 0..10 {
+        pods.push(zoned_pod(&format!("a{k}"), 1000, "zone-a"));
+        pods.push(zoned_pod(&format!("b{k}"), 1000, "zone-b"));
+    }
+    let mut s = snapshot(pods);
+    s.node_pools[0].limits = Some(Resources {
+        cpu: 16_000,
+        ..Resources::default()
+    });
+    s.node_pools[0].limited_resources = vec!["cpu".into()];
+    let r = solve(&s, &small_catalog());
+    let placed: usize = r.new_claims.iter().map(|c| c.pods.len()).sum();
+    assert_eq!(placed, 16, "{r:#?}");
+    assert_eq!(r.unschedulable.len(), 4);
+    assert!(counted_cpu(&r) <= 16_000, "{r:#?}");
+    let reason = reason_of(&r, &r.unschedulable[0].0);
+    assert!(reason.contains("exceed its limits"), "{reason}");
+}
+
+#[test]
+fn a_binding_limit_places_small_pods_before_large_ones() {
+    // One 6-vCPU pod and four 1-vCPU pods, an 8-vCPU limit: the large pod alone needs an
+    // m.large (8) and leaves nothing; the four small pods fit on an m.medium (4) with room for
+    // nothing else large. As many pods as the limit allows: the four small ones.
+    let mut pods = vec![pod("large", 6000, 256)];
+    for k in 0..4 {
+        pods.push(pod(&format!("small{k}"), 1000, 256));
+    }
+    let mut s = snapshot(pods);
+    s.node_pools[0].limits = Some(Resources {
+        cpu: 8_000,
+        ..Resources::default()
+    });
+    s.node_pools[0].limited_resources = vec!["cpu".into()];
+    let r = solve(&s, &small_catalog());
+    let placed: usize = r.new_claims.iter().map(|c| c.pods.len()).sum();
+    assert_eq!(placed, 4, "{r:#?}");
+    assert_eq!(r.unschedulable.len(), 1);
+    assert_eq!(r.unschedulable[0].0, "default/large");
+    assert!(counted_cpu(&r) <= 8_000, "{r:#?}");
+}
+
+#[test]
+fn limits_nodes_counts_nodes() {
+    // `limits: {nodes: 2}`: two pods that cannot share a node get two nodes, a third waits,
+    // and an existing node of the pool counts too.
+    let mut s = snapshot(vec![
+        zoned_pod("a", 1000, "zone-a"),
+        zoned_pod("b", 1000, "zone-b"),
+        zoned_pod("c", 15_500, "zone-a"),
+    ]);
+    let mut limits = Resources::default();
+    limits.set("nodes", 2_000);
+    s.node_pools[0].limits = Some(limits);
+    s.node_pools[0].limited_resources = vec!["nodes".into()];
+    let r = solve(&s, &small_catalog());
+    assert_eq!(r.new_claims.len(), 2, "{r:#?}");
+    assert_eq!(r.unschedulable.len(), 1, "{r:#?}");
+    let reason = reason_of(&r, &r.unschedulable[0].0);
+    assert!(reason.contains("nodes=0"), "{reason}");
+    // Without the limit, three nodes.
+    s.node_pools[0].limited_resources.clear();
+    s.node_pools[0].limits = None;
+    assert_eq!(solve(&s, &small_catalog()).new_claims.len(), 3);
+    // An existing node of the pool leaves one.
+    let mut limits = Resources::default();
+    limits.set("nodes", 2_000);
+    s.node_pools[0].limits = Some(limits);
+    s.node_pools[0].limited_resources = vec!["nodes".into()];
+    let mut n = node("n1", 2, 4);
+    n.labels.insert(labels::NODEPOOL.into(), "default".into());
+    s.nodes.push(n);
+    s.pods.push(bound_pod("full", 2000, 256, "n1"));
+    let r = solve(&s, &small_catalog());
+    assert_eq!(r.new_claims.len(), 1, "{r:#?}");
+    assert_eq!(r.unschedulable.len(), 2, "{r:#?}");
+}
+
 #[test]
 fn pods_must_tolerate_node_pool_taints() {
     let mut s = snapshot(vec![pod("plain", 500, 512)]);
@@ -850,4 +977,149 @@ fn lower_bound_counts_nodes_that_anti_affinity_forces() {
         r.lower_bound
     );
     assert!(r.lower_bound <= r.cost() + 1e-9);
+}
+
+#[test]
+fn daemon_set_selecting_a_provider_label_counts_only_on_types_carrying_it() {
+    // A 1.5-vCPU agent that runs only on the `c` family: the cheapest type (c.small) has no
+    // room left for a 1-vCPU pod, an m.small does (the agent does not run there).
+    let mut catalog = small_catalog();
+    catalog
+        .instance_types
+        .push(instance_type("c.small", 2, 4, 110, 0.09));
+    let mut s = snapshot(vec![pod("a", 1000, 256)]);
+    let mut ds = daemon_set("c-agent", 1500, 128);
+    ds.template.required_node_affinity = vec![crate::model::NodeSelectorTerm {
+        requirements: vec![requirement(labels::INSTANCE_FAMILY, Operator::In, &["c"])],
+    }];
+    s.daemon_sets.push(ds);
+    let r = solve(&s, &catalog);
+    assert_eq!(r.new_claims.len(), 1, "{r:#?}");
+    assert_eq!(r.new_claims[0].instance_types[0], "m.small", "{r:#?}");
+    assert!(
+        !r.new_claims[0]
+            .instance_types
+            .contains(&"c.small".to_string())
+    );
+    // Without the agent the c.small is the cheapest.
+    s.daemon_sets.clear();
+    assert_eq!(
+        solve(&s, &catalog).new_claims[0].instance_types[0],
+        "c.small"
+    );
+}
+
+/// small_catalog with the custom label `example.com/rack` on m.small (r1) and m.large (r2), as
+/// an `--instance-types` catalog file's `labels` gives them.
+fn racked_catalog() -> Catalog {
+    let mut catalog = small_catalog();
+    for (t, rack) in [("m.small", "r1"), ("m.large", "r2")] {
+        catalog
+            .instance_types
+            .iter_mut()
+            .find(|it| it.name == t)
+            .expect("type")
+            .labels
+            .insert("example.com/rack".into(), rack.into());
+    }
+    catalog
+}
+
+#[test]
+fn node_selector_on_a_custom_catalog_label_filters_types() {
+    let mut p = pod("a", 500, 256);
+    p.node_selector
+        .insert("example.com/rack".into(), "r2".into());
+    let s = snapshot(vec![p]);
+    let r = solve(&s, &racked_catalog());
+    assert!(r.unschedulable.is_empty(), "{r:#?}");
+    assert_eq!(r.new_claims[0].instance_types, ["m.large"], "{r:#?}");
+    // A value no type carries: no type matches, and the reason says so.
+    let mut p = pod("b", 500, 256);
+    p.node_selector
+        .insert("example.com/rack".into(), "r9".into());
+    let r = solve(&snapshot(vec![p]), &racked_catalog());
+    let reason = reason_of(&r, "default/b");
+    assert!(reason.contains("example.com/rack"), "{reason}");
+    // A label no type of the catalog carries stays undefined, as Karpenter has it.
+    let mut p = pod("c", 500, 256);
+    p.node_selector.insert("example.com/row".into(), "x".into());
+    let r = solve(&snapshot(vec![p]), &racked_catalog());
+    assert!(reason_of(&r, "default/c").contains("example.com/row"));
+}
+
+#[test]
+fn daemon_set_selecting_a_custom_catalog_label_counts_only_on_types_carrying_it() {
+    // A 1.5-vCPU agent on rack r1 (only m.small carries it): a 1-vCPU pod no longer fits an
+    // m.small, and fits an m.medium, where the agent does not run.
+    let mut s = snapshot(vec![pod("a", 1000, 256)]);
+    let mut ds = daemon_set("rack-agent", 1500, 128);
+    ds.template
+        .node_selector
+        .insert("example.com/rack".into(), "r1".into());
+    s.daemon_sets.push(ds);
+    let r = solve(&s, &racked_catalog());
+    assert_eq!(r.new_claims[0].instance_types[0], "m.medium", "{r:#?}");
+}
+
+#[test]
+fn preference_policy_ignore_drops_preferred_pod_affinity_and_anti_affinity() {
+    // Pods of mixed shapes, each preferring to be apart from the others (and one preferring
+    // to be with them). Under Ignore the plan is exactly the plan of the same pods without
+    // those preferences: they constrain nothing, so cost improvement runs as usual.
+    let mut rng = SplitMix(11);
+    let mut plain = Vec::new();
+    for k in 0..40 {
+        let mut p = pod(
+            &format!("p{k}"),
+            rng.range(100, 3000),
+            rng.range(128, 12_000),
+        );
+        p.labels.insert("app".into(), "web".into());
+        plain.push(p);
+    }
+    let mut preferring = plain.clone();
+    let term = crate::model::PodAffinityTerm {
+        label_selector: Some(crate::model::LabelSelector {
+            match_labels: [("app".to_string(), "web".to_string())].into(),
+            match_expressions: Vec::new(),
+        }),
+        namespaces: Vec::new(),
+        namespace_selector: None,
+        topology_key: labels::HOSTNAME.into(),
+        match_label_keys: Vec::new(),
+        mismatch_label_keys: Vec::new(),
+    };
+    for (k, p) in preferring.iter_mut().enumerate() {
+        let w = crate::model::WeightedPodAffinityTerm {
+            weight: 50,
+            term: term.clone(),
+        };
+        if k == 0 {
+            p.preferred_pod_affinity.push(w);
+        } else {
+            p.preferred_pod_anti_affinity.push(w);
+        }
+    }
+    let ignore = PlanOptions {
+        preference_policy: crate::model::PreferencePolicy::Ignore,
+        ..PlanOptions::default()
+    };
+    let a = solve_with(&snapshot(preferring.clone()), &small_catalog(), &ignore);
+    let b = solve_with(&snapshot(plain), &small_catalog(), &ignore);
+    assert!(a.unschedulable.is_empty() && b.unschedulable.is_empty());
+    assert_eq!(a.new_claims.len(), b.new_claims.len(), "{a:#?}\n{b:#?}");
+    assert!(
+        (a.cost() - b.cost()).abs() < 1e-9,
+        "{} vs {}",
+        a.cost(),
+        b.cost()
+    );
+    // Respected, the anti-affinity spreads them over more nodes.
+    let r = solve(&snapshot(preferring), &small_catalog());
+    assert!(
+        r.new_claims.len() > a.new_claims.len(),
+        "{} nodes",
+        r.new_claims.len()
+    );
 }

@@ -7,7 +7,7 @@ use crate::consolidation::Reason;
 use crate::consolidation::candidate;
 use crate::labels;
 use crate::model::{Node, Taint, TaintEffect};
-use crate::plan::{DisruptionDecision, PlannedNodeClaim};
+use crate::plan::{DisruptionDecision, ExistingNodePlacement, PlannedNodeClaim};
 
 // === impl Evaluation ===
 
@@ -102,10 +102,11 @@ impl<'a> Evaluation<'a> {
         let mut nodes: Vec<String> = removed.iter().map(|s| s.to_string()).collect();
         nodes.sort();
         if cmd.replacements.len() >= 2 && cmd.reason == Reason::Underutilized {
+            // The nodes and where their pods go are in the decision itself.
             self.notes.push(format!(
-                "Underutilized: {} nodes ({}) repacked onto {} cheaper new nodes, saving {:.4}/h (a many→k repack; Karpenter's search stops at many→1)",
+                "Underutilized: decision {} repacks {} nodes onto {} cheaper new nodes, saving {:.4}/h (a many→k repack; Karpenter's search stops at many→1)",
+                self.decisions.len(),
                 nodes.len(),
-                nodes.join(", "),
                 cmd.replacements.len(),
                 cmd.savings_per_hour
             ));
@@ -116,6 +117,20 @@ impl<'a> Evaluation<'a> {
                 cmd.reason.as_str()
             ));
         }
+        let mut destinations: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for (pod, target) in &cmd.placements {
+            destinations
+                .entry(target.as_str())
+                .or_default()
+                .push(pod.clone());
+        }
+        let destinations: Vec<ExistingNodePlacement> = destinations
+            .into_iter()
+            .map(|(name, pods)| ExistingNodePlacement {
+                name: name.to_string(),
+                pods,
+            })
+            .collect();
         let mut replacements = cmd.replacements;
         replacements.sort_by(|a, b| a.name.cmp(&b.name));
         for r in &mut replacements {
@@ -127,6 +142,7 @@ impl<'a> Evaluation<'a> {
             replacements,
             // `+ 0.0` turns an empty sum's -0.0 into 0.0.
             savings_per_hour: cmd.savings_per_hour + 0.0,
+            destinations,
         });
     }
 

@@ -6,7 +6,6 @@ use std::collections::BTreeSet;
 use super::{Evaluation, MIN_SPOT_TO_SPOT_TYPES, Rejection};
 use crate::catalog::InstanceType;
 use crate::labels;
-use crate::model::MinValuesPolicy;
 use crate::plan::PlannedNodeClaim;
 
 /// A replacement claim's capacity types and its instance types with their worst-case launch
@@ -130,9 +129,9 @@ impl<'a> Evaluation<'a> {
                 }
                 kept.truncate(need);
             }
-            if self.options.min_values_policy == MinValuesPolicy::Strict
-                && let Some(pool) = pool
-            {
+            // Under either policy: BestEffort relaxes minValues to launch capacity pods need,
+            // never to make a consolidation possible (Karpenter's rule).
+            if let Some(pool) = pool {
                 for r in pool.requirements.iter().filter(|r| r.min_values.is_some()) {
                     let distinct: BTreeSet<&str> = kept
                         .iter()
