@@ -136,11 +136,17 @@ pub(super) fn settle(run: &mut Run<'_, '_>, p: usize) -> bool {
 ///   claim counts its largest type against the limits, as Karpenter counts it) and the
 ///   unschedulable pods are placed again with the room that frees, for a few rounds.
 pub(in crate::scheduling) fn place_within(run: &mut Run<'_, '_>) {
-    if run.unschedulable.is_empty() || run.s.pools.iter().all(|p| p.limits.is_empty()) {
+    if run.unschedulable.is_empty()
+        || run.s.pools.iter().all(|p| p.limits.is_empty())
+        || run.is_cancelled()
+    {
         return;
     }
     if !run.s.topology_active {
         for p in 0..run.s.pools.len() {
+            if run.is_cancelled() {
+                return;
+            }
             if !run.s.pools[p].limits.is_empty() && !run.unschedulable.is_empty() {
                 smallest_first(run, p);
             }
@@ -148,7 +154,7 @@ pub(in crate::scheduling) fn place_within(run: &mut Run<'_, '_>) {
     }
     run.drop_empty_claims();
     for _ in 0..RETRY_ROUNDS {
-        if run.unschedulable.is_empty() {
+        if run.unschedulable.is_empty() || run.is_cancelled() {
             break;
         }
         for p in 0..run.s.pools.len() {
@@ -265,6 +271,10 @@ fn limit_pack(
     let mut placed = BTreeSet::new();
     let mut cursor: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
     for &i in order {
+        if run.is_cancelled() {
+            // Partial: the caller keeps its old claims unless this placed more.
+            break;
+        }
         let sig_id = run.items[i as usize].sig;
         let Ok(types) = run.pool_fit(sig_id, p) else {
             continue;
