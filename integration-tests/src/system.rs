@@ -55,7 +55,7 @@ pub struct Options {
     pub ready_after: Duration,
     /// How often the simulated kubelet calls DescribeInstances.
     pub kubelet_poll: Duration,
-    /// The watcher's batch idle window.
+    /// The watcher's batch idle window (whole seconds, at least 1s).
     pub batch_idle: &'static str,
     /// The watcher's batch max window.
     pub batch_max: &'static str,
@@ -84,7 +84,7 @@ impl Options {
             register_after: Duration::from_secs(1),
             ready_after: Duration::from_secs(1),
             kubelet_poll: Duration::from_millis(200),
-            batch_idle: "300ms",
+            batch_idle: "1s",
             batch_max: "3s",
             consolidation_interval: "3s",
             rust_log: "info",
@@ -210,8 +210,9 @@ impl System {
         let kubeconfig = dir.join("kubeconfig");
         std::fs::write(&kubeconfig, sim.kubeconfig())?;
         let actuator_port = process::free_port()?;
-        let watcher_health = SocketAddr::from(([127, 0, 0, 1], process::free_port()?));
-        let watcher_metrics = SocketAddr::from(([127, 0, 0, 1], process::free_port()?));
+        // Chosen again right before the watcher starts (after the planners took theirs).
+        let watcher_health = SocketAddr::from(([127, 0, 0, 1], 0));
+        let watcher_metrics = SocketAddr::from(([127, 0, 0, 1], 0));
         let mut sys = Self {
             dir,
             moto,
@@ -442,6 +443,9 @@ impl System {
     }
 
     async fn start_watcher(&mut self) -> anyhow::Result<()> {
+        // The planners have bound their ports by now, so these free ports cannot be theirs.
+        self.watcher_health = SocketAddr::from(([127, 0, 0, 1], process::free_port()?));
+        self.watcher_metrics = SocketAddr::from(([127, 0, 0, 1], process::free_port()?));
         let planners: Vec<String> = self
             .planners
             .iter()
@@ -476,7 +480,14 @@ impl System {
         };
         let p = ServiceProcess::spawn(&spec, &self.dir)?;
         self.watcher = Some(p);
-        process::wait_serving(self.watcher_health, "", WAIT).await?;
+        process::wait_serving(self.watcher_health, "dovetail.v1.Watcher", WAIT).await?;
+        if !self
+            .watcher
+            .as_mut()
+            .is_some_and(ServiceProcess::is_running)
+        {
+            bail!("the watcher exited (see watcher.log)");
+        }
         Ok(())
     }
 
