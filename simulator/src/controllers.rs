@@ -7,6 +7,7 @@
 //! sleeps until something changes. Writes that change nothing are not recorded, so the loops
 //! settle.
 
+pub mod ec2_kubelet;
 pub mod kubelet;
 pub mod scheduler;
 pub mod workloads;

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The end-to-end figures of issue 15: a burst of 1,000 pending pods through the three services
+# (watcher, two planners, actuator --cloud aws on moto_server, ledger on Postgres, simulated
+# cluster) to the CreateFleet calls sent and to all pods bound. Prints; asserts nothing.
+# Needs what scripts/test.sh installs (DOVETAIL_MOTO_SERVER, Postgres on 127.0.0.1:5432).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -z "${DOVETAIL_MOTO_SERVER:-}" ]; then
+  DOVETAIL_MOTO_SERVER="$(bash scripts/moto.sh | tail -1)"
+  export DOVETAIL_MOTO_SERVER
+fi
+export DOVETAIL_TEST_POSTGRES="${DOVETAIL_TEST_POSTGRES:-postgres://postgres@127.0.0.1:5432/postgres}"
+cargo nextest run -p integration-tests --test e2e --run-ignored ignored-only \
+  -E 'test(burst_of_1000_pods_figures)' --no-capture
