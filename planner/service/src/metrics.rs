@@ -24,6 +24,7 @@ pub struct Metrics {
     session_objects: Gauge,
     actuator_commands: Counter,
     actuator_failures: Counter,
+    catalog_fetches: Family<Labels, Counter>,
 }
 
 // === impl Metrics ===
@@ -90,7 +91,14 @@ impl Metrics {
             "Submissions to the actuator that failed",
             actuator_failures.clone(),
         );
+        let catalog_fetches = Family::<Labels, Counter>::default();
+        registry.register(
+            "catalog_fetches",
+            "Live catalog checks against the actuator, by outcome (updated, unchanged, refused, error)",
+            catalog_fetches.clone(),
+        );
         Self {
+            catalog_fetches,
             registry: Arc::new(registry),
             requests,
             latency,
@@ -147,6 +155,13 @@ impl Metrics {
         if !ok {
             self.actuator_failures.inc();
         }
+    }
+
+    /// Counts a live catalog check (`updated`, `unchanged`, `refused`, `error`).
+    pub fn catalog_fetch(&self, outcome: &str) {
+        self.catalog_fetches
+            .get_or_create(&vec![("outcome".to_string(), outcome.to_string())])
+            .inc();
     }
 
     /// The Prometheus text exposition of every metric.
