@@ -748,6 +748,19 @@ mod tests {
     }
 
     #[test]
+    fn catalog_refresh_defaults_to_five_minutes_and_is_checked() {
+        let c = Config::load(flags(&BASE), &env(&[])).expect("valid");
+        assert_eq!(c.catalog_refresh, Duration::from_secs(300));
+        let c = Config::load(flags(&BASE), &env(&[(ENV_CATALOG_REFRESH, "90s")])).expect("valid");
+        assert_eq!(c.catalog_refresh, Duration::from_secs(90));
+        let mut args = BASE.to_vec();
+        args.extend(["--catalog-refresh", "soon"]);
+        let e = Config::load(flags(&args), &env(&[])).expect_err("bad duration");
+        assert!(e.to_string().contains("catalog-refresh"), "{e}");
+        assert!(e.to_string().contains("\"soon\""), "{e}");
+    }
+
+    #[test]
     fn ledger_and_cloud_are_required_and_checked() {
         let e = Config::load(flags(&["--insecure-no-auth"]), &env(&[])).expect_err("no ledger");
         assert!(

@@ -138,7 +138,9 @@ fn offerings_of(c: &pb::LiveCatalog, name: &str) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
-async fn serve(svc: ActuatorService) -> pb::actuator_client::ActuatorClient<tonic::transport::Channel> {
+async fn serve(
+    svc: ActuatorService,
+) -> pb::actuator_client::ActuatorClient<tonic::transport::Channel> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -164,8 +166,16 @@ async fn an_iced_offering_fails_the_claim_and_leaves_the_served_catalog() {
         ..FakeCloud::default()
     });
     let marks = Arc::new(UnavailableOfferings::new(clock.clone(), DEFAULT_TTL));
-    let live = Arc::new(LiveCatalog::new(fake.clone(), marks.clone(), metrics.clone()));
-    let cloud = Arc::new(MarkingCloud::new(fake.clone(), marks.clone(), metrics.clone()));
+    let live = Arc::new(LiveCatalog::new(
+        fake.clone(),
+        marks.clone(),
+        metrics.clone(),
+    ));
+    let cloud = Arc::new(MarkingCloud::new(
+        fake.clone(),
+        marks.clone(),
+        metrics.clone(),
+    ));
     let worker = Worker::new(
         ledger.clone(),
         cloud.clone(),
@@ -254,7 +264,11 @@ async fn an_iced_offering_fails_the_claim_and_leaves_the_served_catalog() {
             "{t}"
         );
     }
-    assert_eq!(fake.reads.load(Ordering::SeqCst), 1, "served from the one read");
+    assert_eq!(
+        fake.reads.load(Ordering::SeqCst),
+        1,
+        "served from the one read"
+    );
 
     // A relaunch of the same offerings is refused without calling the cloud.
     ledger
@@ -267,7 +281,10 @@ async fn an_iced_offering_fails_the_claim_and_leaves_the_served_catalog() {
     assert_eq!(fake.creates.load(Ordering::SeqCst), 1, "no second create");
 
     let text = metrics.render();
-    assert!(text.contains("dovetail_actuator_ice_marks_total 4"), "{text}");
+    assert!(
+        text.contains("dovetail_actuator_ice_marks_total 4"),
+        "{text}"
+    );
     assert!(
         text.contains(r#"dovetail_actuator_catalog_requests_total{answer="unchanged"} 1"#),
         "{text}"
@@ -306,7 +323,10 @@ async fn a_marked_offering_is_back_after_three_minutes() {
         node: None,
     };
     let e = cloud.create(&request).await.expect_err("no capacity");
-    assert!(matches!(e, cloud::Error::InsufficientCapacity { .. }), "{e}");
+    assert!(
+        matches!(e, cloud::Error::InsufficientCapacity { .. }),
+        "{e}"
+    );
 
     let spot_1a = |s: &actuator::catalog::Served| {
         s.facts

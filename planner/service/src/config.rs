@@ -522,14 +522,23 @@ impl Config {
                 "needs --actuator-endpoint (DOVETAIL_ACTUATOR_ENDPOINT): the catalog comes from the actuator",
             ));
         }
-        let catalog_poll_interval = duration(
-            l.get(
-                flags.catalog_poll_interval,
-                "catalog-poll-interval",
-                ENV_CATALOG_POLL_INTERVAL,
-            ),
-            Duration::from_secs(30),
-        )?;
+        let catalog_poll_interval = match l.get(
+            flags.catalog_poll_interval,
+            "catalog-poll-interval",
+            ENV_CATALOG_POLL_INTERVAL,
+        ) {
+            None => Duration::from_secs(30),
+            Some((key, v)) => match parse_duration(&v) {
+                Some(d) if !d.is_zero() => d,
+                _ => {
+                    return Err(invalid(
+                        &key,
+                        &v,
+                        "expected a positive duration like 30s or 2m",
+                    ));
+                }
+            },
+        };
         let instance = l
             .get(flags.instance, "instance", ENV_INSTANCE)
             .map(|(_, v)| v)
@@ -572,6 +581,46 @@ mod tests {
         let mut all = vec!["dovetail-planner"];
         all.extend(args);
         Flags::try_parse_from(all).expect("flags parse")
+    }
+
+    #[test]
+    fn catalog_from_actuator_needs_the_actuator_and_a_valid_interval() {
+        let c = Config::load(
+            flags(&[
+                "--insecure-no-auth",
+                "--catalog-from-actuator",
+                "--actuator-endpoint",
+                "http://actuator:50052",
+            ]),
+            &env(&[]),
+        )
+        .expect("valid");
+        assert!(c.catalog_from_actuator);
+        assert_eq!(c.catalog_poll_interval, Duration::from_secs(30));
+        let e = Config::load(
+            flags(&["--insecure-no-auth"]),
+            &env(&[(ENV_CATALOG_FROM_ACTUATOR, "true")]),
+        )
+        .expect_err("no actuator");
+        assert!(e.to_string().starts_with("--catalog-from-actuator"), "{e}");
+        assert!(e.to_string().contains("--actuator-endpoint"), "{e}");
+        let e = Config::load(
+            flags(&["--insecure-no-auth"]),
+            &env(&[(ENV_CATALOG_FROM_ACTUATOR, "yes")]),
+        )
+        .expect_err("not a bool");
+        assert!(e.to_string().starts_with(ENV_CATALOG_FROM_ACTUATOR), "{e}");
+        let e = Config::load(
+            flags(&[
+                "--insecure-no-auth",
+                "--actuator-endpoint",
+                "http://actuator:50052",
+                "--catalog-from-actuator",
+            ]),
+            &env(&[(ENV_CATALOG_POLL_INTERVAL, "0s")]),
+        )
+        .expect_err("zero interval");
+        assert!(e.to_string().starts_with(ENV_CATALOG_POLL_INTERVAL), "{e}");
     }
 
     #[test]

@@ -315,7 +315,10 @@ fn proto3_json_of_the_response_is_the_cli_json() {
     let json = serde_json::to_string(&to_wire::plan_response(&fixtures::plan())).expect("json");
     assert!(json.contains("\"lowerBoundCostPerHour\":0.031"), "{json}");
     assert!(json.contains("\"replacements\":[]"), "{json}");
-    assert!(!json.contains("catalogVersion"), "absent unless set: {json}");
+    assert!(
+        !json.contains("catalogVersion"),
+        "absent unless set: {json}"
+    );
 }
 
 fn live_type(name: &str, vcpu: i64, arch: &str) -> pb::InstanceTypeFacts {
@@ -357,7 +360,11 @@ fn live_catalog_facts_become_karpenter_sized_types() {
     assert_eq!(m5.allocatable().cpu, 1930);
     assert_eq!(m5.labels["karpenter.k8s.aws/instance-family"], "m5");
     assert_eq!(m5.offerings[0].price, 0.035);
-    assert!(c.notes.iter().any(|n| n.contains("mac1.metal")), "{:?}", c.notes);
+    assert!(
+        c.notes.iter().any(|n| n.contains("mac1.metal")),
+        "{:?}",
+        c.notes
+    );
     // The same type as the built-in catalog computes it, offerings aside.
     let builtin = planner::catalog::aws::builtin("us-east-1").expect("built-in");
     let b = builtin.get("m5.large").expect("m5.large");
@@ -378,7 +385,11 @@ fn a_bad_live_catalog_entry_is_named() {
         assert_eq!(e.field(), field, "{e}");
         assert!(e.to_string().contains(says), "{e}");
     };
-    check(&|t| t.vcpu = 0, "catalog.instance_types[1].vcpu", "c5.large");
+    check(
+        &|t| t.vcpu = 0,
+        "catalog.instance_types[1].vcpu",
+        "c5.large",
+    );
     check(
         &|t| t.offerings[0].price = f64::NAN,
         "catalog.instance_types[1].offerings[0].price",
