@@ -5,7 +5,11 @@
 //! ([`crate::ledger::Ledger::submit`]): a known key is `Duplicate`, a stale plan's new launches
 //! are `Rejected` with the reason, the rest `Accepted`; the worker is then woken. Disrupt
 //! commands are `Rejected`: this actuator does not execute disruptions yet (part 2).
+//!
+//! `Catalog` serves the live catalog ([`crate::catalog::LiveCatalog`]) with its version, and
+//! leaves the catalog out when the caller already holds that version.
 
+mod catalog;
 mod convert;
 
 use std::sync::Arc;
@@ -14,6 +18,7 @@ use proto::v1 as pb;
 use tokio::sync::Notify;
 use tonic::{Request, Response, Status};
 
+use crate::catalog::LiveCatalog;
 use crate::clock::Clock;
 use crate::ledger::{Ledger, Outcome};
 use crate::metrics::Metrics;
@@ -34,6 +39,7 @@ pub struct ActuatorService {
     clock: Clock,
     metrics: Metrics,
     wake: Arc<Notify>,
+    catalog: Option<Arc<LiveCatalog>>,
 }
 
 // === impl ActuatorService ===
@@ -46,7 +52,14 @@ impl ActuatorService {
             clock,
             metrics,
             wake,
+            catalog: None,
         }
+    }
+
+    /// Serves `catalog` on `Catalog` (without it, `Catalog` is FAILED_PRECONDITION).
+    pub fn with_catalog(mut self, catalog: Arc<LiveCatalog>) -> Self {
+        self.catalog = Some(catalog);
+        self
     }
 
     /// The tonic server for this service.
@@ -102,5 +115,31 @@ impl pb::actuator_server::Actuator for ActuatorService {
         self.metrics.submit_seconds(started.elapsed().as_secs_f64());
         tracing::info!(plan = %req.plan_id, accepted, results = results.len(), "Submission recorded");
         Ok(Response::new(pb::SubmitResponse { results }))
+    }
+
+    async fn catalog(
+        &self,
+        request: Request<pb::CatalogRequest>,
+    ) -> Result<Response<pb::CatalogResponse>, Status> {
+        let Some(live) = &self.catalog else {
+            self.metrics.catalog_request("unavailable");
+            return Err(Status::failed_precondition(
+                "this actuator serves no live catalog (its cloud has none); plan from the built-in catalog",
+            ));
+        };
+        let Some(served) = live.current() else {
+            self.metrics.catalog_request("unavailable");
+            return Err(Status::unavailable(
+                "the live catalog has not been read from the cloud yet; retry",
+            ));
+        };
+        let known = request.into_inner().known_version;
+        let unchanged = known == served.version;
+        self.metrics
+            .catalog_request(if unchanged { "unchanged" } else { "sent" });
+        Ok(Response::new(pb::CatalogResponse {
+            version: served.version.clone(),
+            catalog: (!unchanged).then(|| catalog::live_catalog(&served.facts)),
+        }))
     }
 }

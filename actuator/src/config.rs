@@ -48,6 +48,9 @@ pub const ENV_INSTANCE: &str = "DOVETAIL_INSTANCE";
 pub const ENV_LEASE: &str = "DOVETAIL_LEASE";
 /// `DOVETAIL_POLL_INTERVAL`: how often the worker looks for claims when not woken.
 pub const ENV_POLL_INTERVAL: &str = "DOVETAIL_POLL_INTERVAL";
+/// `DOVETAIL_CATALOG_REFRESH`: how often the live catalog (types, offerings, spot prices) is
+/// read from the cloud.
+pub const ENV_CATALOG_REFRESH: &str = "DOVETAIL_CATALOG_REFRESH";
 /// `DOVETAIL_DRAIN_DELAY`: time between NOT_SERVING and closing the listener on SIGTERM.
 pub const ENV_DRAIN_DELAY: &str = "DOVETAIL_DRAIN_DELAY";
 /// `DOVETAIL_AUTH_TOKEN`: bearer token clients must send.
@@ -134,6 +137,9 @@ pub struct Flags {
     /// How often to look for claims when idle [env DOVETAIL_POLL_INTERVAL, default 1s]
     #[arg(long)]
     pub poll_interval: Option<String>,
+    /// How often the live catalog is read from the cloud (--cloud aws) [env DOVETAIL_CATALOG_REFRESH, default 5m]
+    #[arg(long)]
+    pub catalog_refresh: Option<String>,
     /// Time between NOT_SERVING and closing the listener on SIGTERM [env DOVETAIL_DRAIN_DELAY, default 5s]
     #[arg(long)]
     pub drain_delay: Option<String>,
@@ -290,6 +296,8 @@ pub struct Config {
     pub lease: Duration,
     /// Idle poll interval.
     pub poll_interval: Duration,
+    /// Interval between live catalog reads.
+    pub catalog_refresh: Duration,
     /// Drain delay.
     pub drain_delay: Duration,
     /// Authentication.
@@ -553,6 +561,14 @@ impl Config {
             l.get(flags.poll_interval, "poll-interval", ENV_POLL_INTERVAL),
             Duration::from_secs(1),
         )?;
+        let catalog_refresh = duration(
+            l.get(
+                flags.catalog_refresh,
+                "catalog-refresh",
+                ENV_CATALOG_REFRESH,
+            ),
+            Duration::from_secs(5 * 60),
+        )?;
         let drain_delay = match l.get(flags.drain_delay, "drain-delay", ENV_DRAIN_DELAY) {
             Some((_, v)) if v.trim() == "0" || v.trim() == "0s" => Duration::ZERO,
             other => duration(other, Duration::from_secs(5))?,
@@ -673,6 +689,7 @@ impl Config {
             instance,
             lease,
             poll_interval,
+            catalog_refresh,
             drain_delay,
             auth,
             tls,
@@ -728,6 +745,19 @@ mod tests {
             }
         );
         assert_eq!(c.pause_at, None);
+    }
+
+    #[test]
+    fn catalog_refresh_defaults_to_five_minutes_and_is_checked() {
+        let c = Config::load(flags(&BASE), &env(&[])).expect("valid");
+        assert_eq!(c.catalog_refresh, Duration::from_secs(300));
+        let c = Config::load(flags(&BASE), &env(&[(ENV_CATALOG_REFRESH, "90s")])).expect("valid");
+        assert_eq!(c.catalog_refresh, Duration::from_secs(90));
+        let mut args = BASE.to_vec();
+        args.extend(["--catalog-refresh", "soon"]);
+        let e = Config::load(flags(&args), &env(&[])).expect_err("bad duration");
+        assert!(e.to_string().contains("catalog-refresh"), "{e}");
+        assert!(e.to_string().contains("\"soon\""), "{e}");
     }
 
     #[test]

@@ -10,11 +10,14 @@
 //! - [`lifecycle`]: the NodeClaim lifecycle in Kubernetes (NodeClaim objects, registration,
 //!   initialization, liveness, termination); [`gc`]: leaked and vanished instances.
 //! - [`launch`]: the launch spec a claim carries and the cloud request made from it.
+//! - [`catalog`]: the live catalog served to planners, and the offerings marked unavailable
+//!   after insufficient-capacity errors (3 minutes), which launches and the catalog leave out.
 //! - [`standin`]: a local cloud stand-in (in memory or in a file) for the demo and tests.
 //! - [`config`], [`server`], [`metrics`], [`auth`], [`clock`]: the service around them.
 
 pub mod api;
 pub mod auth;
+pub mod catalog;
 pub mod clock;
 pub mod config;
 pub mod gc;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use actuator::clock::Clock;
 use actuator::config::{Auth, CloudChoice, Config, Env, Flags, KubeSource};
 use actuator::metrics::Metrics;
-use actuator::{api, gc, ledger, lifecycle, server, standin, worker};
+use actuator::{api, catalog, gc, ledger, lifecycle, server, standin, worker};
 use clap::Parser;
 use cloud::CloudProvider;
 use tracing_subscriber::EnvFilter;
@@ -95,6 +95,21 @@ async fn run(config: Config) -> anyhow::Result<()> {
             Arc::new(cloud_aws::Ec2Provider::new(c).await)
         }
     };
+    // Insufficient-capacity marks: launches skip marked offerings and the served catalog leaves
+    // them out for three minutes. The live catalog is read from the provider itself.
+    let marks = Arc::new(catalog::UnavailableOfferings::new(
+        clock.clone(),
+        catalog::DEFAULT_TTL,
+    ));
+    let live = matches!(config.cloud, CloudChoice::Aws(_)).then(|| {
+        Arc::new(catalog::LiveCatalog::new(
+            cloud.clone(),
+            marks.clone(),
+            metrics.clone(),
+        ))
+    });
+    let cloud: Arc<dyn CloudProvider> =
+        Arc::new(catalog::MarkingCloud::new(cloud, marks, metrics.clone()));
     let lifecycle = match &config.lifecycle {
         None => {
             tracing::warn!(
@@ -138,12 +153,15 @@ async fn run(config: Config) -> anyhow::Result<()> {
     if let Some(lc) = &lifecycle {
         worker = worker.with_lifecycle(Arc::new(lc.launch_hook()));
     }
-    let service = api::ActuatorService::new(
+    let mut service = api::ActuatorService::new(
         ledger.clone(),
         clock.clone(),
         metrics.clone(),
         worker.waker(),
     );
+    if let Some(live) = &live {
+        service = service.with_catalog(live.clone());
+    }
     let running = server::start(&config, service, metrics.clone()).await?;
     tracing::info!(grpc = %running.grpc_addr, metrics = ?running.metrics_addr, ledger = ledger.backend(), auth = auth_kind(&config), "Listening; NOT_SERVING until the ledger is migrated");
 
@@ -185,6 +203,11 @@ async fn run(config: Config) -> anyhow::Result<()> {
         let rx = stopped.clone();
         tokio::spawn(async move { lc.run(rx).await })
     });
+    let refresher = live.map(|live| {
+        let rx = stopped.clone();
+        let every = config.catalog_refresh;
+        tokio::spawn(async move { live.run(every, rx).await })
+    });
     let counts = tokio::spawn(worker::report_counts(
         ledger.clone(),
         metrics,
@@ -201,6 +224,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
         lc.await?;
     }
     counts.await?;
+    if let Some(r) = refresher {
+        r.await?;
+    }
     ledger.close().await;
     tracing::info!("Stopped");
     Ok(())

@@ -1,6 +1,6 @@
 //! Prometheus metrics of the actuator, served on `/metrics` on their own port: launches,
 //! failures by reason, claims by state (refreshed from the ledger), submissions by outcome and
-//! submit latency.
+//! submit latency, insufficient-capacity marks, live catalog refreshes and requests.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,6 +31,9 @@ pub struct Metrics {
     commands: Family<Labels, Counter>,
     submit_latency: Histogram,
     ledger_errors: Counter,
+    ice_marks: Counter,
+    catalog_refreshes: Family<Labels, Counter>,
+    catalog_requests: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -83,8 +86,29 @@ impl Metrics {
             "Ledger calls that failed (database unreachable or failing)",
             ledger_errors.clone(),
         );
+        let ice_marks = Counter::default();
+        registry.register(
+            "ice_marks",
+            "Offerings marked unavailable after an insufficient-capacity error",
+            ice_marks.clone(),
+        );
+        let catalog_refreshes = Family::<Labels, Counter>::default();
+        registry.register(
+            "catalog_refreshes",
+            "Live catalog reads from the cloud, by outcome (ok, error)",
+            catalog_refreshes.clone(),
+        );
+        let catalog_requests = Family::<Labels, Counter>::default();
+        registry.register(
+            "catalog_requests",
+            "Catalog calls of planners, by answer (sent, unchanged, unavailable)",
+            catalog_requests.clone(),
+        );
         Self {
             registry: Arc::new(registry),
+            ice_marks,
+            catalog_refreshes,
+            catalog_requests,
             launches,
             create_calls,
             failures,
@@ -118,6 +142,25 @@ impl Metrics {
     /// Counts one command result of a submission.
     pub fn command(&self, status: &str) {
         self.commands.get_or_create(&label("status", status)).inc();
+    }
+
+    /// Counts offerings newly marked unavailable after an insufficient-capacity error.
+    pub fn ice_marks(&self, n: usize) {
+        self.ice_marks.inc_by(n as u64);
+    }
+
+    /// Counts a live catalog read from the cloud (`ok` or `error`).
+    pub fn catalog_refresh(&self, outcome: &str) {
+        self.catalog_refreshes
+            .get_or_create(&label("outcome", outcome))
+            .inc();
+    }
+
+    /// Counts a planner's Catalog call (`sent`, `unchanged`, `unavailable`).
+    pub fn catalog_request(&self, answer: &str) {
+        self.catalog_requests
+            .get_or_create(&label("answer", answer))
+            .inc();
     }
 
     /// Records a submission's latency.

@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 pub use common::Timestamp;
 pub use common::catalog::{Catalog, InstanceType, Offering};
+pub use common::ec2::InstanceTypeInfo;
 pub use interruption::{InterruptionEvent, InterruptionKind, InterruptionQueue};
 pub use node_class::{NodeClassSpec, NodeSpec, Taint};
 pub use provider_id::{ParseProviderIdError, ProviderId};
@@ -241,6 +242,47 @@ impl ListFilter {
     }
 }
 
+/// One instance type of the live catalog: its raw EC2 facts and its offerings with prices.
+/// No capacity or allocatable: whoever plans computes those (`common::ec2::instance_type`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InstanceTypeFacts {
+    /// What DescribeInstanceTypes says about the type.
+    pub info: InstanceTypeInfo,
+    /// Zone × capacity type with the current price; `available: false` when known to be out
+    /// of capacity.
+    pub offerings: Vec<Offering>,
+}
+
+/// The live catalog as the provider reports it: facts, offerings and prices of one region.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CatalogFacts {
+    /// The region, e.g. `us-east-1`.
+    pub region: String,
+    /// Instance types sorted by name, offerings sorted by zone then capacity type.
+    pub instance_types: Vec<InstanceTypeFacts>,
+    /// How it was made (price sources, what was left out).
+    pub notes: Vec<String>,
+}
+
+// === impl CatalogFacts ===
+
+impl CatalogFacts {
+    /// The catalog with capacity, overhead and labels computed by Karpenter's rules
+    /// (`common::ec2::instance_type`); types Kubernetes cannot run (Mac) are left out.
+    pub fn to_catalog(&self) -> Catalog {
+        Catalog {
+            instance_types: self
+                .instance_types
+                .iter()
+                .filter_map(|t| {
+                    common::ec2::instance_type(&t.info, &self.region, t.offerings.clone())
+                })
+                .collect(),
+            notes: self.notes.clone(),
+        }
+    }
+}
+
 /// The cloud-provider interface.
 #[async_trait]
 pub trait CloudProvider: Send + Sync {
@@ -278,6 +320,19 @@ pub trait CloudProvider: Send + Sync {
     /// # Errors
     /// [`Error::Throttled`], [`Error::Unavailable`].
     async fn instance_types(&self) -> Result<Catalog>;
+
+    /// The live catalog's raw facts: instance types, their offerings in the zones the provider
+    /// launches in, and current prices. Providers that have none (the simulator, the
+    /// stand-in) keep this default, which says so.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`] from providers without a live catalog, [`Error::Throttled`],
+    /// [`Error::Unavailable`].
+    async fn catalog_facts(&self) -> Result<CatalogFacts> {
+        Err(Error::InvalidRequest {
+            reason: "this cloud provider serves no live catalog".to_string(),
+        })
+    }
 }
 
 #[cfg(test)]

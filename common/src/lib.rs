@@ -3,7 +3,10 @@
 //! - [`resources`]: [`Resources`] in fixed integer units, and [`quantity`]: Kubernetes quantity
 //!   parsing (`500m`, `2Gi`) into those units.
 //! - [`catalog`]: the catalog data ([`Catalog`], [`InstanceType`], [`Offering`], [`Overhead`]).
-//!   The built-in AWS catalog and its formulas stay in the planner engine.
+//!   The built-in AWS catalog (zones, offline spot estimates) stays in the planner engine.
+//! - [`ec2`]: EC2 instance-type facts, Karpenter's capacity/overhead/label rules that turn them
+//!   into catalog types (the one implementation: the built-in catalog, the live catalog and the
+//!   actuator all use it), and the built-in on-demand price table.
 //! - [`labels`]: well-known label, annotation and taint keys.
 //! - [`hash`]: the NodePool / EC2NodeClass drift hashes, computed from plain JSON.
 //! - [`duration`]: the one Go duration parser.
@@ -13,6 +16,7 @@
 
 pub mod catalog;
 pub mod duration;
+pub mod ec2;
 pub mod hash;
 pub mod labels;
 pub mod quantity;

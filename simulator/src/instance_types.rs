@@ -5,7 +5,7 @@
 //! classes, zones of us-east-1, on-demand prices) are read, with the simulator's own parsing,
 //! from the project's data files `planner/engine/data/aws/instance-types.json`,
 //! `planner/engine/data/aws/zones/us-east-1.json` and
-//! `planner/engine/data/aws/on-demand-prices-us-east-1.json`, compiled in with `include_str!`.
+//! `common/data/aws/on-demand-prices-us-east-1.json`, compiled in with `include_str!`.
 //! They are facts about EC2, not planner code; no planner code is used.
 //!
 //! Capacity and allocatable follow the published EKS behaviour, written out again here:
@@ -40,7 +40,7 @@ pub const ROOT_VOLUME: i64 = 20 << 30;
 
 const INSTANCE_TYPES: &str = include_str!("../../planner/engine/data/aws/instance-types.json");
 const ZONES: &str = include_str!("../../planner/engine/data/aws/zones/us-east-1.json");
-const PRICES: &str = include_str!("../../planner/engine/data/aws/on-demand-prices-us-east-1.json");
+const PRICES: &str = include_str!("../../common/data/aws/on-demand-prices-us-east-1.json");
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -9,9 +9,12 @@
 //! - [`launch_template`]: one launch template per node class, AMI and content, reused.
 //! - [`provider`]: [`Ec2Provider`]: instant CreateFleet with a client token, DescribeInstances,
 //!   TerminateInstances.
+//! - [`catalog`]: the live catalog: DescribeInstanceTypes, DescribeInstanceTypeOfferings,
+//!   DescribeSpotPriceHistory and the built-in on-demand prices.
 //! - [`error`]: the only place AWS errors become `cloud::Error`s.
 //! - `testing` (feature `test-util`): moto_server as the EC2/SSM stand-in, a seeded world.
 
+pub mod catalog;
 pub mod config;
 pub mod error;
 pub mod launch_template;

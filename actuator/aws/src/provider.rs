@@ -5,7 +5,7 @@
 //! CreateFleet with overrides for the offerings × their zones' subnets and the caller's client
 //! token; `get`/`list` are DescribeInstances, `delete` is TerminateInstances.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -45,6 +45,9 @@ pub struct Ec2Provider {
     ssm: aws_sdk_ssm::Client,
     templates: Templates,
     architectures: Mutex<HashMap<String, String>>,
+    /// Zones of every node class resolved so far: the live catalog's offerings are restricted
+    /// to them once known.
+    zones: Mutex<BTreeSet<String>>,
 }
 
 // === impl Ec2Provider ===
@@ -72,6 +75,7 @@ impl Ec2Provider {
             ssm,
             templates: Templates::default(),
             architectures: Mutex::new(HashMap::new()),
+            zones: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -92,7 +96,18 @@ impl Ec2Provider {
     /// [`Error::InvalidRequest`] naming the node class field that matched nothing or is
     /// invalid; AWS errors mapped as everywhere.
     pub async fn resolve(&self, class: &cloud::NodeClassSpec) -> Result<Resolved> {
-        Ok(resolve::resolve(&self.ec2, &self.ssm, &self.config, class).await?)
+        let resolved = resolve::resolve(&self.ec2, &self.ssm, &self.config, class).await?;
+        self.zones
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(resolved.zones());
+        Ok(resolved)
+    }
+
+    /// Zones the live catalog is restricted to: those of the node classes resolved so far
+    /// (empty: every zone of the region).
+    pub fn known_zones(&self) -> BTreeSet<String> {
+        self.zones.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The tags that mark an instance or template as this cluster's and this node class's; they
@@ -638,10 +653,15 @@ impl CloudProvider for Ec2Provider {
     }
 
     async fn instance_types(&self) -> Result<Catalog> {
-        // The live catalog (DescribeInstanceTypes, offerings, spot prices) is issue 13.
-        Err(Error::InvalidRequest {
-            reason: "instance_types: the EC2 provider serves no catalog yet; plan from the built-in catalog".into(),
-        })
+        Ok(self.catalog_facts().await?.to_catalog())
+    }
+
+    async fn catalog_facts(&self) -> Result<cloud::CatalogFacts> {
+        // DescribeSpotPriceHistory takes a wall time (prices in effect from then on): the
+        // adapter's edge, not a decision.
+        #[allow(clippy::disallowed_methods)]
+        let now = aws_sdk_ec2::primitives::DateTime::from(std::time::SystemTime::now());
+        crate::catalog::read(&self.ec2, &self.config.region, &self.known_zones(), now).await
     }
 }
 

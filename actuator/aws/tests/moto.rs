@@ -475,3 +475,99 @@ async fn bad_requests_name_what_is_wrong() -> Result<()> {
     );
     Ok(())
 }
+
+/// The live catalog through DescribeInstanceTypes, DescribeInstanceTypeOfferings and
+/// DescribeSpotPriceHistory. What moto cannot show: its spot prices are synthetic (every type
+/// and zone costs 0.00001 at one fixed timestamp), so "latest per type and zone" and the price
+/// parsing are shown but not real prices (`catalog::assemble` is unit-tested for the rest); it
+/// answers every type in one page (no NextToken), so pagination is the SDK paginator's and not
+/// exercised here; its facts are a copy of real DescribeInstanceTypes answers.
+#[tokio::test]
+async fn live_catalog_from_describe_calls() -> Result<()> {
+    let Some((_moto, provider, world)) = setup().await else {
+        return Ok(());
+    };
+    // No node class resolved yet: every zone of the region.
+    let all = provider.catalog_facts().await?;
+    assert_eq!(all.region, "us-east-1");
+    let m5 = all
+        .instance_types
+        .iter()
+        .find(|t| t.info.name == "m5.large")
+        .expect("m5.large described");
+    assert_eq!(m5.info.vcpu, 2);
+    assert_eq!(m5.info.memory_mib, 8192);
+    assert_eq!(m5.info.architectures, ["x86_64"]);
+    assert_eq!(m5.info.manufacturer.as_deref(), Some("Intel"));
+    assert_eq!(
+        (m5.info.max_network_interfaces, m5.info.ipv4_per_interface),
+        (3, 10)
+    );
+    assert_eq!(m5.info.network_cards.len(), 1);
+    let zones: std::collections::BTreeSet<&str> =
+        m5.offerings.iter().map(|o| o.zone.as_str()).collect();
+    assert!(zones.len() >= 4, "{zones:?}");
+    for o in &m5.offerings {
+        match o.capacity_type.as_str() {
+            "on-demand" => assert_eq!(o.price, 0.096, "built-in us-east-1 table"),
+            "spot" => assert_eq!(o.price, 0.00001, "moto's synthetic spot price"),
+            other => panic!("capacity type {other}"),
+        }
+        assert!(o.available);
+    }
+    let names: Vec<&str> = all
+        .instance_types
+        .iter()
+        .map(|t| t.info.name.as_str())
+        .collect();
+    assert!(
+        names.windows(2).all(|w| w[0] < w[1]),
+        "sorted, no duplicates"
+    );
+    let g5 = all
+        .instance_types
+        .iter()
+        .find(|t| t.info.name == "g5.xlarge")
+        .expect("g5.xlarge");
+    assert_eq!(g5.info.gpus.len(), 1);
+    assert_eq!(g5.info.gpus[0].name, "A10G");
+    let graviton = all
+        .instance_types
+        .iter()
+        .find(|t| t.info.name == "m6g.large")
+        .expect("m6g.large");
+    assert_eq!(graviton.info.architectures, ["arm64"]);
+
+    // Capacity and allocatable by Karpenter's rules (common::ec2), as the planner computes them.
+    let catalog = provider.instance_types().await?;
+    let m5 = catalog.get("m5.large").expect("m5.large");
+    assert_eq!(m5.capacity.pods, 29);
+    assert_eq!(m5.capacity.memory, 7577 << 20);
+    assert_eq!(m5.allocatable().cpu, 1930);
+    assert_eq!(m5.labels["kubernetes.io/arch"], "amd64");
+    assert_eq!(
+        catalog
+            .get("g5.xlarge")
+            .expect("g5")
+            .capacity
+            .get("nvidia.com/gpu"),
+        1000
+    );
+    assert!(
+        catalog.get("mac1.metal").is_none(),
+        "Mac types are left out"
+    );
+
+    // Once a node class is resolved, offerings are restricted to its subnets' zones.
+    let resolved = provider.resolve(&world.node_class).await?;
+    let class_zones = resolved.zones();
+    assert_eq!(provider.known_zones(), class_zones);
+    let restricted = provider.catalog_facts().await?;
+    let zones: std::collections::BTreeSet<String> = restricted
+        .instance_types
+        .iter()
+        .flat_map(|t| t.offerings.iter().map(|o| o.zone.clone()))
+        .collect();
+    assert_eq!(zones, class_zones);
+    Ok(())
+}

@@ -25,6 +25,11 @@ pub struct Plan {
     /// `PlanResponse` with default values emitted.
     #[serde(default)]
     pub notes: Vec<String>,
+    /// The version of the catalog the plan was made from, when the planner service plans from
+    /// a versioned catalog (the actuator's live catalog, or `builtin:<region>` while it falls
+    /// back). Set by the service, not by the engine; absent from the JSON when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog_version: Option<String>,
 }
 
 /// One new NodeClaim.

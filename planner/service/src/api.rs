@@ -3,9 +3,11 @@
 //! Wire types stay in this module tree: [`convert`] (the `planner-wire` crate, shared with the
 //! CLI) turns requests into the model and plans into responses, [`status`] is the one place where errors become gRPC statuses, [`service`] is the
 //! tonic implementation (unary `Plan` and streaming `Session`), [`session`] keeps the per-stream
-//! snapshot, and [`actuator`] submits session plans to the actuator.
+//! snapshot, [`actuator`] submits session plans to the actuator, and [`live_catalog`] fetches
+//! the actuator's live catalog (`--catalog-from-actuator`).
 
 pub mod actuator;
+pub mod live_catalog;
 pub mod service;
 pub mod session;
 pub mod status;

@@ -42,6 +42,10 @@ pub const ENV_TLS_CLIENT_CA: &str = "DOVETAIL_TLS_CLIENT_CA";
 pub const ENV_INSECURE_NO_AUTH: &str = "DOVETAIL_INSECURE_NO_AUTH";
 /// `DOVETAIL_ACTUATOR_ENDPOINT`: where Session plans are submitted (`http://host:port`).
 pub const ENV_ACTUATOR_ENDPOINT: &str = "DOVETAIL_ACTUATOR_ENDPOINT";
+/// `DOVETAIL_CATALOG_FROM_ACTUATOR`: `true` to plan from the actuator's live catalog.
+pub const ENV_CATALOG_FROM_ACTUATOR: &str = "DOVETAIL_CATALOG_FROM_ACTUATOR";
+/// `DOVETAIL_CATALOG_POLL_INTERVAL`: how often the live catalog's version is checked.
+pub const ENV_CATALOG_POLL_INTERVAL: &str = "DOVETAIL_CATALOG_POLL_INTERVAL";
 /// `DOVETAIL_ACTUATOR_TOKEN`: bearer token for the actuator.
 pub const ENV_ACTUATOR_TOKEN: &str = "DOVETAIL_ACTUATOR_TOKEN";
 /// `DOVETAIL_DRAIN_DELAY`: time between NOT_SERVING and closing the listener on SIGTERM.
@@ -105,6 +109,13 @@ pub struct Flags {
     /// Bearer token for the actuator [env DOVETAIL_ACTUATOR_TOKEN]
     #[arg(long)]
     pub actuator_token: Option<String>,
+    /// Plan requests without a catalog from the actuator's live catalog (needs
+    /// --actuator-endpoint); the built-in catalog until the first fetch [env DOVETAIL_CATALOG_FROM_ACTUATOR=true]
+    #[arg(long)]
+    pub catalog_from_actuator: bool,
+    /// How often the live catalog's version is checked [env DOVETAIL_CATALOG_POLL_INTERVAL, default 30s]
+    #[arg(long)]
+    pub catalog_poll_interval: Option<String>,
     /// Time between NOT_SERVING and closing the listener on SIGTERM [env DOVETAIL_DRAIN_DELAY, default 5s]
     #[arg(long)]
     pub drain_delay: Option<String>,
@@ -183,6 +194,10 @@ pub struct Config {
     pub actuator_endpoint: Option<String>,
     /// Actuator token.
     pub actuator_token: Option<String>,
+    /// Plan from the actuator's live catalog.
+    pub catalog_from_actuator: bool,
+    /// Live catalog poll interval.
+    pub catalog_poll_interval: Duration,
     /// Drain delay.
     pub drain_delay: Duration,
     /// Replica name.
@@ -314,6 +329,8 @@ impl Config {
             tls: None,
             actuator_endpoint: None,
             actuator_token: None,
+            catalog_from_actuator: false,
+            catalog_poll_interval: Duration::from_secs(30),
             drain_delay: Duration::ZERO,
             instance: "test".into(),
         }
@@ -486,6 +503,42 @@ impl Config {
         let actuator_token = l
             .get(flags.actuator_token, "actuator-token", ENV_ACTUATOR_TOKEN)
             .map(|(_, v)| v);
+        let catalog_from_actuator = flags.catalog_from_actuator
+            || match l.env.get(ENV_CATALOG_FROM_ACTUATOR).as_deref() {
+                None | Some("" | "false" | "0") => false,
+                Some("true" | "1") => true,
+                Some(other) => {
+                    return Err(invalid(
+                        ENV_CATALOG_FROM_ACTUATOR,
+                        other,
+                        "expected true or false",
+                    ));
+                }
+            };
+        if catalog_from_actuator && actuator_endpoint.is_none() {
+            return Err(invalid(
+                "--catalog-from-actuator",
+                "true",
+                "needs --actuator-endpoint (DOVETAIL_ACTUATOR_ENDPOINT): the catalog comes from the actuator",
+            ));
+        }
+        let catalog_poll_interval = match l.get(
+            flags.catalog_poll_interval,
+            "catalog-poll-interval",
+            ENV_CATALOG_POLL_INTERVAL,
+        ) {
+            None => Duration::from_secs(30),
+            Some((key, v)) => match parse_duration(&v) {
+                Some(d) if !d.is_zero() => d,
+                _ => {
+                    return Err(invalid(
+                        &key,
+                        &v,
+                        "expected a positive duration like 30s or 2m",
+                    ));
+                }
+            },
+        };
         let instance = l
             .get(flags.instance, "instance", ENV_INSTANCE)
             .map(|(_, v)| v)
@@ -505,6 +558,8 @@ impl Config {
             tls,
             actuator_endpoint,
             actuator_token,
+            catalog_from_actuator,
+            catalog_poll_interval,
             drain_delay,
             instance,
         })
@@ -526,6 +581,46 @@ mod tests {
         let mut all = vec!["dovetail-planner"];
         all.extend(args);
         Flags::try_parse_from(all).expect("flags parse")
+    }
+
+    #[test]
+    fn catalog_from_actuator_needs_the_actuator_and_a_valid_interval() {
+        let c = Config::load(
+            flags(&[
+                "--insecure-no-auth",
+                "--catalog-from-actuator",
+                "--actuator-endpoint",
+                "http://actuator:50052",
+            ]),
+            &env(&[]),
+        )
+        .expect("valid");
+        assert!(c.catalog_from_actuator);
+        assert_eq!(c.catalog_poll_interval, Duration::from_secs(30));
+        let e = Config::load(
+            flags(&["--insecure-no-auth"]),
+            &env(&[(ENV_CATALOG_FROM_ACTUATOR, "true")]),
+        )
+        .expect_err("no actuator");
+        assert!(e.to_string().starts_with("--catalog-from-actuator"), "{e}");
+        assert!(e.to_string().contains("--actuator-endpoint"), "{e}");
+        let e = Config::load(
+            flags(&["--insecure-no-auth"]),
+            &env(&[(ENV_CATALOG_FROM_ACTUATOR, "yes")]),
+        )
+        .expect_err("not a bool");
+        assert!(e.to_string().starts_with(ENV_CATALOG_FROM_ACTUATOR), "{e}");
+        let e = Config::load(
+            flags(&[
+                "--insecure-no-auth",
+                "--actuator-endpoint",
+                "http://actuator:50052",
+                "--catalog-from-actuator",
+            ]),
+            &env(&[(ENV_CATALOG_POLL_INTERVAL, "0s")]),
+        )
+        .expect_err("zero interval");
+        assert!(e.to_string().starts_with(ENV_CATALOG_POLL_INTERVAL), "{e}");
     }
 
     #[test]

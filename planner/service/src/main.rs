@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use planner_service::api::actuator::Forwarder;
+use planner_service::api::live_catalog::LiveCatalog;
 use planner_service::api::{PlannerService, ServiceOptions};
 use planner_service::auth::AddBearer;
 use planner_service::config::{Config, Env, Flags};
@@ -80,10 +81,20 @@ async fn run(config: Config) -> anyhow::Result<()> {
             session_idle_timeout: config.session_idle_timeout,
         },
     );
+    let mut live = None;
     if let Some(endpoint) = &config.actuator_endpoint {
         let channel = Endpoint::from_shared(endpoint.clone())?.connect_lazy();
         let auth = AddBearer::new(config.actuator_token.as_deref())?;
-        service = service.with_actuator(Forwarder::new(channel, auth, metrics.clone()));
+        service = service.with_actuator(Forwarder::new(
+            channel.clone(),
+            auth.clone(),
+            metrics.clone(),
+        ));
+        if config.catalog_from_actuator {
+            let l = LiveCatalog::new(channel, auth, metrics.clone());
+            service = service.with_live_catalog(l.clone());
+            live = Some(l);
+        }
     }
 
     let running = planner_service::server::start(&config, service.clone(), metrics).await?;
@@ -102,8 +113,19 @@ async fn run(config: Config) -> anyhow::Result<()> {
     );
     tracing::info!("SERVING");
 
+    // The live catalog is checked in the background; plans use the built-in one until then.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let poller = live.map(|l| {
+        let every = config.catalog_poll_interval;
+        tokio::spawn(async move { l.run(every, stopped).await })
+    });
+
     shutdown_signal().await?;
     tracing::info!("Shutting down");
+    let _ = stop.send(true);
+    if let Some(p) = poller {
+        p.await?;
+    }
     running.shutdown(config.drain_delay).await?;
     tracing::info!("Stopped");
     Ok(())

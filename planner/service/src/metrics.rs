@@ -26,6 +26,7 @@ pub struct Metrics {
     actuator_failures: Counter,
     plans_running: Gauge,
     plans_cancelled: Counter,
+    catalog_fetches: Family<Labels, Counter>,
 }
 
 // === impl Metrics ===
@@ -104,7 +105,14 @@ impl Metrics {
             "Planning runs stopped early because their caller went away (deadline, cancelled call, closed Session)",
             plans_cancelled.clone(),
         );
+        let catalog_fetches = Family::<Labels, Counter>::default();
+        registry.register(
+            "catalog_fetches",
+            "Live catalog checks against the actuator, by outcome (updated, unchanged, refused, error)",
+            catalog_fetches.clone(),
+        );
         Self {
+            catalog_fetches,
             registry: Arc::new(registry),
             requests,
             latency,
@@ -173,6 +181,13 @@ impl Metrics {
         if !ok {
             self.actuator_failures.inc();
         }
+    }
+
+    /// Counts a live catalog check (`updated`, `unchanged`, `refused`, `error`).
+    pub fn catalog_fetch(&self, outcome: &str) {
+        self.catalog_fetches
+            .get_or_create(&vec![("outcome".to_string(), outcome.to_string())])
+            .inc();
     }
 
     /// The Prometheus text exposition of every metric.

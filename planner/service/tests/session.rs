@@ -291,6 +291,13 @@ impl pb::actuator_server::Actuator for RecordingActuator {
         self.seen.lock().expect("lock").push((auth, req));
         Ok(Response::new(pb::SubmitResponse { results }))
     }
+
+    async fn catalog(
+        &self,
+        _request: Request<pb::CatalogRequest>,
+    ) -> Result<Response<pb::CatalogResponse>, Status> {
+        Err(Status::failed_precondition("no live catalog here"))
+    }
 }
 
 #[tokio::test]

@@ -211,5 +211,6 @@ pub fn plan() -> Plan {
             lower_bound_cost_per_hour: 0.031,
         },
         notes: vec!["spot prices are estimates".into()],
+        catalog_version: None,
     }
 }

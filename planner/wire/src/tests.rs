@@ -296,7 +296,11 @@ fn plan_round_trips_through_the_wire() {
 /// byte for byte the serde JSON of the Plan that `dovetail plan --output json` prints.
 #[test]
 fn proto3_json_of_the_response_is_the_cli_json() {
-    for plan in [fixtures::plan(), Plan::default()] {
+    let versioned = Plan {
+        catalog_version: Some("0123456789abcdef0123456789abcdef".into()),
+        ..fixtures::plan()
+    };
+    for plan in [fixtures::plan(), Plan::default(), versioned] {
         let resp = to_wire::plan_response(&plan);
         let cli_pretty = serde_json::to_string_pretty(&plan).expect("json");
         let wire_pretty = serde_json::to_string_pretty(&resp).expect("json");
@@ -311,6 +315,96 @@ fn proto3_json_of_the_response_is_the_cli_json() {
     let json = serde_json::to_string(&to_wire::plan_response(&fixtures::plan())).expect("json");
     assert!(json.contains("\"lowerBoundCostPerHour\":0.031"), "{json}");
     assert!(json.contains("\"replacements\":[]"), "{json}");
+    assert!(
+        !json.contains("catalogVersion"),
+        "absent unless set: {json}"
+    );
+}
+
+fn live_type(name: &str, vcpu: i64, arch: &str) -> pb::InstanceTypeFacts {
+    pb::InstanceTypeFacts {
+        name: name.into(),
+        vcpu,
+        memory_mib: 8192,
+        architectures: vec![arch.into()],
+        manufacturer: Some("Intel".into()),
+        hypervisor: Some("nitro".into()),
+        usage_classes: vec!["on-demand".into(), "spot".into()],
+        max_network_interfaces: 3,
+        ipv4_per_interface: 10,
+        offerings: vec![pb::Offering {
+            zone: "us-east-1a".into(),
+            capacity_type: "spot".into(),
+            price: 0.035,
+            available: true,
+        }],
+        ..pb::InstanceTypeFacts::default()
+    }
+}
+
+#[test]
+fn live_catalog_facts_become_karpenter_sized_types() {
+    let wire = pb::LiveCatalog {
+        region: "us-east-1".into(),
+        instance_types: vec![
+            live_type("m5.large", 2, "x86_64"),
+            live_type("mac1.metal", 12, "x86_64_mac"),
+        ],
+        notes: vec!["live".into()],
+    };
+    let c = to_model::live_catalog(wire, At::ROOT.field("catalog")).expect("valid");
+    assert_eq!(c.instance_types.len(), 1, "Mac left out");
+    let m5 = &c.instance_types[0];
+    assert_eq!(m5.capacity.pods, 29);
+    assert_eq!(m5.capacity.memory, 7577 << 20);
+    assert_eq!(m5.allocatable().cpu, 1930);
+    assert_eq!(m5.labels["karpenter.k8s.aws/instance-family"], "m5");
+    assert_eq!(m5.offerings[0].price, 0.035);
+    assert!(
+        c.notes.iter().any(|n| n.contains("mac1.metal")),
+        "{:?}",
+        c.notes
+    );
+    // The same type as the built-in catalog computes it, offerings aside.
+    let builtin = planner::catalog::aws::builtin("us-east-1").expect("built-in");
+    let b = builtin.get("m5.large").expect("m5.large");
+    assert_eq!((&m5.capacity, &m5.overhead), (&b.capacity, &b.overhead));
+}
+
+#[test]
+fn a_bad_live_catalog_entry_is_named() {
+    let check = |f: &dyn Fn(&mut pb::InstanceTypeFacts), field: &str, says: &str| {
+        let mut bad = live_type("c5.large", 2, "x86_64");
+        f(&mut bad);
+        let wire = pb::LiveCatalog {
+            region: "us-east-1".into(),
+            instance_types: vec![live_type("m5.large", 2, "x86_64"), bad],
+            notes: vec![],
+        };
+        let e = to_model::live_catalog(wire, At::ROOT.field("catalog")).expect_err("refused");
+        assert_eq!(e.field(), field, "{e}");
+        assert!(e.to_string().contains(says), "{e}");
+    };
+    check(
+        &|t| t.vcpu = 0,
+        "catalog.instance_types[1].vcpu",
+        "c5.large",
+    );
+    check(
+        &|t| t.offerings[0].price = f64::NAN,
+        "catalog.instance_types[1].offerings[0].price",
+        "c5.large",
+    );
+    check(
+        &|t| t.offerings[0].capacity_type = "reserved".into(),
+        "catalog.instance_types[1].offerings[0].capacity_type",
+        "\"reserved\"",
+    );
+    check(
+        &|t| t.name = "m5.large".into(),
+        "catalog.instance_types[1].name",
+        "duplicate instance type m5.large",
+    );
 }
 
 #[test]

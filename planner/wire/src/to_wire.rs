@@ -501,6 +501,7 @@ pub fn plan_response(p: &Plan) -> pb::PlanResponse {
             lower_bound_cost_per_hour: s.lower_bound_cost_per_hour,
         }),
         notes: p.notes.clone(),
+        catalog_version: p.catalog_version.clone(),
     }
 }
 

@@ -16,6 +16,7 @@ use tracing::Instrument;
 
 use super::actuator::Forwarder;
 use super::convert::{self, CatalogChoice};
+use super::live_catalog::LiveCatalog;
 use super::{Error, Result, session};
 use crate::metrics::Metrics;
 use planner::cancel::{CancelOnDrop, CancelToken};
@@ -65,6 +66,7 @@ pub struct PlannerService {
     pub(crate) options: ServiceOptions,
     pub(crate) metrics: Metrics,
     pub(crate) actuator: Option<Forwarder>,
+    live: Option<LiveCatalog>,
     sessions: Arc<AtomicU64>,
     pub(crate) draining: Option<tokio::sync::watch::Receiver<bool>>,
 }
@@ -81,6 +83,7 @@ impl PlannerService {
             options,
             metrics,
             actuator: None,
+            live: None,
             sessions: Arc::default(),
             draining: None,
         }
@@ -96,6 +99,31 @@ impl PlannerService {
     pub fn with_actuator(mut self, forwarder: Forwarder) -> Self {
         self.actuator = Some(forwarder);
         self
+    }
+
+    /// Plans requests that name no catalog from `live` (the actuator's live catalog), or from
+    /// the default region's built-in catalog until `live` holds one. Every such plan names the
+    /// catalog version it used.
+    pub fn with_live_catalog(mut self, live: LiveCatalog) -> Self {
+        self.live = Some(live);
+        self
+    }
+
+    /// The catalog for a request that names none, when planning from the live catalog: the one
+    /// held, or the built-in one (version `builtin:<region>`) until the first fetch. `None`
+    /// without `--catalog-from-actuator`.
+    pub(crate) fn live_default(&self) -> Result<Option<(Arc<Catalog>, String)>> {
+        let Some(live) = &self.live else {
+            return Ok(None);
+        };
+        if let Some(c) = live.current() {
+            return Ok(Some((c.catalog, c.version)));
+        }
+        let builtin = self.resolve_catalog(CatalogChoice::Default, "catalog_ref.region")?;
+        Ok(Some((
+            builtin,
+            format!("{BUILTIN_VERSION_PREFIX}{}", self.options.default_region),
+        )))
     }
 
     /// Ends open Sessions with UNAVAILABLE when `draining` turns true (server shutdown).
@@ -179,8 +207,19 @@ impl PlannerService {
         cancel: &CancelToken,
     ) -> Result<pb::PlanResponse> {
         let input = convert::to_model::plan_request(req)?;
-        let catalog = self.resolve_catalog(input.catalog, "catalog_ref.region")?;
-        let plan = self.run_plan(&input.snapshot, &catalog, &input.options, cancel)?;
+        let live = match input.catalog {
+            CatalogChoice::Default => self.live_default()?,
+            _ => None,
+        };
+        let (catalog, version) = match live {
+            Some((c, v)) => (c, Some(v)),
+            None => (
+                self.resolve_catalog(input.catalog, "catalog_ref.region")?,
+                None,
+            ),
+        };
+        let mut plan = self.run_plan(&input.snapshot, &catalog, &input.options, cancel)?;
+        stamp_version(&mut plan, version);
         tracing::debug!(
             pods = input.snapshot.pods.len(),
             claims = plan.node_claims.len(),
@@ -210,6 +249,23 @@ impl Drop for GaugeGuard {
     fn drop(&mut self) {
         self.0.dec();
     }
+}
+
+/// The catalog version of plans made from the built-in catalog while the live one is missing.
+pub const BUILTIN_VERSION_PREFIX: &str = "builtin:";
+
+/// Names the catalog version in the plan; a built-in fallback also gets a note.
+pub(crate) fn stamp_version(plan: &mut Plan, version: Option<String>) {
+    if let Some(v) = &version
+        && v.starts_with(BUILTIN_VERSION_PREFIX)
+    {
+        plan.notes.push(
+            "The actuator's live catalog has not been fetched yet: planned from the built-in \
+             catalog."
+                .to_string(),
+        );
+    }
+    plan.catalog_version = version;
 }
 
 /// Runs `f` on the blocking pool inside the current span; a panic becomes

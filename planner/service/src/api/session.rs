@@ -105,8 +105,20 @@ async fn run(
                 let cancel = planner::cancel::CancelToken::new();
                 let run_cancel = cancel.clone();
                 let planned = blocking(move || {
-                    let plan =
-                        svc.run_plan(&batch.snapshot, &batch.catalog, &batch.options, &run_cancel)?;
+                    // A session whose snapshot named no catalog plans from the live catalog
+                    // current at each batch, when the service has one.
+                    let live = if batch.default_catalog {
+                        svc.live_default()?
+                    } else {
+                        None
+                    };
+                    let (catalog, version) = match live {
+                        Some((c, v)) => (c, Some(v)),
+                        None => (batch.catalog.clone(), None),
+                    };
+                    let mut plan =
+                        svc.run_plan(&batch.snapshot, &catalog, &batch.options, &run_cancel)?;
+                    super::service::stamp_version(&mut plan, version);
                     Ok((batch, plan))
                 });
                 // A client that closes the stream abandons the plan: stop it.
@@ -158,11 +170,14 @@ pub(crate) struct Batch {
     pub(crate) sequence: u64,
     pub(crate) snapshot: ClusterSnapshot,
     pub(crate) catalog: Arc<Catalog>,
+    /// The session's snapshot named no catalog (the service's default applies).
+    pub(crate) default_catalog: bool,
     pub(crate) options: PlanOptions,
 }
 
 struct Base {
     catalog: Arc<Catalog>,
+    default_catalog: bool,
     options: PlanOptions,
 }
 
@@ -492,6 +507,7 @@ impl SessionState {
                 let at = root.field("snapshot");
                 let objects = s.snapshot.take().unwrap_or_default();
                 let input = convert::session_snapshot(s, at)?;
+                let default_catalog = matches!(input.catalog, planner_wire::CatalogChoice::Default);
                 let catalog =
                     service.resolve_catalog(input.catalog, "snapshot.catalog_ref.region")?;
                 self.clear();
@@ -504,6 +520,7 @@ impl SessionState {
                 }
                 self.base = Some(Base {
                     catalog,
+                    default_catalog,
                     options: input.options,
                 });
                 self.next_sequence = Some(
@@ -751,6 +768,7 @@ impl SessionState {
         Batch {
             sequence,
             catalog: base.map(|b| b.catalog.clone()).unwrap_or_default(),
+            default_catalog: base.is_some_and(|b| b.default_catalog),
             options,
             snapshot: ClusterSnapshot {
                 pods: objects(&self.pods),

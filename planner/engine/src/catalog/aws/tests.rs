@@ -1,7 +1,9 @@
 use std::sync::OnceLock;
 
 use super::*;
+use crate::catalog::InstanceType;
 use crate::catalog::overhead::{GIB, MIB};
+use crate::model::Resources;
 
 /// The us-east-1 catalog, built once for all tests of this module.
 fn us_east_1() -> &'static Catalog {

@@ -1,0 +1,151 @@
+//! The live catalog the actuator serves planners (`dovetail.v1.Actuator/Catalog`), and the
+//! offerings marked unavailable after insufficient-capacity errors ([`unavailable`]).
+//!
+//! The actuator holds the cloud credentials, so it reads the catalog (instance types, offerings,
+//! prices: `CloudProvider::catalog_facts`) on an interval ([`LiveCatalog::run`]) and serves it
+//! minus the offerings marked now. What it serves is raw facts; planners compute capacity and
+//! allocatable (`common::ec2::instance_type`). Each served catalog has a version, the content
+//! hash of what is served, so planners download it only when it changed: a new read with new
+//! prices, a new mark, or a mark that expired.
+
+pub mod unavailable;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cloud::{CatalogFacts, CloudProvider, OfferingKey};
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+
+use crate::metrics::Metrics;
+
+pub use unavailable::{DEFAULT_TTL, MarkingCloud, UnavailableOfferings};
+
+/// Default interval between reads of the catalog from the cloud (spot prices change).
+pub const DEFAULT_REFRESH: Duration = Duration::from_secs(300);
+
+/// A served catalog: the facts minus the marked offerings, and its version.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Served {
+    /// Content hash of `facts` (32 hex digits).
+    pub version: String,
+    /// What planners get.
+    pub facts: CatalogFacts,
+}
+
+/// The catalog read from the cloud and the view served from it. Cheap to share behind an `Arc`.
+pub struct LiveCatalog {
+    cloud: Arc<dyn CloudProvider>,
+    marks: Arc<UnavailableOfferings>,
+    metrics: Metrics,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    read: Option<Arc<CatalogFacts>>,
+    generation: u64,
+    served: Option<(u64, BTreeSet<OfferingKey>, Arc<Served>)>,
+}
+
+// === impl LiveCatalog ===
+
+impl LiveCatalog {
+    /// A catalog read from `cloud` (the provider itself, not a [`MarkingCloud`]: marks are
+    /// applied when serving, so an expired mark shows at once) and served minus `marks`.
+    pub fn new(
+        cloud: Arc<dyn CloudProvider>,
+        marks: Arc<UnavailableOfferings>,
+        metrics: Metrics,
+    ) -> Self {
+        Self {
+            cloud,
+            marks,
+            metrics,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // Each update replaces whole fields: recover from a poisoned lock.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reads the catalog from the cloud once; the previous read stays served on failure.
+    ///
+    /// # Errors
+    /// The cloud's error.
+    pub async fn refresh(&self) -> cloud::Result<()> {
+        match self.cloud.catalog_facts().await {
+            Ok(facts) => {
+                self.metrics.catalog_refresh("ok");
+                tracing::debug!(
+                    types = facts.instance_types.len(),
+                    "Catalog read from the cloud"
+                );
+                let mut s = self.lock();
+                s.read = Some(Arc::new(facts));
+                s.generation += 1;
+                Ok(())
+            }
+            Err(e) => {
+                self.metrics.catalog_refresh("error");
+                Err(e)
+            }
+        }
+    }
+
+    /// The catalog to serve now, `None` before the first successful read.
+    pub fn current(&self) -> Option<Arc<Served>> {
+        let marked = self.marks.current();
+        let mut s = self.lock();
+        let read = s.read.clone()?;
+        if let Some((generation, m, served)) = &s.served
+            && *generation == s.generation
+            && *m == marked
+        {
+            return Some(served.clone());
+        }
+        let facts = self.marks.filter_facts(&read);
+        let served = Arc::new(Served {
+            version: version(&facts),
+            facts,
+        });
+        s.served = Some((s.generation, marked, served.clone()));
+        Some(served)
+    }
+
+    /// Reads the catalog every `every` until `shutdown` turns true; after a failed read it
+    /// retries sooner (a tenth of the interval, at least a second).
+    pub async fn run(&self, every: Duration, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            if *shutdown.borrow() {
+                return;
+            }
+            let wait = match self.refresh().await {
+                Ok(()) => every,
+                Err(e) => {
+                    tracing::warn!(error = %e, "Catalog read failed; serving the previous one");
+                    (every / 10).max(Duration::from_secs(1))
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+    }
+}
+
+/// The version of a catalog: a SHA-256 of its canonical JSON (types and offerings in their
+/// sorted order), 32 hex digits.
+pub fn version(facts: &CatalogFacts) -> String {
+    // Serializing plain structs to a Vec cannot fail.
+    let bytes = serde_json::to_vec(facts).unwrap_or_default();
+    Sha256::digest(&bytes)
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}

@@ -1,0 +1,285 @@
+//! The live catalog end to end over real gRPC: an actuator (`ActuatorService` with a
+//! `LiveCatalog` over a cloud with a fixed catalog) and a planner service with
+//! `--catalog-from-actuator` semantics (`PlannerService::with_live_catalog`).
+//!
+//! - before the first fetch, plans use the built-in catalog and say `builtin:us-east-1`;
+//! - after a fetch, plans use the live catalog and name its version (also in the plan JSON);
+//! - an unchanged version is not downloaded again;
+//! - an insufficient-capacity error removes the offering: the next plan picks the next-cheapest;
+//! - a catalog with a bad entry is refused with an error naming the entry, the previous stays.
+//!
+//! The cloud here is a test double behind `cloud::CloudProvider`; the EC2 reads themselves are
+//! tested against moto_server in `actuator/aws/tests/moto.rs`.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use actuator::api::ActuatorService;
+use actuator::catalog::{DEFAULT_TTL, LiveCatalog, MarkingCloud, UnavailableOfferings};
+use actuator::clock::Clock;
+use cloud::{
+    CapacityType, CatalogFacts, CloudProvider, Instance, InstanceTypeFacts, InstanceTypeInfo,
+    Offering, OfferingKey, ProviderId,
+};
+use planner::model::{
+    ClusterSnapshot, NodePool, Operator, PlanOptions, Pod, Requirement, Resources,
+};
+use planner_service::api::live_catalog::{self, FetchError, Fetched};
+use planner_service::api::{PlannerService, ServiceOptions};
+use planner_service::auth::AddBearer;
+use planner_service::config::Config;
+use planner_wire::CatalogChoice;
+use proto::v1 as pb;
+
+/// A cloud whose catalog is `facts` and which has no capacity at all.
+#[derive(Default)]
+struct FixedCloud {
+    facts: Mutex<CatalogFacts>,
+}
+
+#[async_trait::async_trait]
+impl CloudProvider for FixedCloud {
+    async fn create(&self, r: &cloud::LaunchRequest) -> cloud::Result<Instance> {
+        Err(cloud::Error::InsufficientCapacity {
+            offerings: r.offerings.clone(),
+        })
+    }
+    async fn get(&self, p: &ProviderId) -> cloud::Result<Instance> {
+        Err(cloud::Error::NotFound {
+            provider_id: p.to_string(),
+        })
+    }
+    async fn list(&self, _: &cloud::ListFilter) -> cloud::Result<Vec<Instance>> {
+        Ok(Vec::new())
+    }
+    async fn delete(&self, p: &ProviderId) -> cloud::Result<()> {
+        Err(cloud::Error::NotFound {
+            provider_id: p.to_string(),
+        })
+    }
+    async fn instance_types(&self) -> cloud::Result<cloud::Catalog> {
+        Ok(self.facts.lock().expect("lock").to_catalog())
+    }
+    async fn catalog_facts(&self) -> cloud::Result<CatalogFacts> {
+        Ok(self.facts.lock().expect("lock").clone())
+    }
+}
+
+fn facts(types: &[(&str, i64, f64)]) -> CatalogFacts {
+    CatalogFacts {
+        region: "us-east-1".into(),
+        instance_types: types
+            .iter()
+            .map(|(name, vcpu, spot)| InstanceTypeFacts {
+                info: InstanceTypeInfo {
+                    name: name.to_string(),
+                    vcpu: *vcpu,
+                    memory_mib: 8192,
+                    architectures: vec!["x86_64".into()],
+                    usage_classes: vec!["spot".into()],
+                    max_network_interfaces: 3,
+                    ipv4_per_interface: 10,
+                    ..InstanceTypeInfo::default()
+                },
+                offerings: ["us-east-1a", "us-east-1b"]
+                    .iter()
+                    .map(|z| Offering {
+                        zone: z.to_string(),
+                        capacity_type: "spot".into(),
+                        price: *spot,
+                        available: true,
+                    })
+                    .collect(),
+            })
+            .collect(),
+        notes: vec![],
+    }
+}
+
+/// One pending pod and a spot-only NodePool.
+fn snapshot() -> ClusterSnapshot {
+    ClusterSnapshot {
+        pods: vec![Pod {
+            namespace: "default".into(),
+            name: "web-0".into(),
+            uid: "uid-web-0".into(),
+            requests: Resources {
+                pods: 1,
+                ..Resources::cpu_memory(500, 512 << 20)
+            },
+            ..Pod::default()
+        }],
+        node_pools: vec![NodePool {
+            name: "default".into(),
+            requirements: vec![Requirement {
+                key: planner::labels::CAPACITY_TYPE.into(),
+                operator: Operator::In,
+                values: vec!["spot".into()],
+                min_values: None,
+            }],
+            ..NodePool::default()
+        }],
+        ..ClusterSnapshot::default()
+    }
+}
+
+async fn plan(
+    client: &mut pb::planner_client::PlannerClient<tonic::transport::Channel>,
+) -> pb::PlanResponse {
+    let options = PlanOptions {
+        now: 1_700_000_000,
+        ..PlanOptions::default()
+    };
+    let req = planner_wire::to_wire::plan_request(&snapshot(), &CatalogChoice::Default, &options);
+    client.plan(req).await.expect("plan").into_inner()
+}
+
+#[tokio::test]
+async fn planners_plan_from_the_actuators_live_catalog_by_version() -> anyhow::Result<()> {
+    // The actuator side.
+    let dir = std::env::temp_dir().join(format!("dovetail-live-catalog-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let ledger = actuator::ledger::open(&format!("sqlite://{}", dir.join("ledger.db").display()))?;
+    ledger.migrate().await?;
+    let clock = Clock::new();
+    let ametrics = actuator::metrics::Metrics::new();
+    let fixed = Arc::new(FixedCloud {
+        facts: Mutex::new(facts(&[("c5.large", 2, 0.03), ("m5.large", 2, 0.035)])),
+    });
+    let marks = Arc::new(UnavailableOfferings::new(clock.clone(), DEFAULT_TTL));
+    let live = Arc::new(LiveCatalog::new(
+        fixed.clone(),
+        marks.clone(),
+        ametrics.clone(),
+    ));
+    let marking = MarkingCloud::new(fixed.clone(), marks, ametrics.clone());
+    let svc = ActuatorService::new(ledger, clock, ametrics.clone(), Arc::default())
+        .with_catalog(live.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let actuator_addr = listener.local_addr()?;
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(svc.into_server())
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+
+    // The planner side, with the real engine and the real built-in catalog as the fallback.
+    let pmetrics = planner_service::metrics::Metrics::new();
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("http://{actuator_addr}"))?.connect_lazy();
+    let fetcher = live_catalog::LiveCatalog::new(channel, AddBearer::new(None)?, pmetrics.clone());
+    let service = PlannerService::new(
+        Arc::new(|region: &str| planner::catalog::aws::builtin(region).map_err(|e| e.to_string())),
+        pmetrics.clone(),
+        ServiceOptions::default(),
+    )
+    .with_live_catalog(fetcher.clone());
+    let running =
+        planner_service::server::start(&Config::for_tests(), service, pmetrics.clone()).await?;
+    running.set_serving().await;
+    let mut client =
+        pb::planner_client::PlannerClient::connect(format!("http://{}", running.grpc_addr)).await?;
+
+    // 1. Nothing fetched (the actuator has not read its cloud yet): the built-in catalog.
+    let e = fetcher.fetch().await.expect_err("actuator has nothing yet");
+    assert!(
+        matches!(&e, FetchError::Rpc(s) if s.code() == tonic::Code::Unavailable),
+        "{e}"
+    );
+    let p = plan(&mut client).await;
+    assert_eq!(p.catalog_version.as_deref(), Some("builtin:us-east-1"));
+    assert!(
+        p.notes
+            .iter()
+            .any(|n| n.contains("has not been fetched yet")),
+        "{:?}",
+        p.notes
+    );
+
+    // 2. Fetched: plans use the live catalog and name its version.
+    live.refresh().await?;
+    let Fetched::Updated { version: v1 } = fetcher.fetch().await? else {
+        panic!("first fetch downloads");
+    };
+    let p = plan(&mut client).await;
+    assert_eq!(p.catalog_version.as_deref(), Some(v1.as_str()));
+    assert_eq!(p.node_claims.len(), 1, "{p:?}");
+    assert_eq!(p.node_claims[0].instance_types[0], "c5.large");
+    assert!((p.node_claims[0].price - 0.03).abs() < 1e-9, "{p:?}");
+    let json = serde_json::to_value(&p)?;
+    assert_eq!(json["catalogVersion"], serde_json::json!(v1));
+
+    // 3. Unchanged: not downloaded again.
+    assert_eq!(fetcher.fetch().await?, Fetched::Unchanged);
+    let text = ametrics.render();
+    assert!(
+        text.contains(r#"catalog_requests_total{answer="sent"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"catalog_requests_total{answer="unchanged"} 1"#),
+        "{text}"
+    );
+
+    // 4. No spot capacity for c5.large: marked, the next catalog lacks it, the next plan takes
+    //    m5.large.
+    let ice = cloud::LaunchRequest {
+        client_token: "t".into(),
+        offerings: ["us-east-1a", "us-east-1b"]
+            .iter()
+            .map(|z| OfferingKey {
+                instance_type: "c5.large".into(),
+                zone: z.to_string(),
+                capacity_type: CapacityType::Spot,
+            })
+            .collect(),
+        tags: cloud::Tags::new(),
+        node_class: None,
+        image_id: None,
+        node: None,
+    };
+    assert!(matches!(
+        marking.create(&ice).await,
+        Err(cloud::Error::InsufficientCapacity { .. })
+    ));
+    let Fetched::Updated { version: v2 } = fetcher.fetch().await? else {
+        panic!("marks change the catalog");
+    };
+    assert_ne!(v1, v2);
+    let p = plan(&mut client).await;
+    assert_eq!(p.catalog_version.as_deref(), Some(v2.as_str()));
+    let types: BTreeSet<&str> = p.node_claims[0]
+        .instance_types
+        .iter()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(types, BTreeSet::from(["m5.large"]), "{p:?}");
+    assert!((p.node_claims[0].price - 0.035).abs() < 1e-9, "{p:?}");
+
+    // 5. A bad entry: the catalog is refused, naming it; the planner keeps v2.
+    *fixed.facts.lock().expect("lock") = facts(&[
+        ("a1.bad", 0, 0.01),
+        ("c5.large", 2, 0.03),
+        ("m5.large", 2, 0.035),
+    ]);
+    live.refresh().await?;
+    let e = fetcher.fetch().await.expect_err("refused");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("catalog.instance_types[0].vcpu") && msg.contains("a1.bad"),
+        "{msg}"
+    );
+    assert_eq!(fetcher.current().map(|c| c.version), Some(v2.clone()));
+    let p = plan(&mut client).await;
+    assert_eq!(p.catalog_version.as_deref(), Some(v2.as_str()));
+    let text = pmetrics.render();
+    assert!(
+        text.contains(r#"catalog_fetches_total{outcome="refused"} 1"#),
+        "{text}"
+    );
+
+    running.shutdown(std::time::Duration::ZERO).await?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
