@@ -15,7 +15,7 @@ use std::time::Duration;
 use actuator::clock::Clock;
 use actuator::config::{Auth, CloudChoice, Config, Env, Flags, KubeSource};
 use actuator::metrics::Metrics;
-use actuator::{api, gc, ledger, lifecycle, server, standin, worker};
+use actuator::{api, disruption, gc, ledger, lifecycle, server, standin, worker};
 use clap::Parser;
 use cloud::CloudProvider;
 use tracing_subscriber::EnvFilter;
@@ -102,24 +102,30 @@ async fn run(config: Config) -> anyhow::Result<()> {
             );
             None
         }
-        Some(lc) => Some(lifecycle::Controller::new(
-            kube_client(&lc.kube).await?,
-            ledger.clone(),
-            cloud.clone(),
-            clock.clone(),
-            metrics.clone(),
-            lifecycle::Options {
-                owner: format!("{}-{}-lifecycle", config.instance, std::process::id()),
-                interval: lc.interval,
-                registration_timeout: lc.registration_timeout,
-                lease: config.lease,
-                gc: gc::Options {
-                    cluster_name: config.cluster_name.clone(),
-                    grace: lc.gc_grace,
-                    interval: lc.gc_interval,
-                },
-            },
-        )),
+        Some(lc) => {
+            let (client, evictions) = kube_clients(&lc.kube).await?;
+            Some(
+                lifecycle::Controller::new(
+                    client,
+                    ledger.clone(),
+                    cloud.clone(),
+                    clock.clone(),
+                    metrics.clone(),
+                    lifecycle::Options {
+                        owner: format!("{}-{}-lifecycle", config.instance, std::process::id()),
+                        interval: lc.interval,
+                        registration_timeout: lc.registration_timeout,
+                        lease: config.lease,
+                        gc: gc::Options {
+                            cluster_name: config.cluster_name.clone(),
+                            grace: lc.gc_grace,
+                            interval: lc.gc_interval,
+                        },
+                    },
+                )
+                .with_eviction_client(evictions),
+            )
+        }
     };
     let mut worker = worker::Worker::new(
         ledger.clone(),
@@ -138,12 +144,27 @@ async fn run(config: Config) -> anyhow::Result<()> {
     if let Some(lc) = &lifecycle {
         worker = worker.with_lifecycle(Arc::new(lc.launch_hook()));
     }
+    let executor = lifecycle.as_ref().map(|lc| {
+        disruption::Executor::new(
+            lc.clone(),
+            disruption::Options {
+                owner: format!("{}-{}-disruption", config.instance, std::process::id()),
+                interval: config
+                    .lifecycle
+                    .as_ref()
+                    .map_or(Duration::from_secs(2), |l| l.interval),
+                lease: config.lease,
+            },
+        )
+        .with_worker_waker(worker.waker())
+    });
     let service = api::ActuatorService::new(
         ledger.clone(),
         clock.clone(),
         metrics.clone(),
         worker.waker(),
-    );
+    )
+    .with_confirm_after(config.disruption_confirm_after);
     let running = server::start(&config, service, metrics.clone()).await?;
     tracing::info!(grpc = %running.grpc_addr, metrics = ?running.metrics_addr, ledger = ledger.backend(), auth = auth_kind(&config), "Listening; NOT_SERVING until the ledger is migrated");
 
@@ -185,6 +206,10 @@ async fn run(config: Config) -> anyhow::Result<()> {
         let rx = stopped.clone();
         tokio::spawn(async move { lc.run(rx).await })
     });
+    let executor = executor.map(|ex| {
+        let rx = stopped.clone();
+        tokio::spawn(async move { ex.run(rx).await })
+    });
     let counts = tokio::spawn(worker::report_counts(
         ledger.clone(),
         metrics,
@@ -200,13 +225,19 @@ async fn run(config: Config) -> anyhow::Result<()> {
     if let Some(lc) = lifecycle {
         lc.await?;
     }
+    if let Some(ex) = executor {
+        ex.await?;
+    }
     counts.await?;
     ledger.close().await;
     tracing::info!("Stopped");
     Ok(())
 }
 
-async fn kube_client(source: &KubeSource) -> anyhow::Result<kube::Client> {
+/// The lifecycle's client, and the eviction client: the same cluster with kube's default retry
+/// off (it would retry a PodDisruptionBudget's 429 itself for minutes; the drain owns that
+/// backoff).
+async fn kube_clients(source: &KubeSource) -> anyhow::Result<(kube::Client, kube::Client)> {
     let config = match source {
         KubeSource::InCluster => kube::Config::incluster()?,
         KubeSource::File(path) => {
@@ -214,7 +245,12 @@ async fn kube_client(source: &KubeSource) -> anyhow::Result<kube::Client> {
             kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
         }
     };
-    Ok(kube::Client::try_from(config)?)
+    let mut no_retry = config.clone();
+    no_retry.default_retry = false;
+    Ok((
+        kube::Client::try_from(config)?,
+        kube::Client::try_from(no_retry)?,
+    ))
 }
 
 fn auth_kind(config: &Config) -> &'static str {
