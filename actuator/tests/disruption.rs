@@ -4,7 +4,8 @@
 //! - an Underutilized replacement goes proposed → confirmed (a plan ≥ 15 s later) → candidate
 //!   tainted → replacement launched and initialized → candidate's NodeClaim deleted → drained
 //!   (its pods rescheduled onto the replacement) → instance terminated, each step in the ledger;
-//! - a PodDisruptionBudget that allows no eviction holds the drain until it allows one;
+//! - a PodDisruptionBudget that allows no eviction holds the drain until it allows one, or until
+//!   the NodeClaim's `terminationGracePeriod` runs out (then the pod is deleted);
 //! - a replacement that fails (insufficient capacity) aborts the disruption and untaints;
 //! - a budget of zero nodes rejects a confirmed disruption at execution time;
 //! - proposals: seen once is not executed, seen again too soon is not, stale plans are refused,
@@ -59,6 +60,11 @@ struct Fx {
 
 impl Fx {
     async fn new(budgets: serde_json::Value) -> Self {
+        Self::with_pool(budgets, json!(null)).await
+    }
+
+    /// With the NodePool's `terminationGracePeriod` (JSON null: none).
+    async fn with_pool(budgets: serde_json::Value, grace: serde_json::Value) -> Self {
         let sim = Simulation::start(Config::default())
             .await
             .expect("simulation");
@@ -73,7 +79,8 @@ impl Fx {
             "spec": {
                 "template": {"spec": {
                     "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                    "requirements": []
+                    "requirements": [],
+                    "terminationGracePeriod": grace
                 }},
                 "disruption": {"budgets": budgets}
             }
@@ -600,6 +607,67 @@ async fn a_pdb_that_allows_no_eviction_holds_the_drain_until_it_allows_one() {
         1
     );
     assert!(fx.nodes().get_opt(&node_name).await.expect("get").is_none());
+    fx.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_the_termination_grace_period_the_pods_a_pdb_holds_are_deleted() {
+    let fx = Fx::with_pool(json!([]), json!("1m")).await;
+    let node = fx.initialized_claim("default-g1").await;
+    let node_name = node.metadata.name.clone().expect("name");
+    let nc = fx.nodeclaims().get("default-g1").await.expect("nodeclaim");
+    assert_eq!(nc.spec.termination_grace_period.as_deref(), Some("1m"));
+    fx.pod_on("web-1", &node_name).await;
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}
+    }))
+    .expect("pdb");
+    Api::<PodDisruptionBudget>::namespaced(fx.client.clone(), "default")
+        .create(&PostParams::default(), &pdb)
+        .await
+        .expect("pdb");
+    fx.until("pod running", 10, || async {
+        fx.pods_on(&node_name)
+            .await
+            .iter()
+            .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+    })
+    .await;
+    fx.nodeclaims()
+        .delete("default-g1", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let started = tokio::time::Instant::now();
+    fx.until("terminated", 120, || async {
+        fx.state("default-g1").await == ClaimState::Terminated
+    })
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(60),
+        "the PDB held the pod for the grace period, not {:?}",
+        started.elapsed()
+    );
+    let events = details(&fx.ledger.events("default-g1").await.expect("events"));
+    assert!(
+        events
+            .iter()
+            .any(|d| d == &format!("{}default/web-1", drain::DELETED)),
+        "{events:#?}"
+    );
+    assert!(
+        !events.iter().any(|d| d.starts_with(drain::EVICTED)),
+        "{events:#?}"
+    );
+    let m = fx.metrics.render();
+    assert!(
+        m.contains(r#"dovetail_actuator_evictions_total{outcome="deleted"} 1"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"dovetail_actuator_evictions_total{outcome="pdb_blocked"}"#),
+        "{m}"
+    );
     fx.finish().await;
 }
 
