@@ -73,15 +73,18 @@ impl Fx {
         let mut no_retry = sim.kube_config().expect("config");
         no_retry.default_retry = false;
         let evictions = kube::Client::try_from(no_retry).expect("eviction client");
+        let mut template = json!({
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": []
+        });
+        if !grace.is_null() {
+            template["terminationGracePeriod"] = grace;
+        }
         let pool: NodePool = serde_json::from_value(json!({
             "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
             "metadata": {"name": "default"},
             "spec": {
-                "template": {"spec": {
-                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                    "requirements": [],
-                    "terminationGracePeriod": grace
-                }},
+                "template": {"spec": template},
                 "disruption": {"budgets": budgets}
             }
         }))
