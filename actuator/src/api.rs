@@ -4,7 +4,10 @@
 //! and nothing is recorded), then its launches are recorded in one ledger transaction
 //! ([`crate::ledger::Ledger::submit`]): a known key is `Duplicate`, a stale plan's new launches
 //! are `Rejected` with the reason, the rest `Accepted`; the worker is then woken. Disrupt
-//! commands are `Rejected`: this actuator does not execute disruptions yet (part 2).
+//! commands are proposals ([`crate::ledger::Ledger::propose`]): `Accepted` when first recorded
+//! (not executed yet) and again when a plan at least the confirmation delay later confirms them
+//! (the executor, [`crate::disruption`], then carries them out); `Duplicate` while waiting for
+//! confirmation or once executing; `Rejected` from a stale plan.
 //!
 //! `Catalog` serves the live catalog ([`crate::catalog::LiveCatalog`]) with its version, and
 //! leaves the catalog out when the caller already holds that version.
@@ -13,14 +16,15 @@ mod catalog;
 mod convert;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use proto::v1 as pb;
 use tokio::sync::Notify;
 use tonic::{Request, Response, Status};
 
 use crate::catalog::LiveCatalog;
-use crate::clock::Clock;
-use crate::ledger::{Ledger, Outcome};
+use crate::clock::{Clock, millis};
+use crate::ledger::{Ledger, Outcome, ProposalOutcome, Proposals};
 use crate::metrics::Metrics;
 
 pub use convert::{Invalid, submission};
@@ -31,6 +35,8 @@ pub const ACCEPTED: &str = "Accepted";
 pub const DUPLICATE: &str = "Duplicate";
 /// Status of a refused command.
 pub const REJECTED: &str = "Rejected";
+/// The default delay between a disruption's first proposal and the plan that may confirm it.
+pub const CONFIRM_AFTER: Duration = Duration::from_secs(15);
 
 /// The Actuator gRPC service.
 #[derive(Clone)]
@@ -40,6 +46,7 @@ pub struct ActuatorService {
     metrics: Metrics,
     wake: Arc<Notify>,
     catalog: Option<Arc<LiveCatalog>>,
+    confirm_after: Duration,
 }
 
 // === impl ActuatorService ===
@@ -53,12 +60,20 @@ impl ActuatorService {
             metrics,
             wake,
             catalog: None,
+            confirm_after: CONFIRM_AFTER,
         }
     }
 
     /// Serves `catalog` on `Catalog` (without it, `Catalog` is FAILED_PRECONDITION).
     pub fn with_catalog(mut self, catalog: Arc<LiveCatalog>) -> Self {
         self.catalog = Some(catalog);
+        self
+    }
+
+    /// A disruption executes only when a plan whose `basis.now` is at least `d` after its first
+    /// proposal proposes it again (default [`CONFIRM_AFTER`]).
+    pub fn with_confirm_after(mut self, d: Duration) -> Self {
+        self.confirm_after = d;
         self
     }
 
@@ -76,17 +91,54 @@ impl pb::actuator_server::Actuator for ActuatorService {
     ) -> Result<Response<pb::SubmitResponse>, Status> {
         let started = tokio::time::Instant::now();
         let req = request.into_inner();
-        let (submission, mut results) =
+        let (submission, disruptions) =
             submission(&req).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let unavailable = |e: crate::ledger::Error| {
+            self.metrics.ledger_error();
+            tracing::warn!(error = %e, "Ledger unavailable; submission not recorded");
+            Status::unavailable(format!("ledger unavailable: {e}"))
+        };
         let outcomes = self
             .ledger
             .submit(&submission, self.clock.now_ms())
             .await
-            .map_err(|e| {
-                self.metrics.ledger_error();
-                tracing::warn!(error = %e, "Ledger unavailable; submission not recorded");
-                Status::unavailable(format!("ledger unavailable: {e}"))
-            })?;
+            .map_err(unavailable)?;
+        let proposals = if disruptions.is_empty() {
+            Vec::new()
+        } else {
+            let reasons: std::collections::BTreeMap<String, String> = disruptions
+                .iter()
+                .map(|d| (d.idempotency_key.clone(), d.reason.clone()))
+                .collect();
+            let p = Proposals {
+                plan_id: submission.plan_id.clone(),
+                session_id: submission.session_id.clone(),
+                basis: submission.basis.clone(),
+                launch_keys: submission
+                    .launches
+                    .iter()
+                    .map(|l| l.idempotency_key.clone())
+                    .collect(),
+                disruptions,
+            };
+            let out = self
+                .ledger
+                .propose(&p, millis(self.confirm_after), self.clock.now_ms())
+                .await
+                .map_err(unavailable)?;
+            for (key, o) in &out {
+                let reason = reasons.get(key).map_or("", String::as_str);
+                match o {
+                    ProposalOutcome::Recorded { .. } => self.metrics.disruption(reason, "proposed"),
+                    ProposalOutcome::Confirmed { .. } => {
+                        self.metrics.disruption(reason, "confirmed")
+                    }
+                    _ => {}
+                }
+            }
+            out
+        };
+        let mut results = Vec::new();
         let mut accepted = 0;
         for (key, outcome) in outcomes {
             let (status, message) = match outcome {
@@ -99,6 +151,37 @@ impl pb::actuator_server::Actuator for ActuatorService {
                     format!("already recorded as claim {claim}; nothing new done"),
                 ),
                 Outcome::Rejected { reason } => (REJECTED, reason),
+            };
+            results.push(pb::CommandResult {
+                idempotency_key: key,
+                status: status.to_string(),
+                message,
+            });
+        }
+        let confirm = self.confirm_after.as_secs();
+        for (key, outcome) in proposals {
+            let (status, message) = match outcome {
+                ProposalOutcome::Recorded { attempt } => (
+                    ACCEPTED,
+                    format!(
+                        "disruption recorded (attempt {attempt}); executed once a plan at least {confirm}s later proposes it again"
+                    ),
+                ),
+                ProposalOutcome::Confirmed { after } => (
+                    ACCEPTED,
+                    format!("disruption confirmed {after}s after its first proposal; executing"),
+                ),
+                ProposalOutcome::Waiting { after } => (
+                    DUPLICATE,
+                    format!(
+                        "disruption proposed {after}s after its first proposal; waiting for a plan at least {confirm}s later"
+                    ),
+                ),
+                ProposalOutcome::Duplicate { state } => (
+                    DUPLICATE,
+                    format!("disruption already {state}; nothing new done"),
+                ),
+                ProposalOutcome::Rejected { reason } => (REJECTED, reason),
             };
             results.push(pb::CommandResult {
                 idempotency_key: key,

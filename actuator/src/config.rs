@@ -80,6 +80,9 @@ pub const ENV_LIFECYCLE_INTERVAL: &str = "DOVETAIL_LIFECYCLE_INTERVAL";
 pub const ENV_GC_GRACE: &str = "DOVETAIL_GC_GRACE";
 /// `DOVETAIL_GC_INTERVAL`: time between garbage collections.
 pub const ENV_GC_INTERVAL: &str = "DOVETAIL_GC_INTERVAL";
+/// `DOVETAIL_DISRUPTION_CONFIRM_AFTER`: a disruption executes only when a plan at least this
+/// much later (by the plans' `basis.now`) proposes it again.
+pub const ENV_DISRUPTION_CONFIRM_AFTER: &str = "DOVETAIL_DISRUPTION_CONFIRM_AFTER";
 
 /// Command-line flags; each one overrides its environment variable.
 #[derive(Debug, Default, Parser)]
@@ -176,6 +179,9 @@ pub struct Flags {
     /// Time between garbage collections [env DOVETAIL_GC_INTERVAL, default 2m]
     #[arg(long)]
     pub gc_interval: Option<String>,
+    /// Delay after its first proposal before a plan may confirm a disruption [env DOVETAIL_DISRUPTION_CONFIRM_AFTER, default 15s]
+    #[arg(long)]
+    pub disruption_confirm_after: Option<String>,
 }
 
 /// Where environment variables come from.
@@ -308,6 +314,8 @@ pub struct Config {
     pub pause_at: Option<Step>,
     /// The NodeClaim lifecycle; `None` when no cluster is configured.
     pub lifecycle: Option<LifecycleConfig>,
+    /// Delay between a disruption's first proposal and a plan that may confirm it.
+    pub disruption_confirm_after: Duration,
 }
 
 /// A configuration that cannot be used.
@@ -680,7 +688,16 @@ impl Config {
                 )?,
             }),
         };
+        let disruption_confirm_after = duration(
+            l.get(
+                flags.disruption_confirm_after,
+                "disruption-confirm-after",
+                ENV_DISRUPTION_CONFIRM_AFTER,
+            ),
+            crate::api::CONFIRM_AFTER,
+        )?;
         Ok(Config {
+            disruption_confirm_after,
             listen,
             metrics_listen,
             ledger,
@@ -868,5 +885,24 @@ mod tests {
         )
         .expect_err("bad timeout");
         assert!(e.to_string().starts_with(ENV_REGISTRATION_TIMEOUT), "{e}");
+    }
+
+    #[test]
+    fn the_disruption_confirmation_delay_defaults_to_fifteen_seconds_and_is_checked() {
+        let c = Config::load(flags(&BASE), &env(&[])).expect("ok");
+        assert_eq!(c.disruption_confirm_after, Duration::from_secs(15));
+        let mut args = BASE.to_vec();
+        args.extend(["--disruption-confirm-after", "30s"]);
+        let c = Config::load(flags(&args), &env(&[])).expect("ok");
+        assert_eq!(c.disruption_confirm_after, Duration::from_secs(30));
+        let e = Config::load(
+            flags(&BASE),
+            &env(&[(ENV_DISRUPTION_CONFIRM_AFTER, "later")]),
+        )
+        .expect_err("bad delay");
+        assert!(
+            e.to_string().starts_with(ENV_DISRUPTION_CONFIRM_AFTER),
+            "{e}"
+        );
     }
 }

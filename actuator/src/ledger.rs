@@ -12,6 +12,7 @@
 //! ([`Ledger::transition`] fails with [`Error::LeaseLost`] otherwise). A dead worker's claims are
 //! taken over once its lease has expired.
 
+pub mod disruption;
 pub mod sql;
 
 use std::collections::BTreeMap;
@@ -24,6 +25,10 @@ use serde::{Deserialize, Serialize};
 use crate::clock::Millis;
 use crate::launch::LaunchSpec;
 
+pub use disruption::{
+    DisruptionEvent, DisruptionRecord, DisruptionState, DisruptionStep, NewDisruption,
+    ProposalOutcome, Proposals,
+};
 pub use sql::SqlLedger;
 
 /// Errors of the ledger.
@@ -49,6 +54,15 @@ pub enum Error {
         name: String,
         /// The state the writer expected.
         expected: ClaimState,
+    },
+    /// The executor no longer holds the disruption's lease, or it is no longer in the state the
+    /// executor expected.
+    #[error("disruption {key}: lease lost or state changed (expected {expected})")]
+    DisruptionLost {
+        /// The disruption.
+        key: String,
+        /// The state the writer expected.
+        expected: DisruptionState,
     },
     /// A row holds a value this code cannot read (a newer schema, or corruption).
     #[error("claim {name}: column {column} holds {value:?}")]
@@ -404,6 +418,61 @@ pub trait Ledger: Send + Sync {
     /// # Errors
     /// [`Error::Database`], [`Error::Corrupt`].
     async fn counts(&self) -> Result<BTreeMap<ClaimState, i64>>;
+
+    /// Records a plan's disrupt commands in one transaction, serialized with submissions: a
+    /// new key is [`ProposalOutcome::Recorded`] with the plan's `basis.now`; a key still
+    /// `proposed` is [`ProposalOutcome::Confirmed`] when this plan's `basis.now` is at least
+    /// `confirm_after_ms` after the first sighting, else [`ProposalOutcome::Waiting`]; an
+    /// `aborted` or `rejected` key starts a new attempt; any other is a
+    /// [`ProposalOutcome::Duplicate`]. A stale plan (the ledger holds an in-flight claim its
+    /// basis does not list) records and confirms nothing.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    async fn propose(
+        &self,
+        proposals: &Proposals,
+        confirm_after_ms: Millis,
+        now: Millis,
+    ) -> Result<Vec<(String, ProposalOutcome)>>;
+
+    /// Every disruption (`active_only`: those the executor has work on), oldest first.
+    ///
+    /// # Errors
+    /// [`Error::Database`], [`Error::Corrupt`].
+    async fn disruptions(&self, active_only: bool) -> Result<Vec<DisruptionRecord>>;
+
+    /// One disruption.
+    ///
+    /// # Errors
+    /// [`Error::Database`], [`Error::Corrupt`].
+    async fn disruption(&self, key: &str) -> Result<Option<DisruptionRecord>>;
+
+    /// Leases disruption `key` to `owner` until `now + lease_ms` when its lease is free, expired
+    /// or already `owner`'s; `None` when another executor holds it (or there is no such key).
+    ///
+    /// # Errors
+    /// [`Error::Database`], [`Error::Corrupt`].
+    async fn acquire_disruption(
+        &self,
+        owner: &str,
+        key: &str,
+        now: Millis,
+        lease_ms: Millis,
+    ) -> Result<Option<DisruptionRecord>>;
+
+    /// Writes one step of a disruption with its event (and the step's replacement claims), only
+    /// while `step.owner` holds a live lease and the disruption is still in `step.from`.
+    ///
+    /// # Errors
+    /// [`Error::DisruptionLost`]; [`Error::Database`].
+    async fn advance_disruption(&self, step: &DisruptionStep, now: Millis) -> Result<()>;
+
+    /// A disruption's history, oldest first.
+    ///
+    /// # Errors
+    /// [`Error::Database`], [`Error::Corrupt`].
+    async fn disruption_events(&self, key: &str) -> Result<Vec<DisruptionEvent>>;
 
     /// Write statements executed by this handle so far (for the bench's writes per claim).
     fn writes(&self) -> u64;

@@ -8,7 +8,11 @@
 //!   driven by the [`lifecycle`] controller; the worker's [`worker::Lifecycle`] hook creates each
 //!   claim's NodeClaim before its launch.
 //! - [`lifecycle`]: the NodeClaim lifecycle in Kubernetes (NodeClaim objects, registration,
-//!   initialization, liveness, termination); [`gc`]: leaked and vanished instances.
+//!   initialization, liveness, termination with the drain through the eviction API); [`gc`]:
+//!   leaked and vanished instances.
+//! - [`disruption`]: the planner's disruption decisions, executed once a later plan confirms
+//!   them (budgets re-checked, candidates tainted, replacements launched and initialized, then
+//!   the candidates' NodeClaims deleted).
 //! - [`launch`]: the launch spec a claim carries and the cloud request made from it.
 //! - [`catalog`]: the live catalog served to planners, and the offerings marked unavailable
 //!   after insufficient-capacity errors (3 minutes), which launches and the catalog leave out.
@@ -20,6 +24,7 @@ pub mod auth;
 pub mod catalog;
 pub mod clock;
 pub mod config;
+pub mod disruption;
 pub mod gc;
 pub mod launch;
 pub mod ledger;

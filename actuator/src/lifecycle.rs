@@ -23,6 +23,7 @@
 //! in the hooked states each round and writes a history entry for each that has nothing to do,
 //! so resting `initialized` claims would fill the history and the batch (starving new launches).
 
+pub mod drain;
 pub mod initialization;
 pub mod liveness;
 pub mod nodeclaim;
@@ -125,6 +126,10 @@ pub struct Controller {
     pub(crate) metrics: Metrics,
     pub(crate) options: Options,
     catalog: Arc<Mutex<Option<Catalog>>>,
+    /// The client evictions go through: built with kube's default retry off, so that a 429 of a
+    /// PodDisruptionBudget comes back at once and [`drain`] owns the backoff.
+    pub(crate) evictions: kube::Client,
+    pub(crate) backoff: Arc<std::sync::Mutex<drain::Backoff>>,
 }
 
 fn deleting(nc: &NodeClaim) -> bool {
@@ -197,6 +202,7 @@ impl Controller {
         options: Options,
     ) -> Self {
         Self {
+            evictions: client.clone(),
             client,
             ledger,
             cloud,
@@ -204,7 +210,16 @@ impl Controller {
             metrics,
             options,
             catalog: Arc::default(),
+            backoff: Arc::default(),
         }
+    }
+
+    /// Sends evictions through `client`, which must have kube's default retry turned off
+    /// (`kube::Config::default_retry = false`): kube retries a 429 itself for minutes, which
+    /// would hold a whole lifecycle pass on one PodDisruptionBudget.
+    pub fn with_eviction_client(mut self, client: kube::Client) -> Self {
+        self.evictions = client;
+        self
     }
 
     /// The NodeClaim-creating launch hook for the worker, sharing this controller's client.
@@ -311,7 +326,7 @@ impl Controller {
     }
 
     /// Leases `claim` and writes `from → to`; `None` when another worker holds it or it moved.
-    async fn write(
+    pub(crate) async fn write(
         &self,
         claim: &ClaimRecord,
         to: ClaimState,
@@ -675,7 +690,7 @@ impl Controller {
             return Ok(None);
         }
         tracing::info!(claim = %claim.name, cause = cause.as_str(), message, "Terminating");
-        if cause != Cause::Deleted {
+        if cause.end_state() == ClaimState::Failed {
             self.metrics.failure(cause.as_str());
         }
         // `terminating` is written: whatever happens now, passes carry the termination on.
@@ -715,6 +730,30 @@ impl Controller {
                 .await
                 .map_err(kube_err("listing Nodes".into()))?
                 .items;
+            // Drain first (every path that deletes a NodeClaim comes through here), unless the
+            // history says this termination drained already.
+            if let Some(node) = nodes.iter().find(|n| {
+                provider_id(n) == Some(inst.provider_id.as_str())
+                    && n.metadata.deletion_timestamp.is_none()
+            }) {
+                let progress = drain::Progress::of(&self.ledger.events(name).await?);
+                if !progress.done {
+                    let grace = nc
+                        .as_ref()
+                        .and_then(|nc| nc.spec.termination_grace_period.as_deref())
+                        .and_then(|g| common::duration::parse_std_duration(g).ok())
+                        .or_else(|| {
+                            claim
+                                .spec
+                                .termination_grace_period
+                                .and_then(|s| u64::try_from(s).ok())
+                                .map(Duration::from_secs)
+                        });
+                    if !self.drain(name, node, grace, &progress).await? {
+                        return Ok(None);
+                    }
+                }
+            }
             for n in nodes.iter().filter(|n| {
                 provider_id(n) == Some(inst.provider_id.as_str())
                     && n.metadata.deletion_timestamp.is_none()

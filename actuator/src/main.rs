@@ -15,7 +15,7 @@ use std::time::Duration;
 use actuator::clock::Clock;
 use actuator::config::{Auth, CloudChoice, Config, Env, Flags, KubeSource};
 use actuator::metrics::Metrics;
-use actuator::{api, catalog, gc, ledger, lifecycle, server, standin, worker};
+use actuator::{api, catalog, disruption, gc, ledger, lifecycle, server, standin, worker};
 use clap::Parser;
 use cloud::CloudProvider;
 use tracing_subscriber::EnvFilter;
@@ -117,24 +117,30 @@ async fn run(config: Config) -> anyhow::Result<()> {
             );
             None
         }
-        Some(lc) => Some(lifecycle::Controller::new(
-            kube_client(&lc.kube).await?,
-            ledger.clone(),
-            cloud.clone(),
-            clock.clone(),
-            metrics.clone(),
-            lifecycle::Options {
-                owner: format!("{}-{}-lifecycle", config.instance, std::process::id()),
-                interval: lc.interval,
-                registration_timeout: lc.registration_timeout,
-                lease: config.lease,
-                gc: gc::Options {
-                    cluster_name: config.cluster_name.clone(),
-                    grace: lc.gc_grace,
-                    interval: lc.gc_interval,
-                },
-            },
-        )),
+        Some(lc) => {
+            let (client, evictions) = kube_clients(&lc.kube).await?;
+            Some(
+                lifecycle::Controller::new(
+                    client,
+                    ledger.clone(),
+                    cloud.clone(),
+                    clock.clone(),
+                    metrics.clone(),
+                    lifecycle::Options {
+                        owner: format!("{}-{}-lifecycle", config.instance, std::process::id()),
+                        interval: lc.interval,
+                        registration_timeout: lc.registration_timeout,
+                        lease: config.lease,
+                        gc: gc::Options {
+                            cluster_name: config.cluster_name.clone(),
+                            grace: lc.gc_grace,
+                            interval: lc.gc_interval,
+                        },
+                    },
+                )
+                .with_eviction_client(evictions),
+            )
+        }
     };
     let mut worker = worker::Worker::new(
         ledger.clone(),
@@ -153,12 +159,27 @@ async fn run(config: Config) -> anyhow::Result<()> {
     if let Some(lc) = &lifecycle {
         worker = worker.with_lifecycle(Arc::new(lc.launch_hook()));
     }
+    let executor = lifecycle.as_ref().map(|lc| {
+        disruption::Executor::new(
+            lc.clone(),
+            disruption::Options {
+                owner: format!("{}-{}-disruption", config.instance, std::process::id()),
+                interval: config
+                    .lifecycle
+                    .as_ref()
+                    .map_or(Duration::from_secs(2), |l| l.interval),
+                lease: config.lease,
+            },
+        )
+        .with_worker_waker(worker.waker())
+    });
     let mut service = api::ActuatorService::new(
         ledger.clone(),
         clock.clone(),
         metrics.clone(),
         worker.waker(),
-    );
+    )
+    .with_confirm_after(config.disruption_confirm_after);
     if let Some(live) = &live {
         service = service.with_catalog(live.clone());
     }
@@ -208,6 +229,10 @@ async fn run(config: Config) -> anyhow::Result<()> {
         let every = config.catalog_refresh;
         tokio::spawn(async move { live.run(every, rx).await })
     });
+    let executor = executor.map(|ex| {
+        let rx = stopped.clone();
+        tokio::spawn(async move { ex.run(rx).await })
+    });
     let counts = tokio::spawn(worker::report_counts(
         ledger.clone(),
         metrics,
@@ -223,6 +248,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
     if let Some(lc) = lifecycle {
         lc.await?;
     }
+    if let Some(ex) = executor {
+        ex.await?;
+    }
     counts.await?;
     if let Some(r) = refresher {
         r.await?;
@@ -232,7 +260,10 @@ async fn run(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn kube_client(source: &KubeSource) -> anyhow::Result<kube::Client> {
+/// The lifecycle's client, and the eviction client: the same cluster with kube's default retry
+/// off (it would retry a PodDisruptionBudget's 429 itself for minutes; the drain owns that
+/// backoff).
+async fn kube_clients(source: &KubeSource) -> anyhow::Result<(kube::Client, kube::Client)> {
     let config = match source {
         KubeSource::InCluster => kube::Config::incluster()?,
         KubeSource::File(path) => {
@@ -240,7 +271,12 @@ async fn kube_client(source: &KubeSource) -> anyhow::Result<kube::Client> {
             kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
         }
     };
-    Ok(kube::Client::try_from(config)?)
+    let mut no_retry = config.clone();
+    no_retry.default_retry = false;
+    Ok((
+        kube::Client::try_from(config)?,
+        kube::Client::try_from(no_retry)?,
+    ))
 }
 
 fn auth_kind(config: &Config) -> &'static str {

@@ -1,6 +1,7 @@
 //! Prometheus metrics of the actuator, served on `/metrics` on their own port: launches,
 //! failures by reason, claims by state (refreshed from the ledger), submissions by outcome and
-//! submit latency, insufficient-capacity marks, live catalog refreshes and requests.
+//! submit latency, insufficient-capacity marks, live catalog refreshes and requests, drain
+//! evictions by outcome and disruptions by reason and outcome.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -34,6 +35,8 @@ pub struct Metrics {
     ice_marks: Counter,
     catalog_refreshes: Family<Labels, Counter>,
     catalog_requests: Family<Labels, Counter>,
+    evictions: Family<Labels, Counter>,
+    disruptions: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -104,6 +107,18 @@ impl Metrics {
             "Catalog calls of planners, by answer (sent, unchanged, unavailable)",
             catalog_requests.clone(),
         );
+        let evictions = Family::<Labels, Counter>::default();
+        registry.register(
+            "evictions",
+            "Pod evictions of drains, by outcome (evicted, pdb_blocked, not_found, error, deleted: past terminationGracePeriod)",
+            evictions.clone(),
+        );
+        let disruptions = Family::<Labels, Counter>::default();
+        registry.register(
+            "disruptions",
+            "Disruptions, by reason (Empty, Underutilized, Drifted, Expired) and outcome (proposed, confirmed, started, done, aborted, rejected)",
+            disruptions.clone(),
+        );
         Self {
             registry: Arc::new(registry),
             ice_marks,
@@ -116,7 +131,26 @@ impl Metrics {
             commands,
             submit_latency,
             ledger_errors,
+            evictions,
+            disruptions,
         }
+    }
+
+    /// Counts one eviction attempt by outcome.
+    pub fn eviction(&self, outcome: &str) {
+        self.evictions
+            .get_or_create(&label("outcome", outcome))
+            .inc();
+    }
+
+    /// Counts a disruption reaching `outcome`.
+    pub fn disruption(&self, reason: &str, outcome: &str) {
+        self.disruptions
+            .get_or_create(&vec![
+                ("reason".to_string(), reason.to_string()),
+                ("outcome".to_string(), outcome.to_string()),
+            ])
+            .inc();
     }
 
     /// Counts a claim that reached launched.
@@ -197,6 +231,8 @@ mod tests {
         m.failure("insufficient_capacity");
         m.command("Duplicate");
         m.set_claims(&BTreeMap::from([(ClaimState::Launched, 3)]));
+        m.eviction("pdb_blocked");
+        m.disruption("Underutilized", "done");
         let text = m.render();
         assert!(
             text.contains("dovetail_actuator_launches_total 1"),
@@ -217,5 +253,15 @@ mod tests {
             "{text}"
         );
         assert!(text.contains(r#"dovetail_actuator_commands_total{status="Duplicate"} 1"#));
+        assert!(
+            text.contains(r#"dovetail_actuator_evictions_total{outcome="pdb_blocked"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"dovetail_actuator_disruptions_total{reason="Underutilized",outcome="done"} 1"#
+            ),
+            "{text}"
+        );
     }
 }

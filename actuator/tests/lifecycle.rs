@@ -6,6 +6,7 @@
 //! instance and fails a vanished one; a crash between "NodeClaim created" and "launched"
 //! resumes without a second NodeClaim or instance.
 
+mod frozen;
 mod support;
 
 use std::sync::{Arc, Mutex};
@@ -14,18 +15,14 @@ use std::time::Duration;
 use actuator::clock::Clock;
 use actuator::gc;
 use actuator::launch::Taint as SpecTaint;
-use std::collections::BTreeMap;
-
-use actuator::clock::Millis;
-use actuator::ledger::{
-    self, ClaimRecord, ClaimState, Event, Ledger, Outcome, Submission, Transition,
-};
+use actuator::ledger::{self, ClaimState, Ledger, Submission};
 use actuator::lifecycle::{self, Controller};
 use actuator::metrics::Metrics;
 use actuator::worker::{self, Step, Worker};
 use async_trait::async_trait;
 use cloud::{CloudProvider, Instance, InstanceState, LaunchRequest, ListFilter, ProviderId};
 use crds::{ConditionStatus, NodeClaim, NodePool};
+use frozen::Frozen;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -66,87 +63,6 @@ impl CloudProvider for Witness {
     }
     async fn instance_types(&self) -> cloud::Result<cloud::Catalog> {
         self.sim.instance_types().await
-    }
-}
-
-/// The ledger with tokio's clock held still while each call runs: SQLite works on its own
-/// thread, and paused time would otherwise jump to the next timer meanwhile (firing sqlx's pool
-/// timeout). A running `spawn_blocking` task keeps tokio from auto-advancing.
-struct Frozen(Arc<dyn Ledger>);
-
-async fn hold<F: std::future::Future>(f: F) -> F::Output {
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
-    let guard = tokio::task::spawn_blocking(move || {
-        let _ = rx.recv();
-    });
-    let out = f.await;
-    drop(tx);
-    let _ = guard.await;
-    out
-}
-
-#[async_trait]
-impl Ledger for Frozen {
-    fn backend(&self) -> &'static str {
-        self.0.backend()
-    }
-    async fn migrate(&self) -> ledger::Result<()> {
-        hold(self.0.migrate()).await
-    }
-    async fn submit(&self, s: &Submission, now: Millis) -> ledger::Result<Vec<(String, Outcome)>> {
-        hold(self.0.submit(s, now)).await
-    }
-    async fn acquire(
-        &self,
-        owner: &str,
-        states: &[ClaimState],
-        now: Millis,
-        lease_ms: Millis,
-        limit: u32,
-    ) -> ledger::Result<Vec<ClaimRecord>> {
-        hold(self.0.acquire(owner, states, now, lease_ms, limit)).await
-    }
-    async fn acquire_claim(
-        &self,
-        owner: &str,
-        name: &str,
-        now: Millis,
-        lease_ms: Millis,
-    ) -> ledger::Result<Option<ClaimRecord>> {
-        hold(self.0.acquire_claim(owner, name, now, lease_ms)).await
-    }
-    async fn renew(
-        &self,
-        name: &str,
-        owner: &str,
-        now: Millis,
-        until: Millis,
-    ) -> ledger::Result<()> {
-        hold(self.0.renew(name, owner, now, until)).await
-    }
-    async fn transition(&self, t: &Transition, now: Millis) -> ledger::Result<()> {
-        hold(self.0.transition(t, now)).await
-    }
-    async fn release_all(&self, owner: &str) -> ledger::Result<u64> {
-        hold(self.0.release_all(owner)).await
-    }
-    async fn claim(&self, name: &str) -> ledger::Result<Option<ClaimRecord>> {
-        hold(self.0.claim(name)).await
-    }
-    async fn claims(&self) -> ledger::Result<Vec<ClaimRecord>> {
-        hold(self.0.claims()).await
-    }
-    async fn events(&self, name: &str) -> ledger::Result<Vec<Event>> {
-        hold(self.0.events(name)).await
-    }
-    async fn counts(&self) -> ledger::Result<BTreeMap<ClaimState, i64>> {
-        hold(self.0.counts()).await
-    }
-    fn writes(&self) -> u64 {
-        self.0.writes()
-    }
-    async fn close(&self) {
-        hold(self.0.close()).await
     }
 }
 

@@ -1,11 +1,15 @@
-//! Wire → ledger: a `SubmitRequest` becomes a [`Submission`], or an error naming the field at
-//! fault (`commands[2].launch.node_claim.instance_types`).
+//! Wire → ledger: a `SubmitRequest` becomes a [`Submission`] (its launches) and its
+//! [`NewDisruption`]s, or an error naming the field at fault
+//! (`commands[2].launch.node_claim.instance_types`, `commands[3].disrupt.decision.reason`).
 
 use prost::Message;
 use proto::v1 as pb;
 
 use crate::launch::{LaunchSpec, Requirement, Taint};
-use crate::ledger::{Basis, NewLaunch, Submission};
+use crate::ledger::{Basis, NewDisruption, NewLaunch, Submission};
+
+/// The reasons a disruption decision may carry.
+pub(super) const REASONS: [&str; 4] = ["Empty", "Underutilized", "Drifted", "Expired"];
 
 /// A request field that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -43,36 +47,23 @@ fn taints(ts: &[pb::Taint]) -> Vec<Taint> {
         .collect()
 }
 
-/// The submission of `req`, and the results already decided here (disrupt commands, which
-/// this actuator does not execute yet, are rejected).
+/// The submission of `req` (its launches) and its disrupt commands, in order.
 ///
 /// # Errors
 /// The first field that cannot be used.
-pub fn submission(
-    req: &pb::SubmitRequest,
-) -> Result<(Submission, Vec<pb::CommandResult>), Invalid> {
+pub fn submission(req: &pb::SubmitRequest) -> Result<(Submission, Vec<NewDisruption>), Invalid> {
     if req.plan_id.is_empty() {
         return Err(invalid("plan_id", "must not be empty"));
     }
     let basis = req.basis.clone().unwrap_or_default();
     let mut launches = Vec::new();
-    let mut results = Vec::new();
+    let mut disruptions = Vec::new();
     for (i, c) in req.commands.iter().enumerate() {
         let at = format!("commands[{i}]");
         match &c.command {
             None => return Err(invalid(at, "no command set")),
             Some(pb::command::Command::Disrupt(d)) => {
-                if d.idempotency_key.is_empty() {
-                    return Err(invalid(
-                        format!("{at}.disrupt.idempotency_key"),
-                        "must not be empty",
-                    ));
-                }
-                results.push(pb::CommandResult {
-                    idempotency_key: d.idempotency_key.clone(),
-                    status: super::REJECTED.to_string(),
-                    message: "disruptions are not executed by this actuator yet".to_string(),
-                });
+                disruptions.push(disrupt(d, &format!("{at}.disrupt"))?);
             }
             Some(pb::command::Command::Launch(l)) => {
                 launches.push(launch(l, &format!("{at}.launch"))?);
@@ -90,21 +81,55 @@ pub fn submission(
             },
             launches,
         },
-        results,
+        disruptions,
     ))
 }
 
-fn launch(l: &pb::LaunchCommand, at: &str) -> Result<NewLaunch, Invalid> {
-    if l.idempotency_key.is_empty() {
+fn disrupt(d: &pb::DisruptCommand, at: &str) -> Result<NewDisruption, Invalid> {
+    if d.idempotency_key.is_empty() {
         return Err(invalid(
             format!("{at}.idempotency_key"),
             "must not be empty",
         ));
     }
-    let Some(c) = &l.node_claim else {
-        return Err(invalid(format!("{at}.node_claim"), "missing"));
+    let Some(decision) = &d.decision else {
+        return Err(invalid(format!("{at}.decision"), "missing"));
     };
-    let at_c = format!("{at}.node_claim");
+    let at_d = format!("{at}.decision");
+    if !REASONS.contains(&decision.reason.as_str()) {
+        return Err(invalid(
+            format!("{at_d}.reason"),
+            format!("{:?} is not one of {}", decision.reason, REASONS.join(", ")),
+        ));
+    }
+    if decision.nodes.is_empty() {
+        return Err(invalid(format!("{at_d}.nodes"), "must not be empty"));
+    }
+    for (j, n) in decision.nodes.iter().enumerate() {
+        if !is_name(n) {
+            return Err(invalid(
+                format!("{at_d}.nodes[{j}]"),
+                format!("{n:?} is not a lowercase DNS subdomain name"),
+            ));
+        }
+    }
+    let mut replacements = Vec::new();
+    for (j, c) in decision.replacements.iter().enumerate() {
+        replacements.push(planned(c, &format!("{at_d}.replacements[{j}]"))?);
+    }
+    Ok(NewDisruption {
+        idempotency_key: d.idempotency_key.clone(),
+        payload: d.encode_to_vec(),
+        reason: decision.reason.clone(),
+        nodes: decision.nodes.clone(),
+        replacements,
+        savings: decision.savings_per_hour,
+    })
+}
+
+/// A planned NodeClaim as a launch spec without the NodePool template's fields (the NodeClaim
+/// takes them from the NodePool).
+fn planned(c: &pb::PlannedNodeClaim, at_c: &str) -> Result<LaunchSpec, Invalid> {
     if !is_name(&c.name) {
         return Err(invalid(
             format!("{at_c}.name"),
@@ -136,8 +161,7 @@ fn launch(l: &pb::LaunchCommand, at: &str) -> Result<NewLaunch, Invalid> {
             "must not be empty",
         ));
     }
-    let t = l.template.clone().unwrap_or_default();
-    let spec = LaunchSpec {
+    Ok(LaunchSpec {
         name: c.name.clone(),
         node_pool: c.node_pool.clone(),
         instance_types: c.instance_types.clone(),
@@ -150,6 +174,24 @@ fn launch(l: &pb::LaunchCommand, at: &str) -> Result<NewLaunch, Invalid> {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         taints: taints(&c.taints),
+        ..LaunchSpec::default()
+    })
+}
+
+fn launch(l: &pb::LaunchCommand, at: &str) -> Result<NewLaunch, Invalid> {
+    if l.idempotency_key.is_empty() {
+        return Err(invalid(
+            format!("{at}.idempotency_key"),
+            "must not be empty",
+        ));
+    }
+    let Some(c) = &l.node_claim else {
+        return Err(invalid(format!("{at}.node_claim"), "missing"));
+    };
+    let at_c = format!("{at}.node_claim");
+    let base = planned(c, &at_c)?;
+    let t = l.template.clone().unwrap_or_default();
+    let spec = LaunchSpec {
         node_class: (!t.node_class.is_empty()).then_some(t.node_class),
         startup_taints: taints(&t.startup_taints),
         expire_after: t.expire_after,
@@ -165,6 +207,7 @@ fn launch(l: &pb::LaunchCommand, at: &str) -> Result<NewLaunch, Invalid> {
             .collect(),
         annotations: t.annotations.into_iter().collect(),
         termination_grace_period: t.termination_grace_period,
+        ..base
     };
     Ok(NewLaunch {
         idempotency_key: l.idempotency_key.clone(),
@@ -199,7 +242,7 @@ mod tests {
     }
 
     #[test]
-    fn converts_launches_and_rejects_disruptions() {
+    fn converts_launches_and_disruptions() {
         let req = pb::SubmitRequest {
             plan_id: "p1".into(),
             session_id: "s1".into(),
@@ -213,18 +256,67 @@ mod tests {
                 pb::Command {
                     command: Some(pb::command::Command::Disrupt(pb::DisruptCommand {
                         idempotency_key: "disrupt-1".into(),
-                        decision: None,
+                        decision: Some(pb::DisruptionDecision {
+                            reason: "Underutilized".into(),
+                            nodes: vec!["ip-10-0-0-1.ec2.internal".into()],
+                            replacements: vec![pb::PlannedNodeClaim {
+                                name: "default-r1".into(),
+                                node_pool: "default".into(),
+                                instance_types: vec!["m5.large".into()],
+                                zones: vec!["us-east-1a".into()],
+                                capacity_types: vec!["on-demand".into()],
+                                ..Default::default()
+                            }],
+                            savings_per_hour: 0.05,
+                        }),
                     })),
                 },
             ],
         };
-        let (s, results) = submission(&req).expect("valid");
+        let (s, disruptions) = submission(&req).expect("valid");
         assert_eq!(s.launches.len(), 1);
         assert_eq!(s.launches[0].spec.node_class.as_deref(), Some("default"));
         assert_eq!(s.launches[0].spec.expire_after, Some(3600));
         assert_eq!(s.basis.in_flight, vec!["x".to_string()]);
-        assert_eq!(results.len(), 1);
-        assert_eq!(results[0].status, "Rejected");
+        assert_eq!(disruptions.len(), 1);
+        let d = &disruptions[0];
+        assert_eq!(
+            (d.idempotency_key.as_str(), d.reason.as_str()),
+            ("disrupt-1", "Underutilized")
+        );
+        assert_eq!(d.nodes, ["ip-10-0-0-1.ec2.internal"]);
+        assert_eq!(d.replacements[0].name, "default-r1");
+        assert_eq!(
+            d.replacements[0].node_class, None,
+            "taken from the NodePool"
+        );
+
+        let mut bad = req.clone();
+        if let Some(pb::command::Command::Disrupt(d)) = &mut bad.commands[1].command {
+            d.decision.as_mut().expect("decision").reason = "Bored".into();
+        }
+        assert_eq!(
+            submission(&bad).expect_err("bad reason").field,
+            "commands[1].disrupt.decision.reason"
+        );
+        let mut bad = req.clone();
+        if let Some(pb::command::Command::Disrupt(d)) = &mut bad.commands[1].command {
+            d.decision.as_mut().expect("decision").replacements[0]
+                .zones
+                .clear();
+        }
+        assert_eq!(
+            submission(&bad).expect_err("no zones").field,
+            "commands[1].disrupt.decision.replacements[0].zones"
+        );
+        let mut bad = req;
+        if let Some(pb::command::Command::Disrupt(d)) = &mut bad.commands[1].command {
+            d.decision = None;
+        }
+        assert_eq!(
+            submission(&bad).expect_err("no decision").field,
+            "commands[1].disrupt.decision"
+        );
     }
 
     #[test]

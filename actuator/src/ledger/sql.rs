@@ -59,6 +59,8 @@ macro_rules! with_pool {
     };
 }
 
+mod disruptions;
+
 /// The sqlx ledger (Postgres or SQLite).
 pub struct SqlLedger {
     pool: Pool,
@@ -623,6 +625,42 @@ impl Ledger for SqlLedger {
             }
             Ok(out)
         })
+    }
+
+    async fn propose(
+        &self,
+        proposals: &super::Proposals,
+        confirm_after_ms: Millis,
+        now: Millis,
+    ) -> Result<Vec<(String, super::ProposalOutcome)>> {
+        self.propose_impl(proposals, confirm_after_ms, now).await
+    }
+
+    async fn disruptions(&self, active_only: bool) -> Result<Vec<super::DisruptionRecord>> {
+        self.disruptions_impl(active_only).await
+    }
+
+    async fn disruption(&self, key: &str) -> Result<Option<super::DisruptionRecord>> {
+        self.disruption_impl(key).await
+    }
+
+    async fn acquire_disruption(
+        &self,
+        owner: &str,
+        key: &str,
+        now: Millis,
+        lease_ms: Millis,
+    ) -> Result<Option<super::DisruptionRecord>> {
+        self.acquire_disruption_impl(owner, key, now, lease_ms)
+            .await
+    }
+
+    async fn advance_disruption(&self, step: &super::DisruptionStep, now: Millis) -> Result<()> {
+        self.advance_disruption_impl(step, now).await
+    }
+
+    async fn disruption_events(&self, key: &str) -> Result<Vec<super::DisruptionEvent>> {
+        self.disruption_events_impl(key).await
     }
 
     fn writes(&self) -> u64 {

@@ -1,8 +1,10 @@
 //! Termination: why a claim is being terminated ([`Cause`], recorded in its `terminating` entry
 //! before anything is deleted) and how it ends: `terminated` when its NodeClaim was deleted (by
-//! a user or a disruption), `failed` for a registration timeout or a vanished instance.
+//! a user) or a confirmed disruption removes it ([`crate::disruption`]), `failed` for a
+//! registration timeout or a vanished instance.
 //!
-//! The steps, each safe to repeat after a crash: delete the claim's Nodes; terminate the
+//! The steps, each safe to repeat after a crash: drain the claim's Node through the eviction
+//! API ([`super::drain`], each step in the history); delete the claim's Nodes; terminate the
 //! instance until the cloud reports it gone (Karpenter retries the delete until NotFound); delete
 //! the NodeClaim if it is not being deleted yet and remove the `karpenter.sh/termination`
 //! finalizer; write the final state.
@@ -18,16 +20,19 @@ pub enum Cause {
     RegistrationTimeout,
     /// The instance vanished from the cloud (garbage collection).
     InstanceVanished,
+    /// A confirmed disruption (consolidation, drift, expiry) removes it.
+    Disrupted,
 }
 
 // === impl Cause ===
 
 impl Cause {
     /// Every cause.
-    pub const ALL: [Cause; 3] = [
+    pub const ALL: [Cause; 4] = [
         Cause::Deleted,
         Cause::RegistrationTimeout,
         Cause::InstanceVanished,
+        Cause::Disrupted,
     ];
 
     /// Its name, which starts the detail of the `terminating` history entry (and is the metric
@@ -37,13 +42,14 @@ impl Cause {
             Cause::Deleted => "nodeclaim_deleted",
             Cause::RegistrationTimeout => "registration_timeout",
             Cause::InstanceVanished => "instance_vanished",
+            Cause::Disrupted => "disrupted",
         }
     }
 
     /// The state the claim ends in.
     pub fn end_state(self) -> ClaimState {
         match self {
-            Cause::Deleted => ClaimState::Terminated,
+            Cause::Deleted | Cause::Disrupted => ClaimState::Terminated,
             Cause::RegistrationTimeout | Cause::InstanceVanished => ClaimState::Failed,
         }
     }

@@ -1,0 +1,565 @@
+//! Draining a Node before its instance is terminated, as Karpenter's termination controller
+//! does, through the eviction API only (a PodDisruptionBudget is never bypassed before the
+//! NodeClaim's `terminationGracePeriod` runs out).
+//!
+//! - The Node is tainted `karpenter.sh/disrupted:NoSchedule`, so nothing new lands on it.
+//! - Pods left alone: terminal ones (Succeeded, Failed), mirror pods (static pods of the
+//!   kubelet), DaemonSet pods, and pods that tolerate the disrupted taint (they would only come
+//!   back).
+//! - Non-critical pods are evicted first; critical ones (priority class
+//!   `system-cluster-critical` or `system-node-critical`) only once every non-critical pod is
+//!   gone, so that the cluster's plumbing serves the others to the end.
+//! - A 429 (a PDB allows no disruption now) is retried with a per-pod exponential backoff owned
+//!   here: the eviction client is built with kube's default retry off (it would retry a 429
+//!   itself for minutes inside one call).
+//! - Past `terminationGracePeriod` (counted from the drain's start), the pods left are deleted.
+//! - The drain is done when no pod it waits for is left (pods being deleted count until gone).
+//!
+//! Every step is in the claim's history as a `terminating → terminating` entry ([`STARTED`],
+//! [`EVICTED`], [`DELETED`], [`DONE`]), written before the next action; [`Progress::of`] reads
+//! them back, so a restarted actuator resumes the drain where it was and never drains a Node
+//! that its history says is drained.
+
+use std::collections::{BTreeSet, HashMap};
+
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use serde_json::{Value, json};
+
+use crate::clock::Millis;
+use crate::ledger::{ClaimState, Event};
+
+/// The taint that keeps new pods off a Node being disrupted.
+pub const DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
+/// The annotation of a mirror pod.
+pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+/// Priority classes whose pods are evicted last.
+pub const CRITICAL_PRIORITY_CLASSES: [&str; 2] =
+    ["system-cluster-critical", "system-node-critical"];
+
+/// History detail of the drain's start (the taint follows).
+pub const STARTED: &str = "drain: started";
+/// History detail prefix of one evicted pod (`drain: evicted NAMESPACE/NAME`).
+pub const EVICTED: &str = "drain: evicted ";
+/// History detail prefix of a pod deleted past the grace period.
+pub const DELETED: &str = "drain: deleted after terminationGracePeriod ";
+/// History detail of the drain's end.
+pub const DONE: &str = "drain: done";
+
+/// First and largest eviction retry delay after a 429 or a failure.
+pub const BACKOFF_BASE_MS: Millis = 500;
+/// See [`BACKOFF_BASE_MS`].
+pub const BACKOFF_MAX_MS: Millis = 10_000;
+
+/// What the claim's history says about its drain (entries after its last entry into
+/// `terminating`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// When the drain started.
+    pub started_at: Option<Millis>,
+    /// Pods evicted (or deleted) so far, as `namespace/name`.
+    pub evicted: BTreeSet<String>,
+    /// True once the drain is done.
+    pub done: bool,
+}
+
+// === impl Progress ===
+
+impl Progress {
+    /// Reads the drain's progress from a claim's history.
+    pub fn of(events: &[Event]) -> Progress {
+        let from = events
+            .iter()
+            .rposition(|e| {
+                e.to == ClaimState::Terminating && e.from != Some(ClaimState::Terminating)
+            })
+            .map_or(0, |i| i + 1);
+        let mut p = Progress::default();
+        for e in &events[from..] {
+            if e.to != ClaimState::Terminating {
+                continue;
+            }
+            if e.detail.starts_with(STARTED) {
+                p.started_at.get_or_insert(e.at);
+            } else if let Some(pod) = e.detail.strip_prefix(EVICTED) {
+                p.evicted.insert(pod.to_string());
+            } else if let Some(pod) = e.detail.strip_prefix(DELETED) {
+                p.evicted.insert(pod.to_string());
+            } else if e.detail.starts_with(DONE) {
+                p.done = true;
+            }
+        }
+        p
+    }
+}
+
+/// `namespace/name` of a pod.
+pub fn pod_key(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+fn tolerates_disrupted(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.tolerations.as_ref())
+        .is_some_and(|ts| {
+            ts.iter().any(|t| {
+                let op = t.operator.as_deref().unwrap_or("Equal");
+                let key_ok = match t.key.as_deref() {
+                    None | Some("") => op == "Exists",
+                    Some(k) => k == DISRUPTED_TAINT,
+                };
+                let effect_ok = t
+                    .effect
+                    .as_deref()
+                    .is_none_or(|e| e.is_empty() || e == "NoSchedule");
+                let value_ok = op == "Exists" || t.value.as_deref().unwrap_or("").is_empty();
+                key_ok && effect_ok && value_ok
+            })
+        })
+}
+
+/// How the drain treats a pod: `None` when it is left alone (terminal, mirror, DaemonSet,
+/// tolerating the disrupted taint), else `Some(critical)`.
+pub fn classify(pod: &Pod) -> Option<bool> {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    if matches!(phase, Some("Succeeded" | "Failed")) {
+        return None;
+    }
+    if pod
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION))
+    {
+        return None;
+    }
+    if pod
+        .metadata
+        .owner_references
+        .as_ref()
+        .is_some_and(|os| os.iter().any(|o| o.kind == "DaemonSet"))
+    {
+        return None;
+    }
+    if tolerates_disrupted(pod) {
+        return None;
+    }
+    let class = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.priority_class_name.as_deref());
+    Some(class.is_some_and(|c| CRITICAL_PRIORITY_CLASSES.contains(&c)))
+}
+
+/// What to do with the pods on the Node now.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Round {
+    /// Pods to evict (or, past the grace period, delete) now, as `(namespace, name)`.
+    pub targets: Vec<(String, String)>,
+    /// Pods the drain still waits for (targets and pods being deleted included).
+    pub remaining: usize,
+}
+
+/// The pods of this round: the non-critical ones while any is left, else the critical ones;
+/// pods already being deleted are waited for, not evicted again. Past the grace period every
+/// pod left is a target.
+pub fn round(pods: &[Pod], past_grace: bool) -> Round {
+    let drained: Vec<(&Pod, bool)> = pods
+        .iter()
+        .filter_map(|p| classify(p).map(|c| (p, c)))
+        .collect();
+    let any_non_critical = drained.iter().any(|(_, c)| !c);
+    let targets = drained
+        .iter()
+        .filter(|(p, critical)| {
+            p.metadata.deletion_timestamp.is_none()
+                && (past_grace || !critical || !any_non_critical)
+        })
+        .map(|(p, _)| {
+            (
+                p.metadata
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| "default".into()),
+                p.metadata.name.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    Round {
+        targets,
+        remaining: drained.len(),
+    }
+}
+
+/// The merge patch that adds the disrupted taint to `node` (guarded by its resourceVersion,
+/// since it replaces the taint list), or `None` when it has it.
+pub fn taint_patch(node: &Node) -> Option<Value> {
+    let mut taints: Vec<Taint> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    if taints
+        .iter()
+        .any(|t| t.key == DISRUPTED_TAINT && t.effect == "NoSchedule")
+    {
+        return None;
+    }
+    taints.push(Taint {
+        key: DISRUPTED_TAINT.into(),
+        value: None,
+        effect: "NoSchedule".into(),
+        time_added: None,
+    });
+    Some(json!({
+        "metadata": {"resourceVersion": node.metadata.resource_version},
+        "spec": {"taints": taints},
+    }))
+}
+
+/// The merge patch that removes the disrupted taint from `node`, or `None` when it has none.
+pub fn untaint_patch(node: &Node) -> Option<Value> {
+    let taints: Vec<Taint> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    let kept: Vec<&Taint> = taints.iter().filter(|t| t.key != DISRUPTED_TAINT).collect();
+    if kept.len() == taints.len() {
+        return None;
+    }
+    Some(json!({
+        "metadata": {"resourceVersion": node.metadata.resource_version},
+        "spec": {"taints": kept},
+    }))
+}
+
+/// True when `node` carries the disrupted taint.
+pub fn is_tainted(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == DISRUPTED_TAINT))
+}
+
+/// Per-pod eviction backoff (in memory: after a restart the first attempt comes at once, which
+/// is what a fresh drain would do too).
+#[derive(Debug, Default)]
+pub struct Backoff {
+    pods: HashMap<String, (u32, Millis)>,
+}
+
+// === impl Backoff ===
+
+impl Backoff {
+    /// True when `pod` may be tried at `now`.
+    pub fn ready(&self, pod: &str, now: Millis) -> bool {
+        self.pods.get(pod).is_none_or(|(_, at)| *at <= now)
+    }
+
+    /// Records a failed attempt: the next comes after 0.5 s, 1 s, 2 s … up to 10 s.
+    pub fn failed(&mut self, pod: &str, now: Millis) -> Millis {
+        let e = self.pods.entry(pod.to_string()).or_insert((0, 0));
+        let delay = (BACKOFF_BASE_MS << e.0.min(10)).min(BACKOFF_MAX_MS);
+        e.0 += 1;
+        e.1 = now + delay;
+        delay
+    }
+
+    /// Forgets `pod` (evicted or gone).
+    pub fn clear(&mut self, pod: &str) {
+        self.pods.remove(pod);
+    }
+}
+
+// === the drain step of the Controller ===
+
+impl super::Controller {
+    /// Writes one drain step into the claim's history (`terminating → terminating`, keeping the
+    /// lease the termination holds).
+    async fn note(&self, claim: &str, detail: String) -> super::Result<bool> {
+        let t = crate::ledger::Transition::new(
+            claim,
+            &self.options.owner,
+            ClaimState::Terminating,
+            ClaimState::Terminating,
+            detail,
+        );
+        match self.ledger.transition(&t, self.clock.now_ms()).await {
+            Ok(()) => Ok(true),
+            Err(crate::ledger::Error::LeaseLost { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// One drain round on `node` for the terminating claim `claim` (leased by the caller):
+    /// `Ok(true)` once the drain is done (and recorded), `Ok(false)` while pods are left.
+    ///
+    /// # Errors
+    /// When the ledger, the Node or the pods cannot be read or written.
+    pub(crate) async fn drain(
+        &self,
+        claim: &str,
+        node: &Node,
+        termination_grace: Option<std::time::Duration>,
+        progress: &Progress,
+    ) -> super::Result<bool> {
+        use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams};
+
+        let node_name = node.metadata.name.clone().unwrap_or_default();
+        let now = self.clock.now_ms();
+        let started_at = match progress.started_at {
+            Some(t) => t,
+            None => {
+                if !self
+                    .note(claim, format!("{STARTED} on node {node_name}"))
+                    .await?
+                {
+                    return Ok(false);
+                }
+                tracing::info!(%claim, node = %node_name, "Draining");
+                now
+            }
+        };
+        if let Some(patch) = taint_patch(node) {
+            Api::<Node>::all(self.client.clone())
+                .patch(&node_name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map_err(super::kube_err(format!(
+                    "tainting Node {node_name} disrupted"
+                )))?;
+        }
+        let pods = Api::<Pod>::all(self.client.clone())
+            .list(&ListParams::default().fields(&format!("spec.nodeName={node_name}")))
+            .await
+            .map_err(super::kube_err(format!(
+                "listing the pods of Node {node_name}"
+            )))?
+            .items;
+        let past_grace = termination_grace
+            .is_some_and(|g| now >= started_at.saturating_add(crate::clock::millis(g)));
+        let r = round(&pods, past_grace);
+        if r.remaining == 0 {
+            self.note(
+                claim,
+                format!(
+                    "{DONE} (node {node_name}, {} pods evicted)",
+                    progress.evicted.len()
+                ),
+            )
+            .await?;
+            tracing::info!(%claim, node = %node_name, "Drained");
+            return Ok(true);
+        }
+        for (ns, name) in r.targets {
+            let key = format!("{ns}/{name}");
+            let ready = self
+                .backoff
+                .lock()
+                .map(|b| b.ready(&key, now))
+                .unwrap_or(true);
+            if !ready {
+                continue;
+            }
+            let api: Api<Pod> = Api::namespaced(self.evictions.clone(), &ns);
+            let (result, outcome, record) = if past_grace {
+                let r = api
+                    .delete(&name, &DeleteParams::default())
+                    .await
+                    .map(|_| ());
+                (r, "deleted", DELETED)
+            } else {
+                let r = api.evict(&name, &EvictParams::default()).await.map(|_| ());
+                (r, "evicted", EVICTED)
+            };
+            match result {
+                Ok(()) => {
+                    self.metrics.eviction(outcome);
+                    if let Ok(mut b) = self.backoff.lock() {
+                        b.clear(&key);
+                    }
+                    if !self.note(claim, format!("{record}{key}")).await? {
+                        return Ok(false);
+                    }
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 => {
+                    self.metrics.eviction("not_found");
+                    if let Ok(mut b) = self.backoff.lock() {
+                        b.clear(&key);
+                    }
+                }
+                Err(kube::Error::Api(s)) if s.code == 429 => {
+                    self.metrics.eviction("pdb_blocked");
+                    let delay = self
+                        .backoff
+                        .lock()
+                        .map(|mut b| b.failed(&key, now))
+                        .unwrap_or(BACKOFF_BASE_MS);
+                    tracing::debug!(%claim, pod = %key, delay_ms = delay, message = %s.message, "Eviction refused by a PodDisruptionBudget; retrying later");
+                }
+                Err(e) => {
+                    self.metrics.eviction("error");
+                    let delay = self
+                        .backoff
+                        .lock()
+                        .map(|mut b| b.failed(&key, now))
+                        .unwrap_or(BACKOFF_BASE_MS);
+                    tracing::warn!(%claim, pod = %key, delay_ms = delay, error = %e, "Eviction failed; retrying later");
+                }
+            }
+        }
+        Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, extra: Value) -> Pod {
+        let mut v = json!({
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [], "nodeName": "n1"},
+            "status": {"phase": "Running"}
+        });
+        merge(&mut v, extra);
+        serde_json::from_value(v).expect("pod")
+    }
+
+    fn merge(a: &mut Value, b: Value) {
+        match (a, b) {
+            (Value::Object(a), Value::Object(b)) => {
+                for (k, v) in b {
+                    merge(a.entry(k).or_insert(Value::Null), v);
+                }
+            }
+            (a, b) => *a = b,
+        }
+    }
+
+    #[test]
+    fn pods_left_alone_and_critical_ones_last() {
+        let web = pod("web", json!({}));
+        let done = pod("job", json!({"status": {"phase": "Succeeded"}}));
+        let mirror = pod(
+            "kube-proxy",
+            json!({"metadata": {"annotations": {MIRROR_ANNOTATION: "x"}}}),
+        );
+        let ds = pod(
+            "agent",
+            json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "a", "uid": "u"}]}}),
+        );
+        let tolerant = pod(
+            "tolerant",
+            json!({"spec": {"tolerations": [{"key": DISRUPTED_TAINT, "operator": "Exists"}]}}),
+        );
+        let all = pod(
+            "all",
+            json!({"spec": {"tolerations": [{"operator": "Exists"}]}}),
+        );
+        let other_toleration = pod(
+            "other",
+            json!({"spec": {"tolerations": [{"key": "dedicated", "operator": "Exists"}]}}),
+        );
+        let dns = pod(
+            "coredns",
+            json!({"spec": {"priorityClassName": "system-cluster-critical"}}),
+        );
+        assert_eq!(classify(&web), Some(false));
+        assert_eq!(classify(&other_toleration), Some(false));
+        for p in [&done, &mirror, &ds, &tolerant, &all] {
+            assert_eq!(classify(p), None, "{:?}", p.metadata.name);
+        }
+        assert_eq!(classify(&dns), Some(true));
+
+        let pods = vec![web.clone(), dns.clone(), ds, mirror, done];
+        let r = round(&pods, false);
+        assert_eq!(r.targets, [("default".to_string(), "web".to_string())]);
+        assert_eq!(r.remaining, 2);
+        let r = round(std::slice::from_ref(&dns), false);
+        assert_eq!(r.targets, [("default".to_string(), "coredns".to_string())]);
+        // A non-critical pod still terminating holds the critical ones back.
+        let leaving = pod(
+            "leaving",
+            json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+        );
+        let r = round(&[leaving.clone(), dns.clone()], false);
+        assert!(r.targets.is_empty());
+        assert_eq!(r.remaining, 2);
+        // Past the grace period everything left is a target, except pods already going.
+        let r = round(&[web, dns, leaving], true);
+        assert_eq!(r.targets.len(), 2);
+        assert_eq!(r.remaining, 3);
+    }
+
+    #[test]
+    fn progress_is_read_from_the_latest_termination_only() {
+        let ev = |from: ClaimState, to: ClaimState, detail: &str, at: Millis| Event {
+            claim: "c".into(),
+            from: Some(from),
+            to,
+            actor: "a".into(),
+            detail: detail.into(),
+            at,
+        };
+        use ClaimState::{Initialized as I, Terminating as T};
+        let events = vec![
+            ev(I, T, "disrupted: x", 1),
+            ev(T, T, "drain: started on node n1", 2),
+            ev(T, T, "drain: evicted default/a", 3),
+            ev(
+                T,
+                T,
+                "drain: deleted after terminationGracePeriod default/b",
+                4,
+            ),
+        ];
+        let p = Progress::of(&events);
+        assert_eq!(p.started_at, Some(2));
+        assert_eq!(p.evicted.len(), 2);
+        assert!(!p.done);
+        let mut more = events.clone();
+        more.push(ev(T, T, "drain: done (2 pods)", 5));
+        assert!(Progress::of(&more).done);
+        assert_eq!(Progress::of(&[]), Progress::default());
+    }
+
+    #[test]
+    fn taints_are_added_once_and_removed_and_backoff_doubles() {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "resourceVersion": "3"},
+            "spec": {"taints": [{"key": "dedicated", "value": "web", "effect": "NoSchedule"}]}
+        }))
+        .expect("node");
+        let p = taint_patch(&node).expect("patch");
+        assert_eq!(p["spec"]["taints"].as_array().map(Vec::len), Some(2));
+        assert_eq!(p["metadata"]["resourceVersion"], "3");
+        let tainted: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1"},
+            "spec": {"taints": p["spec"]["taints"]}
+        }))
+        .expect("node");
+        assert!(is_tainted(&tainted));
+        assert!(taint_patch(&tainted).is_none());
+        let u = untaint_patch(&tainted).expect("untaint");
+        assert_eq!(u["spec"]["taints"].as_array().map(Vec::len), Some(1));
+        assert!(untaint_patch(&node).is_none());
+
+        let mut b = Backoff::default();
+        assert!(b.ready("p", 0));
+        assert_eq!(b.failed("p", 0), 500);
+        assert!(!b.ready("p", 499));
+        assert!(b.ready("p", 500));
+        assert_eq!(b.failed("p", 500), 1000);
+        for _ in 0..10 {
+            b.failed("p", 0);
+        }
+        assert_eq!(b.failed("p", 0), BACKOFF_MAX_MS);
+        b.clear("p");
+        assert!(b.ready("p", 0));
+    }
+}
