@@ -1,4 +1,5 @@
-//! `cloud::CloudProvider` over EC2 and SSM through the real AWS SDK.
+//! `cloud::CloudProvider` over EC2 and SSM, and `cloud::InterruptionQueue` over SQS, through the
+//! real AWS SDK.
 //!
 //! - [`config`]: region, endpoint override, credentials (static for a stand-in, else the SDK's
 //!   default chain with IRSA web identity), the cluster the nodes join, the SSM prefix of the
@@ -10,10 +11,14 @@
 //! - [`provider`]: [`Ec2Provider`]: instant CreateFleet with a client token, DescribeInstances,
 //!   TerminateInstances.
 //! - [`error`]: the only place AWS errors become `cloud::Error`s.
+//! - [`interruption`]: `cloud::InterruptionQueue` over SQS ([`SqsQueue`]) and the parsers of the
+//!   EventBridge messages on it (spot interruption warnings, rebalance recommendations, AWS
+//!   Health scheduled changes, instance state changes).
 //! - `testing` (feature `test-util`): moto_server as the EC2/SSM stand-in, a seeded world.
 
 pub mod config;
 pub mod error;
+pub mod interruption;
 pub mod launch_template;
 pub mod provider;
 pub mod resolve;
@@ -22,4 +27,5 @@ pub mod testing;
 pub mod user_data;
 
 pub use config::{Cluster, Config, Credentials};
+pub use interruption::SqsQueue;
 pub use provider::Ec2Provider;
