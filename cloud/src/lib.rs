@@ -24,7 +24,9 @@ use serde::{Deserialize, Serialize};
 pub use common::Timestamp;
 pub use common::catalog::{Catalog, InstanceType, Offering};
 pub use common::ec2::InstanceTypeInfo;
-pub use interruption::{InterruptionEvent, InterruptionKind, InterruptionQueue};
+pub use interruption::{
+    InterruptionEvent, InterruptionKind, InterruptionQueue, Message, Notice, Unreadable,
+};
 pub use node_class::{NodeClassSpec, NodeSpec, Taint};
 pub use provider_id::{ParseProviderIdError, ProviderId};
 

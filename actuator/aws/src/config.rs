@@ -15,8 +15,8 @@ pub const DEFAULT_SSM_PARAMETER_PREFIX: &str = "/aws/service";
 pub struct Config {
     /// AWS region, e.g. `us-east-1`.
     pub region: String,
-    /// Endpoint override for EC2 and SSM (a local stand-in such as moto_server); `None` uses
-    /// the region's public endpoints.
+    /// Endpoint override for EC2, SSM and SQS (a local stand-in such as moto_server); `None`
+    /// uses the region's public endpoints.
     pub endpoint_url: Option<String>,
     /// Credentials.
     pub credentials: Credentials,

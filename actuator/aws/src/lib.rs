@@ -1,4 +1,5 @@
-//! `cloud::CloudProvider` over EC2 and SSM through the real AWS SDK.
+//! `cloud::CloudProvider` over EC2 and SSM, and `cloud::InterruptionQueue` over SQS, through the
+//! real AWS SDK.
 //!
 //! - [`config`]: region, endpoint override, credentials (static for a stand-in, else the SDK's
 //!   default chain with IRSA web identity), the cluster the nodes join, the SSM prefix of the
@@ -12,11 +13,15 @@
 //! - [`catalog`]: the live catalog: DescribeInstanceTypes, DescribeInstanceTypeOfferings,
 //!   DescribeSpotPriceHistory and the built-in on-demand prices.
 //! - [`error`]: the only place AWS errors become `cloud::Error`s.
+//! - [`interruption`]: `cloud::InterruptionQueue` over SQS ([`SqsQueue`]) and the parsers of the
+//!   EventBridge messages on it (spot interruption warnings, rebalance recommendations, AWS
+//!   Health scheduled changes, instance state changes).
 //! - `testing` (feature `test-util`): moto_server as the EC2/SSM stand-in, a seeded world.
 
 pub mod catalog;
 pub mod config;
 pub mod error;
+pub mod interruption;
 pub mod launch_template;
 pub mod provider;
 pub mod resolve;
@@ -25,4 +30,5 @@ pub mod testing;
 pub mod user_data;
 
 pub use config::{Cluster, Config, Credentials};
+pub use interruption::SqsQueue;
 pub use provider::Ec2Provider;

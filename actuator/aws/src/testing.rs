@@ -8,7 +8,10 @@
 //!
 //! What moto cannot show: it launches only the first override of a fleet, ignores
 //! `ClientToken` (a repeated CreateFleet launches again), and never runs out of capacity; the
-//! error mapping is covered by unit tests in `error.rs` instead.
+//! error mapping is covered by unit tests in `error.rs` instead. Its SQS is a real queue
+//! (visibility timeout, receipt handles, long polling), but nothing feeds it: EventBridge rules
+//! are not evaluated, so tests send the EventBridge bodies themselves ([`create_queue`],
+//! [`send`]).
 
 use std::io::{self, BufRead, BufReader};
 use std::path::PathBuf;
@@ -360,4 +363,46 @@ pub async fn instances_tagged(ec2: &aws_sdk_ec2::Client, tag: &str, value: &str)
         .collect();
     ids.sort();
     ids
+}
+
+/// Creates the SQS queue `name` in the stand-in with a visibility timeout of
+/// `visibility_secs`, and returns it read through [`crate::SqsQueue`] (by name) with a one
+/// second long poll.
+///
+/// # Panics
+/// When moto rejects the call.
+pub async fn create_queue(config: &Config, name: &str, visibility_secs: u32) -> crate::SqsQueue {
+    let sdk = config.sdk_config().await;
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    sqs.create_queue()
+        .queue_name(name)
+        .attributes(
+            aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout,
+            visibility_secs.to_string(),
+        )
+        .send()
+        .await
+        .expect("CreateQueue");
+    crate::SqsQueue::new(config, name)
+        .await
+        .expect("the queue just created")
+        .with_wait(Duration::from_secs(1))
+}
+
+/// Sends `body` to `queue` with the real SDK (as EventBridge would) and returns its message ID.
+///
+/// # Panics
+/// When moto rejects the call.
+pub async fn send(queue: &crate::SqsQueue, body: &str) -> String {
+    queue
+        .client()
+        .send_message()
+        .queue_url(queue.url())
+        .message_body(body)
+        .send()
+        .await
+        .expect("SendMessage")
+        .message_id()
+        .unwrap_or_default()
+        .to_string()
 }

@@ -94,10 +94,11 @@ impl<'a> Scheduler<'a> {
         }
         let existing = existing_node::build(snapshot, &daemons, &pools, &d);
 
+        let going = going_nodes(snapshot);
         let mut pending: Vec<&'a Pod> = snapshot
             .pods
             .iter()
-            .filter(|p| is_provisionable(p))
+            .filter(|p| is_provisionable(p) || is_displaced(p, &going))
             .collect();
         pending.sort_by(|a, b| queue::compare(a, b));
 
@@ -226,6 +227,36 @@ impl<'a> Scheduler<'a> {
 /// Pods Karpenter provisions for: pending, not owned by a DaemonSet or a node.
 fn is_provisionable(p: &Pod) -> bool {
     p.is_pending() && !p.is_daemonset_pod() && !p.is_mirror_pod()
+}
+
+/// Nodes that are going away: being deleted, or tainted `karpenter.sh/disrupted` (an
+/// interruption or a disruption in progress; neither is a target for pods). Karpenter's
+/// provisioner schedules the pods of such nodes as if pending (`nodes.Deleting()` in
+/// `provisioner.go`), so that their replacement capacity is launched before the pods are
+/// evicted. (A node whose NodeClaim alone is deleting is not included: it is still a target
+/// here; the actuator taints it when it acts.)
+fn going_nodes(snapshot: &ClusterSnapshot) -> BTreeSet<&str> {
+    snapshot
+        .nodes
+        .iter()
+        .filter(|n| {
+            n.deletion_time.is_some()
+                || n.taints
+                    .iter()
+                    .any(|t| t.key == crate::labels::DISRUPTED_TAINT)
+        })
+        .map(|n| n.name.as_str())
+        .collect()
+}
+
+/// A pod bound to a node that is going away that must run elsewhere (Karpenter's
+/// `IsReschedulable`): active, not itself terminating, not a DaemonSet or mirror pod.
+fn is_displaced(p: &Pod, going: &BTreeSet<&str>) -> bool {
+    p.node_name.as_deref().is_some_and(|n| going.contains(n))
+        && p.is_bound_active()
+        && p.deletion_time.is_none()
+        && !p.is_daemonset_pod()
+        && !p.is_mirror_pod()
 }
 
 fn has_preferences(p: &Pod) -> bool {

@@ -1123,3 +1123,64 @@ fn preference_policy_ignore_drops_preferred_pod_affinity_and_anti_affinity() {
         r.new_claims.len()
     );
 }
+
+#[test]
+fn pods_of_a_going_node_are_scheduled_as_if_pending() {
+    // Karpenter's provisioner: pods on nodes being deleted (or disrupted) need a place before
+    // they are evicted. Two ways a node is going: deleting, tainted karpenter.sh/disrupted (an
+    // interruption or disruption); and a control where it is not.
+    for case in 0..3 {
+        let mut daemon = bound_pod("agent", 100, 64, "n1");
+        daemon.owner = Some(crate::model::OwnerRef {
+            kind: "DaemonSet".into(),
+            name: "agent".into(),
+            controller: true,
+        });
+        let mut leaving = bound_pod("leaving", 100, 64, "n1");
+        leaving.deletion_time = Some(5);
+        let mut s = snapshot(vec![
+            bound_pod("web", 1000, 1024, "n1"),
+            daemon,
+            leaving,
+            bound_pod("db", 500, 512, "n2"),
+        ]);
+        let mut n1 = node("n1", 4, 8);
+        match case {
+            0 => n1.deletion_time = Some(1),
+            1 => n1.taints.push(taint(labels::DISRUPTED_TAINT, "")),
+            2 => s.node_claims.push(NodeClaim {
+                name: "default-abcde".into(),
+                node_name: Some("n1".into()),
+                deletion_time: Some(1),
+                ..NodeClaim::default()
+            }),
+            _ => {}
+        }
+        s.nodes.push(n1);
+        s.nodes.push(node("n2", 1, 2));
+        let r = solve(&s, &small_catalog());
+        if case == 2 {
+            assert!(r.new_claims.is_empty() && r.existing.is_empty(), "{r:#?}");
+            continue;
+        }
+        // Only the active, non-daemon pod moves; n2 is too small for it, so a claim is opened.
+        assert_eq!(r.new_claims.len(), 1, "case {case}: {r:#?}");
+        assert_eq!(r.new_claims[0].pods, ["default/web"], "case {case}");
+        assert!(r.existing.is_empty(), "case {case}: {r:#?}");
+    }
+}
+
+#[test]
+fn pods_of_a_going_node_move_to_existing_room_first() {
+    let mut s = snapshot(vec![bound_pod("web", 1000, 1024, "n1")]);
+    let mut n1 = node("n1", 4, 8);
+    n1.taints.push(taint(labels::DISRUPTED_TAINT, ""));
+    s.nodes.push(n1);
+    s.nodes.push(node("n2", 4, 8));
+    let r = solve(&s, &small_catalog());
+    assert!(r.new_claims.is_empty(), "{r:#?}");
+    assert_eq!(
+        r.existing,
+        [("n2".to_string(), vec!["default/web".to_string()])]
+    );
+}
