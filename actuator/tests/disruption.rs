@@ -312,6 +312,7 @@ fn disrupt(key: &str, reason: &str, nodes: &[&str], replacements: &[&str]) -> pb
                     })
                     .collect(),
                 savings_per_hour: 0.05,
+                ..Default::default()
             }),
         })),
     }

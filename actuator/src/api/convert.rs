@@ -268,6 +268,7 @@ mod tests {
                                 ..Default::default()
                             }],
                             savings_per_hour: 0.05,
+                            ..Default::default()
                         }),
                     })),
                 },
