@@ -53,6 +53,11 @@ pub fn eventbridge_event(event: &InterruptionEvent, region: &str) -> Value {
             "EC2 Instance State-change Notification",
             json!({"instance-id": id, "state": state_name(*state)}),
         ),
+        InterruptionKind::Stopped { done } => (
+            "aws.ec2",
+            "EC2 Instance State-change Notification",
+            json!({"instance-id": id, "state": if *done { "stopped" } else { "stopping" }}),
+        ),
     };
     json!({
         "version": "0",
