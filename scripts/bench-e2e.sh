@@ -10,5 +10,7 @@ if [ -z "${DOVETAIL_MOTO_SERVER:-}" ]; then
   export DOVETAIL_MOTO_SERVER
 fi
 export DOVETAIL_TEST_POSTGRES="${DOVETAIL_TEST_POSTGRES:-postgres://postgres@127.0.0.1:5432/postgres}"
-cargo nextest run -p integration-tests --test e2e --run-ignored ignored-only \
+# --workspace (filtered by -E), not -p: a per-package selection resolves other dependency features
+# and rebuilds the AWS SDK.
+cargo nextest run --workspace --run-ignored ignored-only \
   -E 'test(burst_of_1000_pods_figures)' --no-capture
