@@ -208,7 +208,6 @@ async fn a_postgres_restart_loses_nothing() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs disrupt: the actuator's disruption executor (drain, replace, delete) to carry out the planner's consolidation"]
 async fn a_scale_in_is_consolidated() -> anyhow::Result<()> {
     let mut opts = Options::new("consolidation");
     opts.disruption = Some(serde_json::json!({
