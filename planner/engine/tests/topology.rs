@@ -323,6 +323,7 @@ fn with_volume(mut s: ClusterSnapshot, pv_zone: Option<&str>) -> ClusterSnapshot
             name: "pv-1".into(),
             storage_class: Some("gp3".into()),
             node_affinity: vec![zone_term(&[z])],
+            node_local: false,
         });
     }
     s.storage_classes.push(StorageClass {

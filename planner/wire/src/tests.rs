@@ -138,6 +138,7 @@ fn rich_snapshot() -> ClusterSnapshot {
         name: "pv-1".into(),
         storage_class: Some("gp3".into()),
         node_affinity: vec![NodeSelectorTerm::default()],
+        node_local: true,
     });
     s.storage_classes.push(model::StorageClass {
         name: "gp3".into(),

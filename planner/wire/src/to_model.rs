@@ -732,6 +732,7 @@ pub fn pv(v: pb::PersistentVolume, at: At<'_>) -> Result<model::PersistentVolume
         name: non_empty(v.name, at.field("name"))?,
         storage_class: v.storage_class,
         node_affinity: list(v.node_affinity, at.field("node_affinity"), term)?,
+        node_local: v.node_local,
     })
 }
 

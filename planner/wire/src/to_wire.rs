@@ -345,6 +345,7 @@ pub fn snapshot(s: &ClusterSnapshot) -> pb::ClusterSnapshot {
                 storage_class: v.storage_class.clone(),
                 node_affinity: v.node_affinity.iter().map(term_out).collect(),
                 uid: String::new(),
+                node_local: v.node_local,
             })
             .collect(),
         storage_classes: s

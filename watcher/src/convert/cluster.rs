@@ -123,6 +123,7 @@ pub fn pv(v: &core::PersistentVolume) -> Result<pb::PersistentVolume> {
         storage_class: spec.and_then(|s| s.storage_class_name.clone()),
         node_affinity: node_selector_terms(terms, "spec.nodeAffinity.required.nodeSelectorTerms")?,
         uid: uid(m),
+        node_local: spec.is_some_and(|s| s.local.is_some() || s.host_path.is_some()),
     })
 }
 
@@ -191,5 +192,39 @@ impl PriorityClasses {
     /// The value of the global default class, else 0.
     pub fn default_value(&self) -> i32 {
         self.values.values().find(|v| v.1).map_or(0, |v| v.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn volume(local: bool, host_path: bool) -> core::PersistentVolume {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "pv-1", "uid": "u-1"},
+            "spec": {
+                "storageClassName": "local-storage",
+                "local": if local { serde_json::json!({"path": "/mnt/ssd0"}) } else { serde_json::Value::Null },
+                "hostPath": if host_path { serde_json::json!({"path": "/var/lib/db"}) } else { serde_json::Value::Null },
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": ["ip-10-0-0-1"]}
+                ]}]}}
+            }
+        }))
+        .expect("a PersistentVolume")
+    }
+
+    #[test]
+    fn local_and_host_path_volumes_are_node_local() {
+        assert!(pv(&volume(true, false)).expect("converts").node_local);
+        assert!(pv(&volume(false, true)).expect("converts").node_local);
+        let remote = pv(&volume(false, false)).expect("converts");
+        assert!(!remote.node_local);
+        // The affinity itself is passed on whole: the planner decides what to ignore.
+        assert_eq!(remote.node_affinity.len(), 1);
+        assert_eq!(
+            pv(&volume(true, false)).expect("converts").node_affinity[0].requirements[0].key,
+            "kubernetes.io/hostname"
+        );
     }
 }

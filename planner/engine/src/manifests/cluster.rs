@@ -116,6 +116,7 @@ pub(super) fn pv_from(raw: raw::Pv) -> Result<PersistentVolume, FieldError> {
         name: raw.metadata.name,
         storage_class: raw.spec.storage_class_name.filter(|s| !s.is_empty()),
         node_affinity,
+        node_local: raw.spec.local.is_some() || raw.spec.host_path.is_some(),
     })
 }
 

@@ -803,6 +803,10 @@ pub(super) struct VolumeNodeAffinity {
 pub(super) struct PvSpec {
     pub(super) storage_class_name: Option<String>,
     pub(super) node_affinity: Option<VolumeNodeAffinity>,
+    /// `spec.local` (only whether it is set matters).
+    pub(super) local: Option<serde_json::Value>,
+    /// `spec.hostPath` (only whether it is set matters).
+    pub(super) host_path: Option<serde_json::Value>,
 }
 
 /// A PersistentVolume.

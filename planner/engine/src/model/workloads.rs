@@ -72,6 +72,11 @@ pub struct PersistentVolume {
     pub storage_class: Option<String>,
     /// `spec.nodeAffinity.required.nodeSelectorTerms` (ORed).
     pub node_affinity: Vec<NodeSelectorTerm>,
+    /// `spec.local` or `spec.hostPath` is set: the volume lives on one node's disk, and its
+    /// hostname affinity is ignored when provisioning (Karpenter's rule: a pod rescheduled
+    /// elsewhere cannot keep that hostname, e.g. after the node is gone).
+    #[serde(default)]
+    pub node_local: bool,
 }
 
 /// `volumeBindingMode` of a StorageClass.

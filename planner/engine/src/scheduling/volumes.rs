@@ -13,6 +13,7 @@ use std::collections::HashMap;
 
 use thiserror::Error;
 
+use crate::labels;
 use crate::model::{
     ClusterSnapshot, NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass,
     VolumeBindingMode,
@@ -211,7 +212,31 @@ impl<'a> VolumeTopology<'a> {
                     volume: volume_name.to_string(),
                 })?;
             let object = format!("PersistentVolume {volume_name}");
-            let alts = terms(&volume.node_affinity, &object)?;
+            let alts = if volume.node_local {
+                // A local or hostPath volume: its hostname affinity names the node it was made
+                // on, which a pod rescheduled elsewhere cannot keep (that node may be gone);
+                // Karpenter drops it and keeps the rest (zone, ...). A term left empty allows
+                // any node, so then there is no requirement at all.
+                let stripped: Vec<NodeSelectorTerm> = volume
+                    .node_affinity
+                    .iter()
+                    .map(|t| NodeSelectorTerm {
+                        requirements: t
+                            .requirements
+                            .iter()
+                            .filter(|r| r.key != labels::HOSTNAME)
+                            .cloned()
+                            .collect(),
+                    })
+                    .collect();
+                if stripped.iter().any(|t| t.requirements.is_empty()) {
+                    Vec::new()
+                } else {
+                    terms(&stripped, &object)?
+                }
+            } else {
+                terms(&volume.node_affinity, &object)?
+            };
             return Ok((
                 alts,
                 format!("volume of PersistentVolumeClaim {namespace}/{name} ({object})"),

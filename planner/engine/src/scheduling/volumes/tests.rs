@@ -40,11 +40,13 @@ fn snapshot() -> ClusterSnapshot {
                 name: "pv-1".into(),
                 storage_class: Some("gp3".into()),
                 node_affinity: vec![zone_term(&["us-east-1a"])],
+                node_local: false,
             },
             PersistentVolume {
                 name: "pv-2".into(),
                 storage_class: Some("gp3".into()),
                 node_affinity: vec![zone_term(&["us-east-1b"])],
+                node_local: false,
             },
         ],
         storage_classes: vec![
@@ -172,5 +174,67 @@ fn malformed_volume_affinity_names_the_volume() {
         e.to_string()
             .starts_with("PersistentVolume pv-1: requirement size Gt"),
         "{e}"
+    );
+}
+
+fn hostname_and_zone_term(host: &str, zone: Option<&str>) -> NodeSelectorTerm {
+    let mut t = NodeSelectorTerm {
+        requirements: vec![InputRequirement {
+            key: labels::HOSTNAME.into(),
+            operator: Operator::In,
+            values: vec![host.into()],
+            min_values: None,
+        }],
+    };
+    if let Some(z) = zone {
+        t.requirements.extend(zone_term(&[z]).requirements);
+    }
+    t
+}
+
+#[test]
+fn a_local_volume_keeps_its_zone_but_not_its_hostname() {
+    // Karpenter's volumetopology.go: the hostname affinity of a local or hostPath volume is
+    // ignored (the node it names may be gone); the rest of the term still applies.
+    let mut snap = snapshot();
+    snap.pvcs
+        .push(claim("local", Some("local"), Some("pv-local")));
+    snap.pvcs
+        .push(claim("host", Some("local"), Some("pv-host-only")));
+    snap.pvcs
+        .push(claim("remote", Some("gp3"), Some("pv-remote")));
+    snap.pvs.push(PersistentVolume {
+        name: "pv-local".into(),
+        storage_class: Some("local".into()),
+        node_affinity: vec![hostname_and_zone_term("ip-10-0-0-1", Some("us-east-1a"))],
+        node_local: true,
+    });
+    snap.pvs.push(PersistentVolume {
+        name: "pv-host-only".into(),
+        storage_class: Some("local".into()),
+        node_affinity: vec![hostname_and_zone_term("ip-10-0-0-2", None)],
+        node_local: true,
+    });
+    // The same affinity on a volume that is not node-local is kept whole.
+    snap.pvs.push(PersistentVolume {
+        name: "pv-remote".into(),
+        storage_class: Some("gp3".into()),
+        node_affinity: vec![hostname_and_zone_term("ip-10-0-0-3", Some("us-east-1b"))],
+        node_local: false,
+    });
+    let v = VolumeTopology::new(&snap);
+    let r = v.requirements(&with_claims(&["local"])).expect("resolves");
+    assert_eq!(r.alternatives.len(), 1);
+    assert_eq!(
+        r.alternatives[0].to_string(),
+        "topology.kubernetes.io/zone In [us-east-1a]"
+    );
+    let r = v.requirements(&with_claims(&["host"])).expect("resolves");
+    assert!(r.is_empty(), "{:?}", r.alternatives);
+    let r = v.requirements(&with_claims(&["remote"])).expect("resolves");
+    assert!(
+        r.alternatives[0].to_string().contains("ip-10-0-0-3"),
+        "{}",
+        r.alternatives[0]
     );
 }
