@@ -270,6 +270,12 @@ fn limit_pack(
     let mut used = vec![0i64; left.len()];
     let mut placed = BTreeSet::new();
     let mut cursor: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+    // What checking the current signature against each claim gave, and the claim's version
+    // then: pods of one signature come one after another in `order` (same share), and a
+    // placement changes one claim, so most checks of the next pod are answered from here.
+    let mut versions: Vec<u32> = Vec::new();
+    let mut memo: Vec<Option<Checked>> = Vec::new();
+    let mut memo_sig = None;
     for &i in order {
         if run.is_cancelled() {
             // Partial: the caller keeps its old claims unless this placed more.
@@ -280,6 +286,10 @@ fn limit_pack(
             continue;
         };
         let sig = run.sigs.get(sig_id);
+        if memo_sig != Some(sig_id) {
+            memo_sig = Some(sig_id);
+            memo.iter_mut().for_each(|m| *m = None);
+        }
         let within = |delta: &[i64]| {
             used.iter()
                 .zip(delta)
@@ -292,17 +302,26 @@ fn limit_pack(
         let start = cursor.get(&sig_id).copied().unwrap_or(0);
         let mut advance = true;
         for (c, claim) in claims.iter().enumerate().skip(start) {
-            // The quick resource check first: most open claims are full.
-            let res = if claim.fits(sig) {
-                claim.check(pool, sig, None, policy)
-            } else {
-                Err(crate::scheduling::node_claim::Reject::permanent(
-                    "not enough resources",
-                ))
+            if !matches!(&memo[c], Some((v, _)) if *v == versions[c]) {
+                // The quick resource check first: most open claims are full.
+                let r = if claim.fits(sig) {
+                    claim
+                        .check(pool, sig, None, policy)
+                        .map(|n| {
+                            let after = cheapest_cap(n.types());
+                            (n, after)
+                        })
+                        .map_err(|r| r.permanent)
+                } else {
+                    Err(true)
+                };
+                memo[c] = Some((versions[c], r));
+            }
+            let Some((_, res)) = &memo[c] else {
+                continue;
             };
             match res {
-                Ok(n) => {
-                    let after = cheapest_cap(n.types());
+                Ok((n, after)) => {
                     let delta: Vec<i64> = after
                         .iter()
                         .zip(&counts[c])
@@ -310,7 +329,7 @@ fn limit_pack(
                         .collect();
                     let free = delta.iter().all(|d| *d == 0);
                     if within(&delta) && best.as_ref().is_none_or(|b| cost(&delta) < b.0) {
-                        best = Some((cost(&delta), Some(c), Some(n), after));
+                        best = Some((cost(&delta), Some(c), Some(n.clone()), after.clone()));
                     }
                     advance = false;
                     // Nothing beats a claim that holds the pod at no extra count.
@@ -318,8 +337,8 @@ fn limit_pack(
                         break;
                     }
                 }
-                Err(r) => {
-                    if r.permanent && advance {
+                Err(permanent) => {
+                    if *permanent && advance {
                         cursor.insert(sig_id, c + 1);
                     } else {
                         advance = false;
@@ -344,6 +363,8 @@ fn limit_pack(
                     format!("hostname-placeholder-limits-{}", claims.len()),
                 ));
                 counts.push(vec![0; left.len()]);
+                versions.push(0);
+                memo.push(None);
                 claims.len() - 1
             }
         };
@@ -354,11 +375,14 @@ fn limit_pack(
                 Err(_) => {
                     claims.pop();
                     counts.pop();
+                    versions.pop();
+                    memo.pop();
                     continue;
                 }
             },
         };
         claims[c].commit(pool, sig, i, n);
+        versions[c] += 1;
         for (k, (u, a)) in used.iter_mut().zip(&after).enumerate() {
             *u += a - counts[c][k];
         }
@@ -370,6 +394,14 @@ fn limit_pack(
     }
     (claims, placed)
 }
+
+/// A memoised check of a signature against a claim: the claim's version then, and either the
+/// claim's state after taking the pod with what it would count against the limits, or whether
+/// the rejection was permanent.
+type Checked = (
+    u32,
+    Result<(crate::scheduling::node_claim::Narrowed, Vec<i64>), bool>,
+);
 
 /// A place [`limit_pack`] may put a pod: (what it adds to the limits' use, weighted; the open
 /// claim, or `None` for a new one; the claim's state after; what the claim counts after).
