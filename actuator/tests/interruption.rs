@@ -9,6 +9,9 @@
 //!   Event on the Node only; garbled and unknown messages are deleted and counted; every handled
 //!   message is deleted (nothing comes back after the visibility timeout); redelivery of the
 //!   warning, before and after the termination, does nothing new;
+//! - an AWS Health scheduled change and `stopping` / `terminated` state changes from SQS
+//!   interrupt their claims the same way (each noted once, each terminated); a `running` state
+//!   change is an unknown kind, deleted and counted;
 //! - the simulator's own queue (its `InterruptionQueue`, scheduled maintenance) drives the same
 //!   handler;
 //! - the loop backs off on receive errors and goes on (paused time, a queue that fails).
@@ -420,6 +423,74 @@ async fn a_spot_warning_from_sqs_taints_the_node_and_deletes_the_nodeclaim() {
         Outcome::AlreadyTerminating
     );
     assert_eq!(fx.notes("default-a1").await.len(), 1);
+    fx.finish().await;
+}
+
+/// The other kinds that mean the instance is going, each from SQS for its own claim: an AWS
+/// Health scheduled change, a `stopping` and a `terminated` state change (an instance stopped
+/// or terminated from outside). Each cordons and taints the Node, notes the claim and deletes
+/// its NodeClaim; a `running` state change is an unknown kind, deleted and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduled_changes_and_stop_or_terminate_state_changes_interrupt() {
+    let Some(moto) = MotoServer::start_or_skip() else {
+        return;
+    };
+    let queue = aws_testing::create_queue(&moto.config(), "interruptions", 2).await;
+    let names = ["default-c1", "default-c2", "default-c3"];
+    let fx = Fx::new(&names).await;
+    let mut sent = Vec::new();
+    for (name, fixture) in names.iter().zip([
+        "scheduled_change.json",
+        "state_change_stopping.json",
+        "state_change_terminated.json",
+    ]) {
+        let id = fx.instance_id(name).await;
+        sent.push(aws_testing::send(&queue, &fixtures::body_for(fixture, &id)).await);
+    }
+    let running_id = fx.instance_id("default-c1").await;
+    let running = aws_testing::send(
+        &queue,
+        &fixtures::body_for("state_change_running.json", &running_id),
+    )
+    .await;
+    let results = fx.process_n(&queue, 4).await;
+    for id in &sent {
+        assert_eq!(
+            outcome_of(&results, id),
+            Outcome::Interrupted,
+            "{results:?}"
+        );
+    }
+    assert_eq!(outcome_of(&results, &running), Outcome::Dropped);
+    for (name, what) in names.iter().zip([
+        "scheduled change (AWS Health)",
+        "instance stopping",
+        "instance terminated",
+    ]) {
+        let node = fx.node_of(name).await.expect("node");
+        assert_eq!(cordoned_and_tainted(&node), (true, true), "{name}");
+        assert!(
+            fx.nodeclaim(name)
+                .await
+                .is_some_and(|nc| nc.metadata.deletion_timestamp.is_some()),
+            "{name}: NodeClaim being deleted"
+        );
+        let notes = fx.notes(name).await;
+        assert_eq!(notes.len(), 1, "{name}: {notes:?}");
+        assert!(notes[0].contains(what), "{name}: {notes:?}");
+    }
+    let text = fx.metrics.render();
+    for line in [
+        r#"dovetail_actuator_interruption_messages_total{kind="scheduled_change",outcome="interrupted"} 1"#,
+        r#"dovetail_actuator_interruption_messages_total{kind="state_change",outcome="interrupted"} 2"#,
+        r#"dovetail_actuator_interruption_messages_total{kind="unknown",outcome="dropped"} 1"#,
+    ] {
+        assert!(text.contains(line), "{line} in\n{text}");
+    }
+    // The terminations finish: every instance terminated.
+    for name in names {
+        fx.until(name, ClaimState::Terminated, 60).await;
+    }
     fx.finish().await;
 }
 
