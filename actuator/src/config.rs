@@ -83,6 +83,8 @@ pub const ENV_LIFECYCLE_INTERVAL: &str = "DOVETAIL_LIFECYCLE_INTERVAL";
 pub const ENV_GC_GRACE: &str = "DOVETAIL_GC_GRACE";
 /// `DOVETAIL_GC_INTERVAL`: time between garbage collections.
 pub const ENV_GC_INTERVAL: &str = "DOVETAIL_GC_INTERVAL";
+/// `DOVETAIL_NODE_CLASS_STATUS_INTERVAL`: time between EC2NodeClass status passes.
+pub const ENV_NODE_CLASS_STATUS_INTERVAL: &str = "DOVETAIL_NODE_CLASS_STATUS_INTERVAL";
 /// `DOVETAIL_DISRUPTION_CONFIRM_AFTER`: a disruption executes only when a plan at least this
 /// much later (by the plans' `basis.now`) proposes it again.
 pub const ENV_DISRUPTION_CONFIRM_AFTER: &str = "DOVETAIL_DISRUPTION_CONFIRM_AFTER";
@@ -185,6 +187,9 @@ pub struct Flags {
     /// Time between garbage collections [env DOVETAIL_GC_INTERVAL, default 2m]
     #[arg(long)]
     pub gc_interval: Option<String>,
+    /// Time between EC2NodeClass status passes (`--cloud aws` with a cluster) [env DOVETAIL_NODE_CLASS_STATUS_INTERVAL, default 1m]
+    #[arg(long)]
+    pub node_class_status_interval: Option<String>,
     /// Delay after its first proposal before a plan may confirm a disruption [env DOVETAIL_DISRUPTION_CONFIRM_AFTER, default 15s]
     #[arg(long)]
     pub disruption_confirm_after: Option<String>,
@@ -287,6 +292,8 @@ pub struct LifecycleConfig {
     pub gc_grace: Duration,
     /// Time between garbage collections.
     pub gc_interval: Duration,
+    /// Time between EC2NodeClass status passes.
+    pub node_class_status_interval: Duration,
 }
 
 /// The validated configuration.
@@ -693,6 +700,14 @@ impl Config {
                 gc_interval: duration(
                     l.get(flags.gc_interval, "gc-interval", ENV_GC_INTERVAL),
                     Duration::from_secs(2 * 60),
+                )?,
+                node_class_status_interval: duration(
+                    l.get(
+                        flags.node_class_status_interval,
+                        "node-class-status-interval",
+                        ENV_NODE_CLASS_STATUS_INTERVAL,
+                    ),
+                    Duration::from_secs(60),
                 )?,
             }),
         };

@@ -16,7 +16,8 @@ use actuator::clock::Clock;
 use actuator::config::{Auth, CloudChoice, Config, Env, Flags, KubeSource};
 use actuator::metrics::Metrics;
 use actuator::{
-    api, catalog, disruption, gc, interruption, ledger, lifecycle, server, standin, worker,
+    api, catalog, disruption, gc, interruption, ledger, lifecycle, node_class_status, server,
+    standin, worker,
 };
 use clap::Parser;
 use cloud::CloudProvider;
@@ -115,6 +116,18 @@ async fn run(config: Config) -> anyhow::Result<()> {
     });
     let cloud: Arc<dyn CloudProvider> =
         Arc::new(catalog::MarkingCloud::new(cloud, marks, metrics.clone()));
+    // EC2NodeClass status: only a cloud that resolves selectors (`--cloud aws`) has one.
+    let statuses = match (&config.lifecycle, &config.cloud) {
+        (Some(lc), CloudChoice::Aws(_)) => Some(node_class_status::StatusWriter::new(
+            kube_clients(&lc.kube).await?.0,
+            cloud.clone(),
+            clock.clone(),
+            node_class_status::Options {
+                interval: lc.node_class_status_interval,
+            },
+        )),
+        _ => None,
+    };
     let interruptions = match (&config.lifecycle, &config.interruption_queue) {
         (Some(lc), Some(_)) => Some(interruption::Interruptions::new(
             kube_clients(&lc.kube).await?.0,
@@ -280,6 +293,10 @@ async fn run(config: Config) -> anyhow::Result<()> {
         }
         _ => None,
     };
+    let statuses = statuses.map(|w| {
+        let rx = stopped.clone();
+        tokio::spawn(async move { w.run(rx).await })
+    });
     let counts = tokio::spawn(worker::report_counts(
         ledger.clone(),
         metrics,
@@ -302,6 +319,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
         i.await?;
     }
     counts.await?;
+    if let Some(s) = statuses {
+        s.await?;
+    }
     if let Some(r) = refresher {
         r.await?;
     }
