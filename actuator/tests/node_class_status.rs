@@ -124,7 +124,10 @@ async fn the_status_follows_the_account_and_says_what_matched_nothing() {
             "{sn}"
         );
     }
-    assert_eq!(ids(&s, "securityGroups"), vec![world.security_group.clone()]);
+    assert_eq!(
+        ids(&s, "securityGroups"),
+        vec![world.security_group.clone()]
+    );
     assert_eq!(s["securityGroups"][0]["name"], "dovetail-nodes", "{s}");
     assert_eq!(s["instanceProfile"], "KarpenterNodeRole-test-cluster");
     for t in [
