@@ -13,6 +13,11 @@
 //! - [`disruption`]: the planner's disruption decisions, executed once a later plan confirms
 //!   them (budgets re-checked, candidates tainted, replacements launched and initialized, then
 //!   the candidates' NodeClaims deleted).
+//! - [`interruption`]: the interruption queue's loop: spot warnings, scheduled changes and
+//!   stop/terminate state changes cordon and taint the Node and delete the NodeClaim;
+//!   rebalance recommendations become Events.
+//! - [`node_class_status`]: each EC2NodeClass resolved against the cloud (subnets, security
+//!   groups, AMIs, instance profile) and written to its `status` with Karpenter's conditions.
 //! - [`launch`]: the launch spec a claim carries and the cloud request made from it.
 //! - [`catalog`]: the live catalog served to planners, and the offerings marked unavailable
 //!   after insufficient-capacity errors (3 minutes), which launches and the catalog leave out.
@@ -26,11 +31,13 @@ pub mod clock;
 pub mod config;
 pub mod disruption;
 pub mod gc;
+pub mod interruption;
 pub mod launch;
 pub mod ledger;
 pub mod lifecycle;
 pub mod metrics;
 pub mod node_class;
+pub mod node_class_status;
 pub mod server;
 pub mod standin;
 pub mod worker;

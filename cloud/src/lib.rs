@@ -27,7 +27,10 @@ pub use common::ec2::InstanceTypeInfo;
 pub use interruption::{
     InterruptionEvent, InterruptionKind, InterruptionQueue, Message, Notice, Unreadable,
 };
-pub use node_class::{NodeClassSpec, NodeSpec, Taint};
+pub use node_class::{
+    NodeClassResolution, NodeClassSpec, NodeSpec, ResolvedAmi, ResolvedSecurityGroup,
+    ResolvedSubnet, Taint,
+};
 pub use provider_id::{ParseProviderIdError, ProviderId};
 
 /// Tag key carrying the NodeClaim name on every instance the actuator launches.
@@ -333,6 +336,22 @@ pub trait CloudProvider: Send + Sync {
     async fn catalog_facts(&self) -> Result<CatalogFacts> {
         Err(Error::InvalidRequest {
             reason: "this cloud provider serves no live catalog".to_string(),
+        })
+    }
+
+    /// What `class`'s selectors resolve to now (subnets, security groups, AMIs, instance
+    /// profile): the EC2NodeClass status the actuator writes. Providers without selectors to
+    /// resolve (the simulator, the stand-in) keep this default, which says so.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`] from providers that resolve nothing, [`Error::Throttled`],
+    /// [`Error::Unavailable`].
+    async fn resolve_node_class(&self, class: &NodeClassSpec) -> Result<NodeClassResolution> {
+        Err(Error::InvalidRequest {
+            reason: format!(
+                "this cloud provider does not resolve node classes (EC2NodeClass {})",
+                class.name
+            ),
         })
     }
 }

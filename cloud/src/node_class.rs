@@ -172,3 +172,50 @@ pub struct KubeletConfig {
     /// `evictionSoft`.
     pub eviction_soft: BTreeMap<String, String>,
 }
+
+/// What a node class's selectors resolve to in the account now: the content of an
+/// EC2NodeClass `status`. Each part is either what matched or why nothing usable did (a
+/// selector that matched nothing, an invalid field), so that one failing part does not hide the
+/// others. A cloud that cannot be asked at all is an error of the whole call instead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeClassResolution {
+    /// The subnets `subnetSelectorTerms` match, by ID.
+    pub subnets: Result<Vec<ResolvedSubnet>, String>,
+    /// The security groups `securityGroupSelectorTerms` match, by ID.
+    pub security_groups: Result<Vec<ResolvedSecurityGroup>, String>,
+    /// The AMIs a launch would use (one per architecture), sorted by architecture.
+    pub amis: Result<Vec<ResolvedAmi>, String>,
+    /// The instance profile nodes get.
+    pub instance_profile: Result<Option<String>, String>,
+}
+
+/// A subnet a node class resolved to.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ResolvedSubnet {
+    /// `subnet-…`.
+    pub id: String,
+    /// Its availability zone.
+    pub zone: String,
+    /// Its availability zone ID (`use1-az1`), when the cloud says.
+    pub zone_id: Option<String>,
+}
+
+/// A security group a node class resolved to.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ResolvedSecurityGroup {
+    /// `sg-…`.
+    pub id: String,
+    /// Its name, when the cloud says.
+    pub name: Option<String>,
+}
+
+/// An AMI a node class resolved to.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ResolvedAmi {
+    /// `ami-…`.
+    pub id: String,
+    /// Its name, when the cloud says.
+    pub name: Option<String>,
+    /// EC2's architecture name (`x86_64`, `arm64`).
+    pub architecture: String,
+}

@@ -656,6 +656,20 @@ impl CloudProvider for Ec2Provider {
         Ok(self.catalog_facts().await?.to_catalog())
     }
 
+    async fn resolve_node_class(
+        &self,
+        class: &cloud::NodeClassSpec,
+    ) -> Result<cloud::NodeClassResolution> {
+        let r = resolve::resolution(&self.ec2, &self.ssm, &self.config, class).await?;
+        if let Ok(subnets) = &r.subnets {
+            self.zones
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(subnets.iter().map(|s| s.zone.clone()));
+        }
+        Ok(r)
+    }
+
     async fn catalog_facts(&self) -> Result<cloud::CatalogFacts> {
         // DescribeSpotPriceHistory takes a wall time (prices in effect from then on): the
         // adapter's edge, not a decision.

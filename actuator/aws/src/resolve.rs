@@ -68,6 +68,8 @@ pub struct Subnet {
     pub zone: String,
     /// Free IPv4 addresses (the launch picks the subnet of a zone with the most).
     pub available_ips: i32,
+    /// Availability zone ID (`use1-az1`), when EC2 says.
+    pub zone_id: Option<String>,
 }
 
 /// An AMI with its architecture.
@@ -77,6 +79,8 @@ pub struct Ami {
     pub id: String,
     /// `x86_64` or `arm64`.
     pub architecture: String,
+    /// The image's name, when it was found by DescribeImages.
+    pub name: Option<String>,
 }
 
 /// Everything a launch needs from a node class.
@@ -173,6 +177,89 @@ pub async fn resolve(
     })
 }
 
+/// What `class` resolves to now, part by part (the EC2NodeClass status): a part whose selector
+/// matched nothing or is invalid says why; AMI names come from one DescribeImages of the chosen
+/// IDs (absent when EC2 does not know the image).
+///
+/// # Errors
+/// When AWS cannot be asked ([`cloud::Error`]: throttled, unavailable, refused).
+pub async fn resolution(
+    ec2: &aws_sdk_ec2::Client,
+    ssm: &aws_sdk_ssm::Client,
+    config: &Config,
+    class: &NodeClassSpec,
+) -> std::result::Result<cloud::NodeClassResolution, cloud::Error> {
+    fn part<T>(r: Result<T>) -> std::result::Result<std::result::Result<T, String>, cloud::Error> {
+        match r {
+            Ok(v) => Ok(Ok(v)),
+            Err(Error::Cloud(c)) => Err(c),
+            Err(e) => Ok(Err(e.to_string())),
+        }
+    }
+    let subnets = part(subnets(ec2, class).await)?.map(|v| {
+        v.into_iter()
+            .map(|s| cloud::ResolvedSubnet {
+                id: s.id,
+                zone: s.zone,
+                zone_id: s.zone_id,
+            })
+            .collect()
+    });
+    let security_groups = part(named_security_groups(ec2, class).await)?.map(|v| {
+        v.into_iter()
+            .map(|(id, name)| cloud::ResolvedSecurityGroup { id, name })
+            .collect()
+    });
+    let amis = match part(amis(ec2, ssm, config, class).await)? {
+        Ok((_, amis)) => {
+            let ids: Vec<String> = amis.iter().map(|a| a.id.clone()).collect();
+            let names = image_names(ec2, &ids).await?;
+            Ok(amis
+                .into_iter()
+                .map(|a| cloud::ResolvedAmi {
+                    name: a.name.or_else(|| names.get(&a.id).cloned()),
+                    id: a.id,
+                    architecture: a.architecture,
+                })
+                .collect())
+        }
+        Err(e) => Err(e),
+    };
+    let instance_profile = part(instance_profile(class))?;
+    Ok(cloud::NodeClassResolution {
+        subnets,
+        security_groups,
+        amis,
+        instance_profile,
+    })
+}
+
+/// Names of the images `ids` that EC2 knows (an unknown ID is left out, not an error).
+async fn image_names(
+    ec2: &aws_sdk_ec2::Client,
+    ids: &[String],
+) -> std::result::Result<BTreeMap<String, String>, cloud::Error> {
+    if ids.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let out = ec2
+        .describe_images()
+        .set_filters(Some(vec![
+            Filter::builder()
+                .name("image-id")
+                .set_values(Some(ids.to_vec()))
+                .build(),
+        ]))
+        .send()
+        .await
+        .map_err(|e| from_sdk("DescribeImages of the resolved AMIs", &e, &[]))?;
+    Ok(out
+        .images()
+        .iter()
+        .filter_map(|i| Some((i.image_id()?.to_string(), i.name()?.to_string())))
+        .collect())
+}
+
 /// Subnets matching `subnetSelectorTerms`.
 async fn subnets(ec2: &aws_sdk_ec2::Client, class: &NodeClassSpec) -> Result<Vec<Subnet>> {
     let mut found = BTreeMap::new();
@@ -210,6 +297,7 @@ async fn subnets(ec2: &aws_sdk_ec2::Client, class: &NodeClassSpec) -> Result<Vec
                         id: id.to_string(),
                         zone: zone.to_string(),
                         available_ips: s.available_ip_address_count().unwrap_or(0),
+                        zone_id: s.availability_zone_id().map(str::to_string),
                     },
                 );
             }
@@ -231,7 +319,18 @@ async fn subnets(ec2: &aws_sdk_ec2::Client, class: &NodeClassSpec) -> Result<Vec
 
 /// Security group IDs matching `securityGroupSelectorTerms`.
 async fn security_groups(ec2: &aws_sdk_ec2::Client, class: &NodeClassSpec) -> Result<Vec<String>> {
-    let mut found = BTreeSet::new();
+    Ok(named_security_groups(ec2, class)
+        .await?
+        .into_keys()
+        .collect())
+}
+
+/// Security groups matching `securityGroupSelectorTerms`: ID → name.
+async fn named_security_groups(
+    ec2: &aws_sdk_ec2::Client,
+    class: &NodeClassSpec,
+) -> Result<BTreeMap<String, Option<String>>> {
+    let mut found = BTreeMap::new();
     for (i, term) in class.security_group_selector_terms.iter().enumerate() {
         if is_empty_term(term) {
             return Err(invalid(
@@ -256,11 +355,12 @@ async fn security_groups(ec2: &aws_sdk_ec2::Client, class: &NodeClassSpec) -> Re
                         &[],
                     )
                 })?;
-            found.extend(
-                out.security_groups()
-                    .iter()
-                    .filter_map(|g| g.group_id().map(str::to_string)),
-            );
+            found.extend(out.security_groups().iter().filter_map(|g| {
+                Some((
+                    g.group_id()?.to_string(),
+                    g.group_name().map(str::to_string),
+                ))
+            }));
             match out.next_token() {
                 Some(t) if !t.is_empty() => next = Some(t.to_string()),
                 _ => break,
@@ -274,7 +374,7 @@ async fn security_groups(ec2: &aws_sdk_ec2::Client, class: &NodeClassSpec) -> Re
             what: "security group",
         });
     }
-    Ok(found.into_iter().collect())
+    Ok(found)
 }
 
 /// The instance profile: `instanceProfile` as given, or for `role` the instance profile of the
@@ -424,6 +524,7 @@ async fn amis(
                         amis.push(Ami {
                             id: id.to_string(),
                             architecture: arch.to_string(),
+                            name: None,
                         });
                     }
                 }
@@ -456,7 +557,7 @@ async fn amis(
         }
     };
     // Newest image per architecture over all terms.
-    let mut newest: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let mut newest: BTreeMap<String, (String, String, Option<String>)> = BTreeMap::new();
     for (i, term) in terms.iter().enumerate() {
         let filters = ami_filters(term);
         if filters.is_empty() && term.owner.is_none() {
@@ -485,9 +586,12 @@ async fn amis(
             let date = image.creation_date().unwrap_or_default().to_string();
             let better = newest
                 .get(&arch)
-                .is_none_or(|(d, old)| (date.as_str(), id) > (d.as_str(), old.as_str()));
+                .is_none_or(|(d, old, _)| (date.as_str(), id) > (d.as_str(), old.as_str()));
             if better {
-                newest.insert(arch, (date, id.to_string()));
+                newest.insert(
+                    arch,
+                    (date, id.to_string(), image.name().map(str::to_string)),
+                );
             }
         }
     }
@@ -500,7 +604,11 @@ async fn amis(
     }
     let amis = newest
         .into_iter()
-        .map(|(architecture, (_, id))| Ami { id, architecture })
+        .map(|(architecture, (_, id, name))| Ami {
+            id,
+            architecture,
+            name,
+        })
         .collect();
     Ok((family, amis))
 }
@@ -601,16 +709,19 @@ mod tests {
                     id: "subnet-a".into(),
                     zone: "z1".into(),
                     available_ips: 10,
+                    zone_id: None,
                 },
                 Subnet {
                     id: "subnet-b".into(),
                     zone: "z1".into(),
                     available_ips: 200,
+                    zone_id: None,
                 },
                 Subnet {
                     id: "subnet-c".into(),
                     zone: "z2".into(),
                     available_ips: 5,
+                    zone_id: None,
                 },
             ],
             security_groups: vec![],

@@ -406,3 +406,36 @@ pub async fn send(queue: &crate::SqsQueue, body: &str) -> String {
         .unwrap_or_default()
         .to_string()
 }
+
+/// Sets SSM parameter `name` to `value` in the stand-in (overwriting it), as a new AMI release
+/// does to the public alias parameters.
+///
+/// # Panics
+/// When moto rejects the call.
+pub async fn put_parameter(config: &Config, name: &str, value: &str) {
+    let sdk = config.sdk_config().await;
+    aws_sdk_ssm::Client::new(&sdk)
+        .put_parameter()
+        .name(name)
+        .value(value)
+        .overwrite(true)
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .send()
+        .await
+        .expect("PutParameter");
+}
+
+/// Removes tag `key` from EC2 resource `id` in the stand-in.
+///
+/// # Panics
+/// When moto rejects the call.
+pub async fn delete_tag(config: &Config, id: &str, key: &str) {
+    let sdk = config.sdk_config().await;
+    aws_sdk_ec2::Client::new(&sdk)
+        .delete_tags()
+        .resources(id)
+        .tags(Tag::builder().key(key).build())
+        .send()
+        .await
+        .expect("DeleteTags");
+}

@@ -160,6 +160,13 @@ impl CloudProvider for MarkingCloud {
         self.inner.delete(provider_id).await
     }
 
+    async fn resolve_node_class(
+        &self,
+        class: &cloud::NodeClassSpec,
+    ) -> Result<cloud::NodeClassResolution> {
+        self.inner.resolve_node_class(class).await
+    }
+
     async fn instance_types(&self) -> Result<Catalog> {
         let mut c = self.inner.instance_types().await?;
         for t in &mut c.instance_types {

@@ -101,6 +101,7 @@ fn rich_snapshot() -> ClusterSnapshot {
         spec_hash: "123".into(),
         root_volume_size: Some(20 << 30),
         metadata_annotations: [("a".to_string(), "b".to_string())].into(),
+        resolved_amis: Some(vec!["ami-0123".into(), "ami-0456".into()]),
     });
     s.daemon_sets.push(model::DaemonSet {
         namespace: "kube-system".into(),

@@ -510,6 +510,7 @@ pub fn node_claim(c: pb::NodeClaim, at: At<'_>) -> Result<model::NodeClaim> {
         last_pod_event_time: c.last_pod_event_time,
         creation_time: c.creation_time,
         deletion_time: c.deletion_time,
+        image_id: c.image_id.filter(|i| !i.is_empty()),
     })
 }
 
@@ -651,6 +652,7 @@ pub fn node_class(c: pb::NodeClass, at: At<'_>) -> Result<model::NodeClass> {
             })
             .transpose()?,
         metadata_annotations: c.metadata_annotations,
+        resolved_amis: (!c.resolved_amis.is_empty()).then_some(c.resolved_amis),
     })
 }
 

@@ -214,6 +214,7 @@ pub fn node_claim(c: &model::NodeClaim) -> pb::NodeClaim {
         last_pod_event_time: c.last_pod_event_time,
         creation_time: c.creation_time,
         deletion_time: c.deletion_time,
+        image_id: c.image_id.clone(),
         uid: String::new(),
     }
 }
@@ -275,6 +276,7 @@ pub fn node_class(c: &model::NodeClass) -> pb::NodeClass {
         spec_hash: c.spec_hash.clone(),
         uid: String::new(),
         root_volume_size: c.root_volume_size.map(format_bytes),
+        resolved_amis: c.resolved_amis.clone().unwrap_or_default(),
         metadata_annotations: c.metadata_annotations.clone(),
     }
 }

@@ -300,6 +300,10 @@ pub fn node_claim(v: &Value) -> Result<pb::NodeClaim> {
         creation_time: time(v, "creationTimestamp"),
         deletion_time: time(v, "deletionTimestamp"),
         uid: str_at(v, &["metadata", "uid"]).unwrap_or_default().into(),
+        image_id: status
+            .and_then(|s| str_at(s, &["imageID"]))
+            .filter(|i| !i.is_empty())
+            .map(String::from),
     })
 }
 
@@ -410,6 +414,14 @@ pub fn node_class(v: &Value) -> Result<pb::NodeClass> {
         uid: str_at(v, &["metadata", "uid"]).unwrap_or_default().into(),
         root_volume_size,
         metadata_annotations: string_map(at(v, &["metadata", "annotations"])),
+        resolved_amis: at(v, &["status", "amis"])
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|a| str_at(a, &["id"]))
+            .filter(|id| !id.is_empty())
+            .map(String::from)
+            .collect(),
     })
 }
 
@@ -424,6 +436,34 @@ mod tests {
         assert_eq!(parse_duration("1500ms"), Ok(Some(1)));
         assert_eq!(parse_duration("Never"), Ok(None));
         assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn the_status_amis_and_the_claims_image_are_carried() {
+        let class = serde_json::json!({
+            "metadata": {"name": "default", "uid": "u"},
+            "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}]},
+            "status": {"amis": [
+                {"id": "ami-1", "requirements": []},
+                {"id": "ami-2", "name": "n", "requirements": []}
+            ]}
+        });
+        assert_eq!(
+            node_class(&class).expect("valid").resolved_amis,
+            ["ami-1", "ami-2"]
+        );
+        let mut bare = class.clone();
+        bare["status"] = serde_json::json!({});
+        assert!(node_class(&bare).expect("valid").resolved_amis.is_empty());
+        let claim = serde_json::json!({
+            "metadata": {"name": "c", "uid": "u"},
+            "spec": {"requirements": []},
+            "status": {"imageID": "ami-1"}
+        });
+        assert_eq!(
+            node_claim(&claim).expect("valid").image_id.as_deref(),
+            Some("ami-1")
+        );
     }
 
     #[test]

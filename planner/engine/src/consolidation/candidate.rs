@@ -524,5 +524,17 @@ fn drift(
             ));
         }
     }
+    // AMIDrift, as Karpenter decides it: the claim's image is no longer among the AMIs its
+    // EC2NodeClass resolves to (the status the actuator writes). No status, no decision.
+    if let (Some(class), Some(image)) = (class, claim.and_then(|c| c.image_id.as_deref()))
+        && let Some(amis) = class.resolved_amis.as_ref().filter(|a| !a.is_empty())
+        && !amis.iter().any(|a| a == image)
+    {
+        return Some(format!(
+            "AMIDrift: image {image} is not among EC2NodeClass {}'s resolved AMIs ({})",
+            class.name,
+            amis.join(", ")
+        ));
+    }
     None
 }

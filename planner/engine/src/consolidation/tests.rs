@@ -715,6 +715,40 @@ fn drift_by_missing_instance_type_and_stale_hash() {
 }
 
 #[test]
+fn ami_drift_follows_the_node_class_status() {
+    // n0's claim runs ami-old; the EC2NodeClass status (the actuator's) lists what the
+    // selectors resolve to now.
+    let mut s = cluster(&[&[6000], &[6000]]);
+    s.node_pools[0].node_class = Some("default".into());
+    s.node_classes.push(crate::model::NodeClass {
+        name: "default".into(),
+        ..crate::model::NodeClass::default()
+    });
+    s.node_claims.push(NodeClaim {
+        name: "c0".into(),
+        labels: s.nodes[0].labels.clone(),
+        node_name: Some("n0".into()),
+        provider_id: s.nodes[0].provider_id.clone(),
+        image_id: Some("ami-old".into()),
+        ..NodeClaim::default()
+    });
+    // No status yet: nothing is decided.
+    assert!(run(&s, &catalog(), &opts()).decisions.is_empty());
+    // The image is still resolved: not drifted.
+    s.node_classes[0].resolved_amis = Some(vec!["ami-old".into(), "ami-arm".into()]);
+    assert!(run(&s, &catalog(), &opts()).decisions.is_empty());
+    // A new release behind the alias: the claim's image left the status.
+    s.node_classes[0].resolved_amis = Some(vec!["ami-new".into(), "ami-arm".into()]);
+    assert_eq!(
+        reasons(&run(&s, &catalog(), &opts())),
+        vec![d("Drifted", &["n0"])]
+    );
+    // A claim that does not say its image is not drifted by AMI.
+    s.node_claims[0].image_id = None;
+    assert!(run(&s, &catalog(), &opts()).decisions.is_empty());
+}
+
+#[test]
 fn drift_respects_blockers_and_budget() {
     let mut s = cluster(&[&[6000]]);
     s.nodes[0]

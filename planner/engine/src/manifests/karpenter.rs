@@ -264,6 +264,7 @@ pub(super) fn node_claim_from(raw: raw::NodeClaim) -> Result<(NodeClaim, bool), 
         last_pod_event_time: status.last_pod_event_time.map(|t| t.0),
         creation_time: meta.creation_timestamp.map(|t| t.0),
         deletion_time: meta.deletion_timestamp.map(|t| t.0),
+        image_id: status.image_id.filter(|i| !i.is_empty()),
     };
     Ok((claim, inherits_expiry))
 }
@@ -371,5 +372,19 @@ pub(super) fn node_class(value: &Value) -> Result<NodeClass, FieldError> {
         spec_hash: ec2nodeclass_spec_hash(value.get("spec").unwrap_or(&Value::Null)),
         root_volume_size,
         metadata_annotations: meta.annotations,
+        resolved_amis: resolved_amis(value),
     })
+}
+
+/// The IDs of an EC2NodeClass's `status.amis`; `None` when there are none.
+fn resolved_amis(value: &Value) -> Option<Vec<String>> {
+    let ids: Vec<String> = value
+        .pointer("/status/amis")?
+        .as_array()?
+        .iter()
+        .filter_map(|a| a.get("id")?.as_str())
+        .filter(|id| !id.is_empty())
+        .map(str::to_string)
+        .collect();
+    (!ids.is_empty()).then_some(ids)
 }

@@ -613,6 +613,8 @@ pub(super) struct NodeClaimStatus {
     pub(super) capacity: ResourceList,
     pub(super) allocatable: ResourceList,
     pub(super) last_pod_event_time: Option<Time>,
+    #[serde(rename = "imageID")]
+    pub(super) image_id: Option<String>,
 }
 
 /// A NodeClaim.

@@ -635,6 +635,59 @@ fn nodepool_hash_ignores_requirements_but_not_labels() {
 }
 
 #[test]
+fn ec2nodeclass_status_amis_and_nodeclaim_image_are_read() {
+    let l = load(
+        r#"
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: KarpenterNodeRole
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: c}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: c}}]
+status:
+  amis:
+  - id: ami-new
+    name: al2023-new
+    requirements: [{key: kubernetes.io/arch, operator: In, values: [amd64]}]
+  - id: ami-arm
+    requirements: [{key: kubernetes.io/arch, operator: In, values: [arm64]}]
+  subnets: [{id: subnet-1, zone: us-east-1a, zoneID: use1-az1}]
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: fresh}
+spec:
+  role: KarpenterNodeRole
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: c}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: c}}]
+---
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata: {name: default-abc}
+spec:
+  nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+  requirements: []
+status:
+  imageID: ami-old
+  providerID: aws:///us-east-1a/i-0123
+"#,
+    );
+    let classes = &l.snapshot.node_classes;
+    assert_eq!(
+        classes[0].resolved_amis,
+        Some(vec!["ami-new".to_string(), "ami-arm".to_string()])
+    );
+    assert_eq!(classes[1].resolved_amis, None, "no status, no AMIs");
+    assert_eq!(
+        l.snapshot.node_claims[0].image_id.as_deref(),
+        Some("ami-old")
+    );
+}
+
+#[test]
 fn ec2nodeclass_kubelet_and_ami_family() {
     let l = load(
         r#"

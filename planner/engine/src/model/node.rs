@@ -66,4 +66,7 @@ pub struct NodeClaim {
     pub creation_time: Option<Timestamp>,
     /// Set when it is being deleted.
     pub deletion_time: Option<Timestamp>,
+    /// `status.imageID`: the AMI its instance runs.
+    #[serde(default)]
+    pub image_id: Option<String>,
 }

@@ -141,4 +141,8 @@ pub struct NodeClass {
     /// `metadata.annotations` of the EC2NodeClass object itself.
     #[serde(default)]
     pub metadata_annotations: Labels,
+    /// The AMI IDs of `status.amis` (what the actuator resolved the selectors to); `None`
+    /// when the status lists none, and then AMI drift is not decided.
+    #[serde(default)]
+    pub resolved_amis: Option<Vec<String>>,
 }
