@@ -7,6 +7,10 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // `dovetail demo` runs the services as processes of this executable, named by argv[0].
+    if let Some(code) = cli::demo::service_main() {
+        return code;
+    }
     let args = cli::Cli::parse();
     cli::run(args, now())
 }

@@ -34,3 +34,11 @@ pub mod node_class;
 pub mod server;
 pub mod standin;
 pub mod worker;
+
+// The binary's own `main.rs`, compiled into the library as well, so that the `dovetail` binary
+// can run this service as a process of its own (`dovetail demo` re-executes itself as
+// `dovetail-actuator`): one executable, the same code path as the standalone binary.
+extern crate self as actuator;
+#[doc(hidden)]
+#[path = "main.rs"]
+pub mod bin_main;

@@ -23,8 +23,9 @@ use tracing_subscriber::EnvFilter;
 /// Configuration errors exit with EX_USAGE.
 const EXIT_CONFIG: u8 = 64;
 
+/// The service: flags and environment from this process, exit code as the binary's.
 #[tokio::main]
-async fn main() -> ExitCode {
+pub async fn main() -> ExitCode {
     let flags = match Flags::try_parse() {
         Ok(f) => f,
         Err(e) => {

@@ -11,8 +11,9 @@ use watcher::config::{Config, EXIT_CONFIG, Env, Flags};
 use watcher::metrics::Metrics;
 use watcher::{app, leader, serve};
 
+/// The service: flags and environment from this process, exit code as the binary's.
 #[tokio::main]
-async fn main() -> ExitCode {
+pub async fn main() -> ExitCode {
     let flags = match Flags::try_parse() {
         Ok(f) => f,
         Err(e) => {

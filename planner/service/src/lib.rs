@@ -12,3 +12,11 @@ pub mod auth;
 pub mod config;
 pub mod metrics;
 pub mod server;
+
+// The binary's own `main.rs`, compiled into the library as well, so that the `dovetail` binary
+// can run this service as a process of its own (`dovetail demo` re-executes itself as
+// `dovetail-planner`): one executable, the same code path as the standalone binary.
+extern crate self as planner_service;
+#[doc(hidden)]
+#[path = "main.rs"]
+pub mod bin_main;

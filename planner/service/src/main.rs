@@ -29,8 +29,9 @@ const EXIT_CONFIG: u8 = 64;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// The service: flags and environment from this process, exit code as the binary's.
 #[tokio::main]
-async fn main() -> ExitCode {
+pub async fn main() -> ExitCode {
     let flags = match Flags::try_parse() {
         Ok(f) => f,
         Err(e) => {
