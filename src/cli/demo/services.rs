@@ -65,8 +65,6 @@ pub(crate) struct Service {
     pub(crate) grpc_addr: Option<String>,
     /// The metrics address it announced (`metrics=`, unless `off`).
     pub(crate) metrics_addr: Option<String>,
-    /// Its stderr log.
-    pub(crate) log: PathBuf,
     child: Child,
 }
 
@@ -166,7 +164,6 @@ impl Service {
             pid,
             grpc_addr,
             metrics_addr,
-            log,
             child,
         })
     }
