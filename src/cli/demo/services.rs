@@ -9,7 +9,7 @@
 //! (all bound as `127.0.0.1:0`).
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{ExitCode, Stdio};
 use std::time::Duration;
 
