@@ -17,11 +17,13 @@
 //! - [`catalog`]: the live catalog served to planners, and the offerings marked unavailable
 //!   after insufficient-capacity errors (3 minutes), which launches and the catalog leave out.
 //! - [`standin`]: a local cloud stand-in (in memory or in a file) for the demo and tests.
-//! - [`config`], [`server`], [`metrics`], [`auth`], [`clock`]: the service around them.
+//! - [`config`], [`server`], [`metrics`], [`auth`], [`clock`]: the service around them;
+//!   [`cli`]: the `dovetail-actuator` program itself (flags to shutdown).
 
 pub mod api;
 pub mod auth;
 pub mod catalog;
+pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod disruption;
@@ -34,11 +36,3 @@ pub mod node_class;
 pub mod server;
 pub mod standin;
 pub mod worker;
-
-// The binary's own `main.rs`, compiled into the library as well, so that the `dovetail` binary
-// can run this service as a process of its own (`dovetail demo` re-executes itself as
-// `dovetail-actuator`): one executable, the same code path as the standalone binary.
-extern crate self as actuator;
-#[doc(hidden)]
-#[path = "main.rs"]
-pub mod bin_main;

@@ -148,8 +148,6 @@ async fn start_services(
         "--insecure-no-auth",
         "--instance",
         "actuator",
-        "--cluster-name",
-        "dovetail-demo",
         "--drain-delay",
         "0s",
         "--poll-interval",
@@ -168,12 +166,14 @@ async fn start_services(
         "--registration-timeout".into(),
         "5m".into(),
     ]);
-    actuator_args.extend(cloud_args(sim, work));
+    actuator_args.extend(cloud_args(sim));
+    let mut actuator_env = cloud_env();
+    actuator_env.extend(parent.iter().cloned());
     let actuator = Service::start(
         "dovetail-actuator",
         "actuator",
         &actuator_args,
-        &parent,
+        &actuator_env,
         &logs,
         true,
         ready,
@@ -196,7 +196,7 @@ async fn start_services(
             "--instance".into(),
             name.clone(),
             "--region".into(),
-            "us-east-1".into(),
+            REGION.into(),
             "--drain-delay".into(),
             "0s".into(),
             "--actuator-endpoint".into(),
@@ -230,7 +230,7 @@ async fn start_services(
         "--instance".into(),
         "watcher".into(),
         "--region".into(),
-        "us-east-1".into(),
+        REGION.into(),
         "--metrics-listen".into(),
         "127.0.0.1:0".into(),
         "--health-listen".into(),
@@ -260,13 +260,45 @@ async fn start_services(
     })
 }
 
-/// The actuator's cloud flags: the simulated cloud.
-fn cloud_args(_sim: &simulator::Simulation, work: &Path) -> Vec<String> {
+/// The cluster name the demo's cloud is tagged for: the simulated account's subnets and
+/// security groups carry `karpenter.sh/discovery=dovetail-demo`, which the EC2NodeClass of
+/// `examples/demo/` (and of any `--scenario`) selects them by.
+pub(crate) const CLUSTER_NAME: &str = "dovetail-demo";
+
+/// The region of the simulated cloud and the built-in catalog.
+const REGION: &str = "us-east-1";
+
+/// The actuator's cloud flags: the production AWS adapter (`--cloud aws`, the real AWS SDK)
+/// pointed at the simulator's EC2/SSM/SQS endpoint, with AWS's public SSM prefix for the AMI
+/// aliases (the simulator serves `/aws/service/...`).
+fn cloud_args(sim: &simulator::Simulation) -> Vec<String> {
+    [
+        "--cloud",
+        "aws",
+        "--aws-endpoint",
+        &sim.aws_endpoint(),
+        "--aws-region",
+        REGION,
+        "--cluster-name",
+        CLUSTER_NAME,
+        "--cluster-endpoint",
+        sim.api_url(),
+        "--kubernetes-version",
+        "1.33",
+    ]
+    .iter()
+    .map(|s| (*s).to_string())
+    .collect()
+}
+
+/// The actuator's AWS credentials: dummies (the simulator checks no signature), so that the
+/// SDK's default chain never looks further (profiles, IMDS). Every `AWS_*` of the demo's own
+/// environment is scrubbed first ([`services`]).
+fn cloud_env() -> Vec<(&'static str, String)> {
     vec![
-        "--cloud".into(),
-        "sim".into(),
-        "--cloud-state".into(),
-        work.join("cloud.json").display().to_string(),
+        ("AWS_ACCESS_KEY_ID", "dovetail-demo".to_string()),
+        ("AWS_SECRET_ACCESS_KEY", "dovetail-demo".to_string()),
+        ("AWS_EC2_METADATA_DISABLED", "true".to_string()),
     ]
 }
 
@@ -287,6 +319,10 @@ async fn demo(args: &DemoArgs, scenario: Scenario, now: i64) -> anyhow::Result<(
         kubelet: simulator::controllers::kubelet::KubeletConfig {
             register_after: scaled(2.0),
             ready_after: scaled(1.0),
+        },
+        aws: simulator::aws::AwsConfig {
+            cluster: CLUSTER_NAME.into(),
+            ..Default::default()
         },
         ..Default::default()
     })
@@ -346,7 +382,7 @@ async fn demo(args: &DemoArgs, scenario: Scenario, now: i64) -> anyhow::Result<(
         .kube_client()
         .context("a client for the simulated API")?;
     let catalog =
-        Arc::new(planner::catalog::aws::builtin("us-east-1").map_err(|e| anyhow::anyhow!("{e}"))?);
+        Arc::new(planner::catalog::aws::builtin(REGION).map_err(|e| anyhow::anyhow!("{e}"))?);
     let scenario = Arc::new(scenario);
     let observer = tokio::spawn(cluster::observe(
         client.clone(),

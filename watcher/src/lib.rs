@@ -12,6 +12,7 @@
 
 pub mod app;
 pub mod batcher;
+pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod convert;
@@ -24,14 +25,6 @@ pub mod pending;
 pub mod publish;
 pub mod quantity;
 pub mod serve;
-
-// The binary's own `main.rs`, compiled into the library as well, so that the `dovetail` binary
-// can run this service as a process of its own (`dovetail demo` re-executes itself as
-// `dovetail-watcher`): one executable, the same code path as the standalone binary.
-extern crate self as watcher;
-#[doc(hidden)]
-#[path = "main.rs"]
-pub mod bin_main;
 
 /// Resolves once `flag` is true (or its sender is gone); holds no borrow of the value across
 /// an await, so it can sit in a `select!` of a spawned task.

@@ -2,8 +2,9 @@
 //!
 //! `dovetail demo` re-executes its own binary with `argv[0]` set to the service's binary name
 //! (`dovetail-planner`, `dovetail-watcher`, `dovetail-actuator`); [`service_main`] then runs that
-//! service's own `main` (the library copy of the service binary's `main.rs`), so the processes
-//! are the services exactly as they run in production: their flags, their start-up, their gRPC.
+//! service's program (`planner_service::cli::main`, `watcher::cli::main`, `actuator::cli::main`,
+//! which the services' own binaries call too), so the processes are the services exactly as
+//! they run in production: their flags, their start-up, their gRPC.
 //! Each child's stderr goes to a log file; the planner and the actuator announce their bound
 //! address on stdout (`... listening grpc=ADDR ...`), which is how the demo learns the ports
 //! (all bound as `127.0.0.1:0`).
@@ -47,9 +48,9 @@ pub(crate) fn service_main() -> Option<ExitCode> {
         });
     }
     match name.as_str() {
-        "dovetail-planner" => Some(planner_service::bin_main::main()),
-        "dovetail-watcher" => Some(watcher::bin_main::main()),
-        "dovetail-actuator" => Some(actuator::bin_main::main()),
+        "dovetail-planner" => Some(planner_service::cli::main()),
+        "dovetail-watcher" => Some(watcher::cli::main()),
+        "dovetail-actuator" => Some(actuator::cli::main()),
         _ => None,
     }
 }

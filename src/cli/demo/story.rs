@@ -341,18 +341,23 @@ async fn interruption(stage: &Stage<'_>, expected: usize) -> PhaseReport {
         })
         .await;
     let f = stage.frame();
-    if done {
+    if done && drained_first {
         report(
             Outcome::Done,
             format!(
-                "node {} {} and removed; its pods rebound ({} nodes)",
+                "node {} cordoned and drained, then removed; its pods rebound ({} nodes)",
                 target.name,
-                if drained_first {
-                    "cordoned and drained"
-                } else {
-                    "went away"
-                },
                 f.nodes.len()
+            ),
+        )
+    } else if done {
+        // Gone without a cordon seen: the cloud reclaimed it, nobody drained it first.
+        report(
+            Outcome::NotReached,
+            format!(
+                "node {} went away without being cordoned and drained first (the instance was \
+                 reclaimed at the end of its notice); its pods were rebound elsewhere",
+                target.name
             ),
         )
     } else {
@@ -360,11 +365,12 @@ async fn interruption(stage: &Stage<'_>, expected: usize) -> PhaseReport {
         report(
             Outcome::NotReached,
             format!(
-                "after {:.0}s node {} is {} and {} pods are pending: the interruption was not \
-                 handled (does the actuator read the interruption queue?)",
+                "after {:.0}s node {} is {}{} and {} pods are pending: the interruption was not \
+                 handled in time",
                 start.elapsed().as_secs_f64(),
                 target.name,
                 if still { "still there" } else { "gone" },
+                if drained_first { " (cordoned)" } else { "" },
                 f.pods_pending
             ),
         )
