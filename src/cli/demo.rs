@@ -120,6 +120,13 @@ struct Running {
 }
 
 impl Running {
+    /// The services that ended on their own (crashed), described.
+    fn crashed(&mut self) -> Vec<String> {
+        let mut all: Vec<&mut Service> = vec![&mut self.actuator, &mut self.watcher];
+        all.extend(self.planners.iter_mut());
+        all.into_iter().filter_map(Service::crashed).collect()
+    }
+
     async fn stop(&mut self) {
         self.watcher.kill().await;
         for p in &mut self.planners {
@@ -165,6 +172,10 @@ async fn start_services(
         go(scaled(1.0).max(Duration::from_millis(200))),
         "--registration-timeout".into(),
         "5m".into(),
+        // Karpenter re-validates a disruption 15 s after deciding it; the demo's clock runs
+        // faster than a cluster's (nodes boot in seconds), so its wait is shorter too.
+        "--disruption-confirm-after".into(),
+        go(scaled(4.0).max(Duration::from_secs(1))),
     ]);
     actuator_args.extend(cloud_args(sim));
     let mut actuator_env = cloud_env();
@@ -220,6 +231,12 @@ async fn start_services(
         .filter_map(|p| p.grpc_addr.clone())
         .collect::<Vec<_>>()
         .join(",");
+    // The watcher announces no address: its health port is chosen here (the planners have bound
+    // theirs by now, so it cannot be one of them).
+    let health = std::net::SocketAddr::from((
+        [127, 0, 0, 1],
+        services::free_port().context("a port for the watcher's health")?,
+    ));
     let watcher_args: Vec<String> = vec![
         "--kubeconfig".into(),
         kc,
@@ -234,13 +251,14 @@ async fn start_services(
         "--metrics-listen".into(),
         "127.0.0.1:0".into(),
         "--health-listen".into(),
-        "127.0.0.1:0".into(),
+        health.to_string(),
+        // The watcher's shortest window is 1 s.
         "--batch-idle-duration".into(),
-        go(scaled(1.0).max(Duration::from_millis(200))),
+        go(scaled(1.0).max(Duration::from_secs(1))),
         "--batch-max-duration".into(),
-        go(scaled(5.0).max(Duration::from_secs(1))),
+        go(scaled(3.0).max(Duration::from_secs(1))),
         "--consolidation-interval".into(),
-        go(scaled(5.0).max(Duration::from_secs(1))),
+        go(scaled(2.0).max(Duration::from_secs(1))),
     ];
     let watcher = Service::start(
         "dovetail-watcher",
@@ -252,6 +270,10 @@ async fn start_services(
         ready,
     )
     .await?;
+    let mut watcher = watcher;
+    watcher
+        .wait_serving(health, watcher::serve::WATCHER_SERVICE, ready)
+        .await?;
     Ok(Running {
         actuator,
         planners,
@@ -311,14 +333,16 @@ async fn demo(args: &DemoArgs, scenario: Scenario, now: i64) -> anyhow::Result<(
 
     let sim = simulator::Simulation::start(simulator::Config {
         cloud: simulator::cloud::CloudConfig {
-            pending_for: scaled(2.0),
-            shutting_down_for: scaled(2.0),
-            interruption_notice: scaled(120.0),
+            pending_for: scaled(1.0),
+            shutting_down_for: scaled(1.0),
+            // Two minutes on EC2; the demo's instances boot in seconds, so its notice is short
+            // too (still longer than a drain and a replacement take here).
+            interruption_notice: scaled(30.0),
             ..Default::default()
         },
         kubelet: simulator::controllers::kubelet::KubeletConfig {
-            register_after: scaled(2.0),
-            ready_after: scaled(1.0),
+            register_after: scaled(1.5),
+            ready_after: scaled(0.5),
         },
         aws: simulator::aws::AwsConfig {
             cluster: CLUSTER_NAME.into(),
@@ -413,6 +437,7 @@ async fn demo(args: &DemoArgs, scenario: Scenario, now: i64) -> anyhow::Result<(
     // One last look before the summary.
     tokio::time::sleep(Duration::from_millis(600)).await;
     let played_out = played.is_some();
+    let crashed = running.crashed();
     let result = match played {
         None => {
             println!("stopped (signal) before the end of the story");
@@ -449,7 +474,12 @@ async fn demo(args: &DemoArgs, scenario: Scenario, now: i64) -> anyhow::Result<(
             let burst_ok = reports
                 .first()
                 .is_some_and(|r| r.outcome == story::Outcome::Done);
-            if burst_ok {
+            if !crashed.is_empty() {
+                Err(anyhow::anyhow!(
+                    "a service crashed during the story:\n{}",
+                    crashed.join("\n")
+                ))
+            } else if burst_ok {
                 Ok(())
             } else {
                 Err(anyhow::anyhow!(

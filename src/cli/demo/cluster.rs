@@ -228,7 +228,9 @@ pub(crate) fn frame(listing: &Listing, catalog: &Catalog, t: f64) -> Frame {
         pods_pending: pending,
         pods_bound: bound_count,
         node_claims: listing.claims.len(),
-        cost_per_hour: nodes.iter().map(|n| n.price).sum(),
+        claim_names: listing.claims.iter().map(|c| name(c).to_string()).collect(),
+        // `+ 0.0`: an empty f64 sum is -0.0, printed as "$-0.000".
+        cost_per_hour: nodes.iter().map(|n| n.price).sum::<f64>() + 0.0,
         nodes,
         lower_bound_per_hour: None,
     }

@@ -10,13 +10,17 @@
 //! (all bound as `127.0.0.1:0`).
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
 
 /// The services `dovetail` can run as, by binary name.
 const SERVICES: [&str; 3] = ["dovetail-planner", "dovetail-watcher", "dovetail-actuator"];
@@ -66,6 +70,10 @@ pub(crate) struct Service {
     pub(crate) grpc_addr: Option<String>,
     /// The metrics address it announced (`metrics=`, unless `off`).
     pub(crate) metrics_addr: Option<String>,
+    /// Its stderr.
+    log: PathBuf,
+    /// Whether the demo killed it.
+    killed: bool,
     child: Child,
 }
 
@@ -165,14 +173,100 @@ impl Service {
             pid,
             grpc_addr,
             metrics_addr,
+            log,
+            killed: false,
             child,
         })
     }
 
+    /// Waits until the process reports `service` SERVING on `grpc.health.v1` at `addr` (the
+    /// watcher: every informer synced).
+    ///
+    /// # Errors
+    /// When the process exits first (its status and log tail in the message), or is not
+    /// SERVING within `timeout`.
+    pub(crate) async fn wait_serving(
+        &mut self,
+        addr: SocketAddr,
+        service: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut last: String;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                bail!(
+                    "{} exited before it was ready ({status}); its log: {}\n{}",
+                    self.name,
+                    self.log.display(),
+                    tail(&self.log, 15)
+                );
+            }
+            match health(addr, service).await {
+                Ok(ServingStatus::Serving) => return Ok(()),
+                Ok(other) => last = format!("{other:?}"),
+                Err(e) => last = format!("{e:#}"),
+            }
+            if tokio::time::Instant::now() >= deadline {
+                bail!(
+                    "{} was not SERVING on {addr} after {timeout:?} ({last}); its log: {}\n{}",
+                    self.name,
+                    self.log.display(),
+                    tail(&self.log, 15)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// How the process ended, when it ended without the demo killing it (a crash), with its
+    /// log's tail.
+    pub(crate) fn crashed(&mut self) -> Option<String> {
+        if self.killed {
+            return None;
+        }
+        let status = self.child.try_wait().ok().flatten()?;
+        Some(format!(
+            "{} exited on its own ({status}); its log: {}\n{}",
+            self.name,
+            self.log.display(),
+            tail(&self.log, 15)
+        ))
+    }
+
     /// SIGKILLs the process and reaps it.
     pub(crate) async fn kill(&mut self) {
+        self.killed = true;
         let _ = self.child.kill().await;
     }
+}
+
+/// The `grpc.health.v1` status of `service` ("" for the whole server) at `addr`.
+async fn health(addr: SocketAddr, service: &str) -> anyhow::Result<ServingStatus> {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
+        .connect_timeout(Duration::from_secs(2))
+        .connect()
+        .await?;
+    let mut request = tonic::Request::new(HealthCheckRequest {
+        service: service.to_string(),
+    });
+    request.set_timeout(Duration::from_secs(2));
+    Ok(HealthClient::new(channel)
+        .check(request)
+        .await?
+        .into_inner()
+        .status())
+}
+
+/// A free loopback port: bound by the OS, then released for a service that cannot announce the
+/// port it binds (the watcher's health port).
+///
+/// # Errors
+/// When no port can be bound.
+pub(crate) fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 /// The last `n` lines of a log file (for error messages).

@@ -39,6 +39,9 @@ pub(crate) struct Frame {
     pub(crate) pods_pending: usize,
     pub(crate) pods_bound: usize,
     pub(crate) node_claims: usize,
+    /// The NodeClaims' names (for the story; the views show the count).
+    #[serde(skip)]
+    pub(crate) claim_names: std::collections::BTreeSet<String>,
     pub(crate) nodes: Vec<NodeBox>,
     pub(crate) cost_per_hour: f64,
     /// The planner's proven lower bound for the current pods (None until computed).
