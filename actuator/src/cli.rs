@@ -18,7 +18,9 @@ use std::time::Duration;
 use crate::clock::Clock;
 use crate::config::{Auth, CloudChoice, Config, Env, Flags, KubeSource};
 use crate::metrics::Metrics;
-use crate::{api, catalog, disruption, gc, ledger, lifecycle, server, standin, worker};
+use crate::{
+    api, catalog, disruption, gc, interruption, ledger, lifecycle, server, standin, worker,
+};
 use clap::Parser;
 use cloud::CloudProvider;
 use tracing_subscriber::EnvFilter;
@@ -67,6 +69,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let clock = Clock::new();
     let metrics = Metrics::new();
     let ledger = ledger::open(&config.ledger)?;
+    // The SDK configuration of `--cloud aws`, shared by EC2/SSM and the interruption queue.
+    let mut aws_config = None;
     let cloud: Arc<dyn CloudProvider> = match &config.cloud {
         CloudChoice::Sim {
             state_file,
@@ -97,6 +101,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             }
             // Credentials: the SDK's default chain only (AWS_ACCESS_KEY_ID... in the
             // environment, IRSA, profiles, IMDS).
+            aws_config = Some(c.clone());
             Arc::new(cloud_aws::Ec2Provider::new(c).await)
         }
     };
@@ -115,6 +120,20 @@ async fn run(config: Config) -> anyhow::Result<()> {
     });
     let cloud: Arc<dyn CloudProvider> =
         Arc::new(catalog::MarkingCloud::new(cloud, marks, metrics.clone()));
+    let interruptions = match (&config.lifecycle, &config.interruption_queue) {
+        (Some(lc), Some(_)) => Some(interruption::Interruptions::new(
+            kube_clients(&lc.kube).await?.0,
+            ledger.clone(),
+            clock.clone(),
+            metrics.clone(),
+            interruption::Options {
+                owner: format!("{}-{}-interruption", config.instance, std::process::id()),
+                lease: config.lease,
+                ..interruption::Options::default()
+            },
+        )),
+        _ => None,
+    };
     let lifecycle = match &config.lifecycle {
         None => {
             tracing::warn!(
@@ -238,6 +257,34 @@ async fn run(config: Config) -> anyhow::Result<()> {
         let rx = stopped.clone();
         tokio::spawn(async move { ex.run(rx).await })
     });
+    let interruptions = match (interruptions, &config.interruption_queue, &aws_config) {
+        (Some(handler), Some(name), Some(aws)) => {
+            let (aws, name) = (aws.clone(), name.clone());
+            let mut rx = stopped.clone();
+            Some(tokio::spawn(async move {
+                // The queue URL is looked up until it resolves (a queue created after the
+                // actuator, an SQS outage); the rest of the actuator runs meanwhile.
+                let mut backoff = Duration::from_secs(1);
+                let queue = loop {
+                    match cloud_aws::SqsQueue::new(&aws, &name).await {
+                        Ok(q) => break q,
+                        Err(e) => {
+                            tracing::error!(queue = %name, error = %e, retry_in = ?backoff, "Interruption queue not found or unreachable");
+                            tokio::select! {
+                                _ = tokio::time::sleep(backoff) => {}
+                                _ = rx.changed() => return,
+                            }
+                            backoff = (backoff * 2).min(Duration::from_secs(60));
+                        }
+                    }
+                };
+                tracing::info!(queue = %queue.url(), "Reading interruption messages");
+                let queue: Arc<dyn cloud::InterruptionQueue> = Arc::new(queue);
+                handler.run(queue, rx).await
+            }))
+        }
+        _ => None,
+    };
     let counts = tokio::spawn(worker::report_counts(
         ledger.clone(),
         metrics,
@@ -255,6 +302,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
     }
     if let Some(ex) = executor {
         ex.await?;
+    }
+    if let Some(i) = interruptions {
+        i.await?;
     }
     counts.await?;
     if let Some(r) = refresher {

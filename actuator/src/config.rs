@@ -34,6 +34,9 @@ pub const ENV_AWS_REGION: &str = "AWS_REGION";
 pub const ENV_AWS_ENDPOINT: &str = "DOVETAIL_AWS_ENDPOINT";
 /// `DOVETAIL_AWS_SSM_PREFIX`: prefix of the SSM parameters AMI aliases resolve under.
 pub const ENV_AWS_SSM_PREFIX: &str = "DOVETAIL_AWS_SSM_PREFIX";
+/// `DOVETAIL_INTERRUPTION_QUEUE`: the SQS queue of interruption events (name or URL); unset,
+/// interruptions are not handled. Needs `--cloud aws` and a cluster (`DOVETAIL_KUBECONFIG`).
+pub const ENV_INTERRUPTION_QUEUE: &str = "DOVETAIL_INTERRUPTION_QUEUE";
 /// `DOVETAIL_CLUSTER_ENDPOINT`: the API server URL the nodes' bootstrap joins.
 pub const ENV_CLUSTER_ENDPOINT: &str = "DOVETAIL_CLUSTER_ENDPOINT";
 /// `DOVETAIL_CLUSTER_CA_BUNDLE`: base64 of the cluster CA (PEM), as EKS returns it.
@@ -116,12 +119,15 @@ pub struct Flags {
     /// `--cloud aws`: region [env AWS_REGION, required]
     #[arg(long)]
     pub aws_region: Option<String>,
-    /// `--cloud aws`: endpoint override for EC2 and SSM [env DOVETAIL_AWS_ENDPOINT]
+    /// `--cloud aws`: endpoint override for EC2, SSM and SQS [env DOVETAIL_AWS_ENDPOINT]
     #[arg(long)]
     pub aws_endpoint: Option<String>,
     /// `--cloud aws`: SSM parameter prefix of AMI aliases [env DOVETAIL_AWS_SSM_PREFIX, default /aws/service]
     #[arg(long)]
     pub aws_ssm_prefix: Option<String>,
+    /// `--cloud aws`: SQS queue (name or URL) of spot interruptions, rebalance recommendations, scheduled changes and state changes; needs --kubeconfig [env DOVETAIL_INTERRUPTION_QUEUE]
+    #[arg(long)]
+    pub interruption_queue: Option<String>,
     /// `--cloud aws`: API server URL nodes join [env DOVETAIL_CLUSTER_ENDPOINT, required]
     #[arg(long)]
     pub cluster_endpoint: Option<String>,
@@ -247,7 +253,7 @@ pub enum CloudChoice {
 pub struct AwsSettings {
     /// Region.
     pub region: String,
-    /// Endpoint override for EC2 and SSM.
+    /// Endpoint override for EC2, SSM and SQS.
     pub endpoint: Option<String>,
     /// SSM parameter prefix of AMI aliases; `None` is AWS's.
     pub ssm_prefix: Option<String>,
@@ -316,6 +322,8 @@ pub struct Config {
     pub lifecycle: Option<LifecycleConfig>,
     /// Delay between a disruption's first proposal and a plan that may confirm it.
     pub disruption_confirm_after: Duration,
+    /// The interruption queue (SQS name or URL); `None`: interruptions are not handled.
+    pub interruption_queue: Option<String>,
 }
 
 /// A configuration that cannot be used.
@@ -696,6 +704,41 @@ impl Config {
             ),
             crate::api::CONFIRM_AFTER,
         )?;
+        let interruption_queue = match l.get(
+            flags.interruption_queue,
+            "interruption-queue",
+            ENV_INTERRUPTION_QUEUE,
+        ) {
+            None => None,
+            Some((key, v)) => {
+                let v = v.trim().to_string();
+                if !matches!(cloud, CloudChoice::Aws(_)) {
+                    return Err(Error::Conflict(format!(
+                        "{key} needs --cloud aws (the queue is SQS)"
+                    )));
+                }
+                if lifecycle.is_none() {
+                    return Err(Error::Conflict(format!(
+                        "{key} needs a cluster (--kubeconfig or {ENV_KUBECONFIG}): interruptions act on Nodes and NodeClaims"
+                    )));
+                }
+                let url = v.starts_with("https://") || v.starts_with("http://");
+                let name_ok = !v.is_empty()
+                    && v.len() <= 80
+                    && v.strip_suffix(".fifo")
+                        .unwrap_or(&v)
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+                if !url && !name_ok {
+                    return Err(invalid(
+                        &key,
+                        &v,
+                        "expected an SQS queue name (letters, digits, - and _, at most 80) or a queue URL",
+                    ));
+                }
+                Some(v)
+            }
+        };
         Ok(Config {
             disruption_confirm_after,
             listen,
@@ -712,6 +755,7 @@ impl Config {
             tls,
             pause_at,
             lifecycle,
+            interruption_queue,
         })
     }
 }
@@ -902,6 +946,78 @@ mod tests {
         .expect_err("bad delay");
         assert!(
             e.to_string().starts_with(ENV_DISRUPTION_CONFIRM_AFTER),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_interruption_queue_needs_aws_and_a_cluster_and_a_valid_name() {
+        let aws = [
+            "--insecure-no-auth",
+            "--ledger",
+            "sqlite:///x",
+            "--cloud",
+            "aws",
+        ];
+        let base = [
+            (ENV_AWS_REGION, "us-east-1"),
+            (ENV_CLUSTER_ENDPOINT, "https://k8s.example"),
+            (ENV_KUBECONFIG, "/tmp/kubeconfig"),
+        ];
+        let c = Config::load(flags(&aws), &env(&base)).expect("valid");
+        assert_eq!(c.interruption_queue, None);
+        let mut with = base.to_vec();
+        with.push((ENV_INTERRUPTION_QUEUE, "my-cluster-dovetail-interruptions"));
+        let c = Config::load(flags(&aws), &env(&with)).expect("valid");
+        assert_eq!(
+            c.interruption_queue.as_deref(),
+            Some("my-cluster-dovetail-interruptions")
+        );
+        let mut args = aws.to_vec();
+        args.extend([
+            "--interruption-queue",
+            "https://sqs.us-east-1.amazonaws.com/111122223333/q",
+        ]);
+        let c = Config::load(flags(&args), &env(&with)).expect("a flag wins");
+        assert_eq!(
+            c.interruption_queue.as_deref(),
+            Some("https://sqs.us-east-1.amazonaws.com/111122223333/q")
+        );
+        let mut bad = base.to_vec();
+        bad.push((ENV_INTERRUPTION_QUEUE, "my queue!"));
+        let e = Config::load(flags(&aws), &env(&bad)).expect_err("bad name");
+        assert!(
+            e.to_string()
+                .starts_with("DOVETAIL_INTERRUPTION_QUEUE: \"my queue!\" is invalid"),
+            "{e}"
+        );
+        let no_cluster = [
+            (ENV_AWS_REGION, "us-east-1"),
+            (ENV_CLUSTER_ENDPOINT, "https://k8s.example"),
+            (ENV_INTERRUPTION_QUEUE, "q"),
+        ];
+        let e = Config::load(flags(&aws), &env(&no_cluster)).expect_err("no cluster");
+        assert!(
+            e.to_string()
+                .starts_with("DOVETAIL_INTERRUPTION_QUEUE needs a cluster"),
+            "{e}"
+        );
+        let e = Config::load(
+            flags(&[
+                "--insecure-no-auth",
+                "--ledger",
+                "sqlite:///x",
+                "--cloud",
+                "sim",
+                "--interruption-queue",
+                "q",
+            ]),
+            &env(&[]),
+        )
+        .expect_err("sim has no SQS");
+        assert!(
+            e.to_string()
+                .starts_with("--interruption-queue needs --cloud aws"),
             "{e}"
         );
     }

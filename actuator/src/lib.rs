@@ -13,6 +13,9 @@
 //! - [`disruption`]: the planner's disruption decisions, executed once a later plan confirms
 //!   them (budgets re-checked, candidates tainted, replacements launched and initialized, then
 //!   the candidates' NodeClaims deleted).
+//! - [`interruption`]: the interruption queue's loop: spot warnings, scheduled changes and
+//!   stop/terminate state changes cordon and taint the Node and delete the NodeClaim;
+//!   rebalance recommendations become Events.
 //! - [`launch`]: the launch spec a claim carries and the cloud request made from it.
 //! - [`catalog`]: the live catalog served to planners, and the offerings marked unavailable
 //!   after insufficient-capacity errors (3 minutes), which launches and the catalog leave out.
@@ -28,6 +31,7 @@ pub mod clock;
 pub mod config;
 pub mod disruption;
 pub mod gc;
+pub mod interruption;
 pub mod launch;
 pub mod ledger;
 pub mod lifecycle;

@@ -1,7 +1,8 @@
 //! Prometheus metrics of the actuator, served on `/metrics` on their own port: launches,
 //! failures by reason, claims by state (refreshed from the ledger), submissions by outcome and
 //! submit latency, insufficient-capacity marks, live catalog refreshes and requests, drain
-//! evictions by outcome and disruptions by reason and outcome.
+//! evictions by outcome, disruptions by reason and outcome, and interruption messages by kind
+//! and outcome.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -37,6 +38,8 @@ pub struct Metrics {
     catalog_requests: Family<Labels, Counter>,
     evictions: Family<Labels, Counter>,
     disruptions: Family<Labels, Counter>,
+    interruption_messages: Family<Labels, Counter>,
+    interruption_receive_errors: Counter,
 }
 
 impl Default for Metrics {
@@ -119,6 +122,18 @@ impl Metrics {
             "Disruptions, by reason (Empty, Underutilized, Drifted, Expired) and outcome (proposed, confirmed, started, done, aborted, rejected)",
             disruptions.clone(),
         );
+        let interruption_messages = Family::<Labels, Counter>::default();
+        registry.register(
+            "interruption_messages",
+            "Interruption queue messages, by kind (spot_interruption, rebalance_recommendation, scheduled_change, state_change, unknown, garbled) and outcome (interrupted, recorded, already_terminating, not_managed, dropped, failed)",
+            interruption_messages.clone(),
+        );
+        let interruption_receive_errors = Counter::default();
+        registry.register(
+            "interruption_receive_errors",
+            "Receives from the interruption queue that failed (retried with backoff)",
+            interruption_receive_errors.clone(),
+        );
         Self {
             registry: Arc::new(registry),
             ice_marks,
@@ -133,6 +148,8 @@ impl Metrics {
             ledger_errors,
             evictions,
             disruptions,
+            interruption_messages,
+            interruption_receive_errors,
         }
     }
 
@@ -151,6 +168,21 @@ impl Metrics {
                 ("outcome".to_string(), outcome.to_string()),
             ])
             .inc();
+    }
+
+    /// Counts one interruption message by kind and outcome.
+    pub fn interruption_message(&self, kind: &str, outcome: &str) {
+        self.interruption_messages
+            .get_or_create(&vec![
+                ("kind".to_string(), kind.to_string()),
+                ("outcome".to_string(), outcome.to_string()),
+            ])
+            .inc();
+    }
+
+    /// Counts a failed receive from the interruption queue.
+    pub fn interruption_receive_error(&self) {
+        self.interruption_receive_errors.inc();
     }
 
     /// Counts a claim that reached launched.
@@ -260,6 +292,15 @@ mod tests {
         assert!(
             text.contains(
                 r#"dovetail_actuator_disruptions_total{reason="Underutilized",outcome="done"} 1"#
+            ),
+            "{text}"
+        );
+        m.interruption_message("garbled", "dropped");
+        m.interruption_message("garbled", "dropped");
+        let text = m.render();
+        assert!(
+            text.contains(
+                r#"dovetail_actuator_interruption_messages_total{kind="garbled",outcome="dropped"} 2"#
             ),
             "{text}"
         );

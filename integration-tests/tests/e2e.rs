@@ -16,6 +16,9 @@ use std::time::Duration;
 
 use actuator::ledger::ClaimState;
 use integration_tests::system::{self, Options, System, WAIT, eventually};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::api::ListParams;
 
 /// Pods of 500m / 512Mi: a few fill a node.
 const CPU: &str = "500m";
@@ -250,20 +253,27 @@ async fn a_scale_in_is_consolidated() -> anyhow::Result<()> {
     sys.finish().await
 }
 
+/// Issue 13: "a spot warning leads to the pods running elsewhere before the instance is gone".
+/// The actuator reads moto's SQS queue (`--interruption-queue`, the queue's URL); the test sends
+/// the EventBridge body AWS delivers two minutes before reclaiming a spot instance. The
+/// actuator cordons and taints the Node, deletes its NodeClaim (termination drains it and
+/// terminates the instance); the planners see the pods as needing room and launch a
+/// replacement. Every pod must run on another node within the warning's two minutes, and the
+/// cluster, ledger and EC2 agree at the end with the victim's claim terminated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs interrupt: the actuator's SQS interruption loop (flag assumed: --interruption-queue URL)"]
 async fn a_spot_interruption_on_sqs_drains_and_replaces_the_node() -> anyhow::Result<()> {
     let mut opts = Options::new("interruption");
     let queue_name = format!("dovetail-e2e-{}", std::process::id());
     opts.requirements = serde_json::json!([
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
         {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+        {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]},
     ]);
     let Some(mut sys) = System::start(opts).await? else {
         return Ok(());
     };
     let queue = system::sqs_create_queue(sys.moto_url(), &queue_name).await?;
-    // Restart the actuator reading the queue.
+    // Restart the actuator reading the queue (by URL).
     sys.kill_actuator().await?;
     sys.set_actuator_args(vec!["--interruption-queue".into(), queue.clone()]);
     sys.start_actuator(None).await?;
@@ -277,6 +287,23 @@ async fn a_spot_interruption_on_sqs_drains_and_replaces_the_node() -> anyhow::Re
         .next()
         .map(|(c, ids)| (c.clone(), ids[0].clone()))
         .expect("an instance");
+    let victim_pid = sys
+        .instances()
+        .await?
+        .into_iter()
+        .find(|i| i.id == victim)
+        .expect("the victim instance")
+        .provider_id();
+    let victim_node = Api::<Node>::all(sys.kube.clone())
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(&victim_pid))
+        .and_then(|n| n.metadata.name)
+        .expect("the victim's Node");
+    let on_victim = pods_on(&sys, "web", &victim_node).await?;
+    assert!(on_victim >= 1, "pods run on the victim {victim_node}");
     // The EventBridge message AWS sends two minutes before reclaiming a spot instance.
     let message = serde_json::json!({
         "version": "0", "id": "e2e-1", "detail-type": "EC2 Spot Instance Interruption Warning",
@@ -284,11 +311,33 @@ async fn a_spot_interruption_on_sqs_drains_and_replaces_the_node() -> anyhow::Re
         "region": system::REGION, "resources": [format!("arn:aws:ec2:us-east-1b:instance/{victim}")],
         "detail": {"instance-id": victim, "instance-action": "terminate"}
     });
+    let warned = wall_ms();
     system::sqs_send(sys.moto_url(), &queue, &message.to_string()).await?;
 
-    let (s, victim_id) = (&sys, victim.as_str());
+    // Within the warning's two minutes: every pod runs on another node.
+    let (s, victim_node_name) = (&sys, victim_node.as_str());
     eventually(
-        "the interrupted instance to be replaced",
+        "the pods to run elsewhere",
+        Duration::from_secs(120),
+        move || async move {
+            let (total, running) = s.pods("web").await.map_err(|e| format!("{e:#}"))?;
+            let left = pods_on(s, "web", victim_node_name)
+                .await
+                .map_err(|e| format!("{e:#}"))?;
+            if total == 6 && running == 6 && left == 0 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{running} of {total} running, {left} on {victim_node_name}"
+                ))
+            }
+        },
+    )
+    .await?;
+    let elsewhere = wall_ms() - warned;
+    let victim_id = victim.as_str();
+    eventually(
+        "the interrupted instance to be terminated",
         WAIT,
         move || async move {
             let per = s
@@ -302,12 +351,49 @@ async fn a_spot_interruption_on_sqs_drains_and_replaces_the_node() -> anyhow::Re
         },
     )
     .await?;
+    let gone = wall_ms() - warned;
+    eprintln!(
+        "spot warning -> 6 pods running elsewhere: {:.1} s; -> instance terminated: {:.1} s",
+        elsewhere as f64 / 1000.0,
+        gone as f64 / 1000.0
+    );
     sys.wait_running("web", 6).await?;
     let after = sys.wait_agreement().await?;
     assert!(after.instances >= 1, "{before:?} -> {after:?}");
     let victim_record = sys.ledger.claim(&victim_claim).await?.expect("claim");
-    assert!(victim_record.state.is_terminal(), "{victim_record:?}");
+    assert_eq!(
+        victim_record.state,
+        ClaimState::Terminated,
+        "{victim_record:?}"
+    );
+    let notes: Vec<String> = sys
+        .ledger
+        .events(&victim_claim)
+        .await?
+        .into_iter()
+        .map(|e| e.detail)
+        .filter(|d| d.starts_with("interrupted: spot interruption warning"))
+        .collect();
+    assert_eq!(notes.len(), 1, "the ledger records the interruption once");
+    assert!(
+        Api::<Node>::all(sys.kube.clone())
+            .get_opt(&victim_node)
+            .await?
+            .is_none(),
+        "the victim's Node is gone"
+    );
     sys.finish().await
+}
+
+/// Pods of `app` bound to Node `node`.
+async fn pods_on(sys: &System, app: &str, node: &str) -> anyhow::Result<usize> {
+    Ok(Api::<Pod>::namespaced(sys.kube.clone(), "default")
+        .list(&ListParams::default().labels(&format!("app={app}")))
+        .await?
+        .items
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        .count())
 }
 
 /// The figures of issue 15: from a burst of 1,000 pending pods to the CreateFleet calls sent, and

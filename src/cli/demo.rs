@@ -292,7 +292,7 @@ const REGION: &str = "us-east-1";
 
 /// The actuator's cloud flags: the production AWS adapter (`--cloud aws`, the real AWS SDK)
 /// pointed at the simulator's EC2/SSM/SQS endpoint, with AWS's public SSM prefix for the AMI
-/// aliases (the simulator serves `/aws/service/...`).
+/// aliases (the simulator serves `/aws/service/...`), and the simulator's interruption queue.
 fn cloud_args(sim: &simulator::Simulation) -> Vec<String> {
     [
         "--cloud",
@@ -307,6 +307,10 @@ fn cloud_args(sim: &simulator::Simulation) -> Vec<String> {
         sim.api_url(),
         "--kubernetes-version",
         "1.33",
+        // The simulator puts every event of its cloud on this SQS queue as EventBridge
+        // delivers them: spot interruption warnings are drained and replaced from it.
+        "--interruption-queue",
+        simulator::aws::DEFAULT_INTERRUPTION_QUEUE,
     ]
     .iter()
     .map(|s| (*s).to_string())
