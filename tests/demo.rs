@@ -359,7 +359,7 @@ async fn the_web_page_shows_nodes_filled_by_pods_in_headless_chromium() {
         std::fs::File::open(&shot).expect("screenshot"),
     ));
     let mut reader = decoder.read_info().expect("a PNG");
-    let mut buf = vec![0; reader.output_buffer_size().expect("size")];
+    let mut buf = vec![0; reader.output_buffer_size()];
     let info = reader.next_frame(&mut buf).expect("PNG frame");
     assert_eq!((info.width, info.height), (1280, 1000));
     let channels = info.color_type.samples();
