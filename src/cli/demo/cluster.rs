@@ -5,7 +5,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// The runtime's monotonic clock (clippy.toml keeps std's for clock modules).
+use tokio::time::Instant;
 
 use anyhow::Context;
 use k8s_openapi::api::core::v1::{Node, Pod};
