@@ -5,7 +5,7 @@
 #                                prints the chromium path last
 #
 # scripts/test.sh exports that path as DOVETAIL_CHROMIUM; the web page test
-# (tests/demo_web.rs) fails, naming this script, when it is not set.
+# (tests/demo.rs) fails, naming this script, when it is not set.
 set -euo pipefail
 find_chromium() {
   command -v chromium || command -v chromium-browser || true

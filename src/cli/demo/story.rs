@@ -584,6 +584,8 @@ pub(crate) fn summary(
         "scenario": scenario,
         "speed": speed,
         "seconds": seconds,
+        // The time of the look at the cluster the summary shows (as the actions print it).
+        "frameT": format!("{:.1}", frame.t),
         "phases": reports,
         "pods": {
             "total": frame.pods_total,
