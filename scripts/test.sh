@@ -20,6 +20,10 @@ echo "== moto_server (EC2/SSM stand-in for the cloud-aws tests)"
 DOVETAIL_MOTO_SERVER="$(bash scripts/moto.sh | tail -1)"
 export DOVETAIL_MOTO_SERVER
 
+echo "== chromium (headless, for the dovetail demo web page test)"
+DOVETAIL_CHROMIUM="$(bash scripts/chromium.sh | tail -1)"
+export DOVETAIL_CHROMIUM
+
 echo "== postgres (the actuator's ledger tests: a database per test on 127.0.0.1:5432, trust auth)"
 export DOVETAIL_TEST_POSTGRES="${DOVETAIL_TEST_POSTGRES:-postgres://postgres@127.0.0.1:5432/postgres}"
 if ! psql "$DOVETAIL_TEST_POSTGRES" -Atqc 'select 1' >/dev/null 2>&1; then

@@ -2,10 +2,12 @@
 //!
 //! Exit codes: 0 success; 2 bad input (a manifest, catalog file, flag value or path that cannot
 //! be used, or input a `--server` rejects as invalid; clap's usage errors use 2 as well); 1 any
-//! other failure (e.g. writing the output, a `--server` that cannot be reached).
+//! other failure (e.g. writing the output, a `--server` that cannot be reached, a demo whose
+//! system does not start or whose burst is not scheduled).
 
 mod backend;
 mod crds;
+pub(crate) mod demo;
 mod plan;
 mod remote;
 mod table;
@@ -32,6 +34,10 @@ enum Command {
     Plan(PlanArgs),
     /// Print the custom resource definitions (NodePool, NodeClaim, EC2NodeClass) as YAML.
     Crds(crds::CrdsArgs),
+    /// Run the whole system on this machine against a simulated cluster and cloud, and watch
+    /// it handle a scripted story (a burst, a scale-in, a spot interruption, drift, a killed
+    /// planner replica).
+    Demo(demo::DemoArgs),
 }
 
 /// Why a command failed.
@@ -49,13 +55,16 @@ pub(crate) enum CliError {
     /// The output could not be written.
     #[error("writing the output: {0}")]
     Output(#[from] std::io::Error),
+    /// `dovetail demo` could not start the system or play its story.
+    #[error("demo: {0}")]
+    Demo(String),
 }
 
 impl CliError {
     fn exit_code(&self) -> u8 {
         match self {
             CliError::Manifests(_) | CliError::Input(_) => 2,
-            CliError::Output(_) | CliError::Remote(_) => 1,
+            CliError::Output(_) | CliError::Remote(_) | CliError::Demo(_) => 1,
         }
     }
 }
@@ -66,6 +75,7 @@ pub(crate) fn run(cli: Cli, now: i64) -> ExitCode {
     let result = match cli.command {
         Command::Plan(args) => plan::run(&args, now),
         Command::Crds(args) => crds::run(&args),
+        Command::Demo(args) => demo::run(&args, now),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -12,6 +12,7 @@
 
 pub mod app;
 pub mod batcher;
+pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod convert;

@@ -5,10 +5,12 @@
 //! Error → Status mapping and the actuator forwarder; the wire conversions come from
 //! `planner-wire`, re-exported as [`api::convert`]); [`server`] serves it with health,
 //! reflection, limits and graceful shutdown; [`config`] reads the settings once; [`auth`] checks
-//! bearer tokens; [`metrics`] serves Prometheus. The engine (`planner`) does the planning.
+//! bearer tokens; [`metrics`] serves Prometheus; [`cli`] is the `dovetail-planner` program
+//! itself (flags to shutdown). The engine (`planner`) does the planning.
 
 pub mod api;
 pub mod auth;
+pub mod cli;
 pub mod config;
 pub mod metrics;
 pub mod server;

@@ -1,0 +1,373 @@
+//! The `dovetail-actuator` program: configuration, the cloud and cluster clients, ports and
+//! signals around the library's parts. [`main`] is the whole binary (`src/main.rs` only calls
+//! it), so that another executable can run the actuator as its own process (`dovetail demo`
+//! runs `dovetail` as `dovetail-actuator`) with the same start-up as the standalone binary.
+//! This is the wiring of a binary: the one module of the library that uses `anyhow`.
+//!
+//! Start-up: configuration is validated first (exit 64 when it is bad, before any port is
+//! bound); the ports are bound with health NOT_SERVING; the ledger's migrations run (waiting
+//! for the database); then health turns SERVING, the worker starts, and one line
+//! `dovetail-actuator listening grpc=ADDR metrics=ADDR` goes to stdout. On SIGTERM or Ctrl-C:
+//! NOT_SERVING, the drain delay, in-flight submissions finish, the worker finishes the claims in
+//! hand and releases its leases, and the ledger is closed.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::Clock;
+use crate::config::{Auth, CloudChoice, Config, Env, Flags, KubeSource};
+use crate::metrics::Metrics;
+use crate::{
+    api, catalog, disruption, gc, interruption, ledger, lifecycle, node_class_status, server,
+    standin, worker,
+};
+use clap::Parser;
+use cloud::CloudProvider;
+use tracing_subscriber::EnvFilter;
+
+/// Configuration errors exit with EX_USAGE.
+const EXIT_CONFIG: u8 = 64;
+
+/// Runs the actuator with this process's flags and environment; returns the exit code (64 for
+/// a bad configuration, 1 when the service fails, 0 after a clean shutdown).
+#[tokio::main]
+pub async fn main() -> ExitCode {
+    let flags = match Flags::try_parse() {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(EXIT_CONFIG)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let config = match Config::load(flags, &Env) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("dovetail-actuator: invalid configuration: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(config).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "Actuator failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(config: Config) -> anyhow::Result<()> {
+    let clock = Clock::new();
+    let metrics = Metrics::new();
+    let ledger = ledger::open(&config.ledger)?;
+    // The SDK configuration of `--cloud aws`, shared by EC2/SSM and the interruption queue.
+    let mut aws_config = None;
+    let cloud: Arc<dyn CloudProvider> = match &config.cloud {
+        CloudChoice::Sim {
+            state_file,
+            ignore_client_token,
+        } => Arc::new(standin::StandIn::new(
+            standin::Options {
+                state_file: state_file.clone(),
+                ignore_client_token: *ignore_client_token,
+            },
+            clock.clone(),
+        )?),
+        CloudChoice::Aws(aws) => {
+            let mut c = cloud_aws::Config::new(
+                aws.region.clone(),
+                cloud_aws::config::Cluster {
+                    name: config.cluster_name.clone(),
+                    endpoint: aws.cluster_endpoint.clone(),
+                    ca_bundle: aws.cluster_ca_bundle.clone(),
+                    service_cidr: None,
+                    kubernetes_version: aws.kubernetes_version.clone(),
+                },
+            );
+            if let Some(url) = &aws.endpoint {
+                c = c.with_endpoint_url(url.clone());
+            }
+            if let Some(prefix) = &aws.ssm_prefix {
+                c = c.with_ssm_parameter_prefix(prefix.clone());
+            }
+            // Credentials: the SDK's default chain only (AWS_ACCESS_KEY_ID... in the
+            // environment, IRSA, profiles, IMDS).
+            aws_config = Some(c.clone());
+            Arc::new(cloud_aws::Ec2Provider::new(c).await)
+        }
+    };
+    // Insufficient-capacity marks: launches skip marked offerings and the served catalog leaves
+    // them out for three minutes. The live catalog is read from the provider itself.
+    let marks = Arc::new(catalog::UnavailableOfferings::new(
+        clock.clone(),
+        catalog::DEFAULT_TTL,
+    ));
+    let live = matches!(config.cloud, CloudChoice::Aws(_)).then(|| {
+        Arc::new(catalog::LiveCatalog::new(
+            cloud.clone(),
+            marks.clone(),
+            metrics.clone(),
+        ))
+    });
+    let cloud: Arc<dyn CloudProvider> =
+        Arc::new(catalog::MarkingCloud::new(cloud, marks, metrics.clone()));
+    // EC2NodeClass status: only a cloud that resolves selectors (`--cloud aws`) has one.
+    let statuses = match (&config.lifecycle, &config.cloud) {
+        (Some(lc), CloudChoice::Aws(_)) => Some(node_class_status::StatusWriter::new(
+            kube_clients(&lc.kube).await?.0,
+            cloud.clone(),
+            clock.clone(),
+            node_class_status::Options {
+                interval: lc.node_class_status_interval,
+            },
+        )),
+        _ => None,
+    };
+    let interruptions = match (&config.lifecycle, &config.interruption_queue) {
+        (Some(lc), Some(_)) => Some(interruption::Interruptions::new(
+            kube_clients(&lc.kube).await?.0,
+            ledger.clone(),
+            clock.clone(),
+            metrics.clone(),
+            interruption::Options {
+                owner: format!("{}-{}-interruption", config.instance, std::process::id()),
+                lease: config.lease,
+                ..interruption::Options::default()
+            },
+        )),
+        _ => None,
+    };
+    let lifecycle = match &config.lifecycle {
+        None => {
+            tracing::warn!(
+                "No cluster configured (DOVETAIL_KUBECONFIG): no NodeClaims, no garbage collection"
+            );
+            None
+        }
+        Some(lc) => {
+            let (client, evictions) = kube_clients(&lc.kube).await?;
+            Some(
+                lifecycle::Controller::new(
+                    client,
+                    ledger.clone(),
+                    cloud.clone(),
+                    clock.clone(),
+                    metrics.clone(),
+                    lifecycle::Options {
+                        owner: format!("{}-{}-lifecycle", config.instance, std::process::id()),
+                        interval: lc.interval,
+                        registration_timeout: lc.registration_timeout,
+                        lease: config.lease,
+                        gc: gc::Options {
+                            cluster_name: config.cluster_name.clone(),
+                            grace: lc.gc_grace,
+                            interval: lc.gc_interval,
+                        },
+                    },
+                )
+                .with_eviction_client(evictions),
+            )
+        }
+    };
+    let mut worker = worker::Worker::new(
+        ledger.clone(),
+        cloud,
+        clock.clone(),
+        metrics.clone(),
+        worker::Options {
+            owner: format!("{}-{}", config.instance, std::process::id()),
+            cluster_name: config.cluster_name.clone(),
+            lease: config.lease,
+            poll: config.poll_interval,
+            pause_at: config.pause_at,
+            ..worker::Options::default()
+        },
+    );
+    if let Some(lc) = &lifecycle {
+        worker = worker.with_lifecycle(Arc::new(lc.launch_hook()));
+    }
+    let executor = lifecycle.as_ref().map(|lc| {
+        disruption::Executor::new(
+            lc.clone(),
+            disruption::Options {
+                owner: format!("{}-{}-disruption", config.instance, std::process::id()),
+                interval: config
+                    .lifecycle
+                    .as_ref()
+                    .map_or(Duration::from_secs(2), |l| l.interval),
+                lease: config.lease,
+            },
+        )
+        .with_worker_waker(worker.waker())
+    });
+    let mut service = api::ActuatorService::new(
+        ledger.clone(),
+        clock.clone(),
+        metrics.clone(),
+        worker.waker(),
+    )
+    .with_confirm_after(config.disruption_confirm_after);
+    if let Some(live) = &live {
+        service = service.with_catalog(live.clone());
+    }
+    let running = server::start(&config, service, metrics.clone()).await?;
+    tracing::info!(grpc = %running.grpc_addr, metrics = ?running.metrics_addr, ledger = ledger.backend(), auth = auth_kind(&config), "Listening; NOT_SERVING until the ledger is migrated");
+
+    // Ready means the ledger is reachable and migrated; wait for the database.
+    let mut signal = Box::pin(shutdown_signal());
+    loop {
+        tokio::select! {
+            r = ledger.migrate() => match r {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::warn!(error = format!("{:#}", anyhow::Error::from(e)), "Ledger not ready; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            },
+            r = &mut signal => {
+                r?;
+                tracing::info!("Stopped before the ledger was ready");
+                return running.shutdown(Duration::ZERO).await.map_err(Into::into);
+            }
+        }
+    }
+    running.set_serving().await;
+    let metrics_addr = running
+        .metrics_addr
+        .map_or_else(|| "off".to_string(), |a| a.to_string());
+    println!(
+        "dovetail-actuator listening grpc={} metrics={metrics_addr}",
+        running.grpc_addr
+    );
+    tracing::info!(owner = %worker.options().owner, "SERVING");
+
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let work = tokio::spawn({
+        let w = worker.clone();
+        let rx = stopped.clone();
+        async move { w.run(rx).await }
+    });
+    let lifecycle = lifecycle.map(|lc| {
+        let rx = stopped.clone();
+        tokio::spawn(async move { lc.run(rx).await })
+    });
+    let refresher = live.map(|live| {
+        let rx = stopped.clone();
+        let every = config.catalog_refresh;
+        tokio::spawn(async move { live.run(every, rx).await })
+    });
+    let executor = executor.map(|ex| {
+        let rx = stopped.clone();
+        tokio::spawn(async move { ex.run(rx).await })
+    });
+    let interruptions = match (interruptions, &config.interruption_queue, &aws_config) {
+        (Some(handler), Some(name), Some(aws)) => {
+            let (aws, name) = (aws.clone(), name.clone());
+            let mut rx = stopped.clone();
+            Some(tokio::spawn(async move {
+                // The queue URL is looked up until it resolves (a queue created after the
+                // actuator, an SQS outage); the rest of the actuator runs meanwhile.
+                let mut backoff = Duration::from_secs(1);
+                let queue = loop {
+                    match cloud_aws::SqsQueue::new(&aws, &name).await {
+                        Ok(q) => break q,
+                        Err(e) => {
+                            tracing::error!(queue = %name, error = %e, retry_in = ?backoff, "Interruption queue not found or unreachable");
+                            tokio::select! {
+                                _ = tokio::time::sleep(backoff) => {}
+                                _ = rx.changed() => return,
+                            }
+                            backoff = (backoff * 2).min(Duration::from_secs(60));
+                        }
+                    }
+                };
+                tracing::info!(queue = %queue.url(), "Reading interruption messages");
+                let queue: Arc<dyn cloud::InterruptionQueue> = Arc::new(queue);
+                handler.run(queue, rx).await
+            }))
+        }
+        _ => None,
+    };
+    let statuses = statuses.map(|w| {
+        let rx = stopped.clone();
+        tokio::spawn(async move { w.run(rx).await })
+    });
+    let counts = tokio::spawn(worker::report_counts(
+        ledger.clone(),
+        metrics,
+        Duration::from_secs(5),
+        stopped,
+    ));
+
+    signal.await?;
+    tracing::info!("Shutting down");
+    running.shutdown(config.drain_delay).await?;
+    let _ = stop.send(true);
+    work.await?;
+    if let Some(lc) = lifecycle {
+        lc.await?;
+    }
+    if let Some(ex) = executor {
+        ex.await?;
+    }
+    if let Some(i) = interruptions {
+        i.await?;
+    }
+    counts.await?;
+    if let Some(s) = statuses {
+        s.await?;
+    }
+    if let Some(r) = refresher {
+        r.await?;
+    }
+    ledger.close().await;
+    tracing::info!("Stopped");
+    Ok(())
+}
+
+/// The lifecycle's client, and the eviction client: the same cluster with kube's default retry
+/// off (it would retry a PodDisruptionBudget's 429 itself for minutes; the drain owns that
+/// backoff).
+async fn kube_clients(source: &KubeSource) -> anyhow::Result<(kube::Client, kube::Client)> {
+    let config = match source {
+        KubeSource::InCluster => kube::Config::incluster()?,
+        KubeSource::File(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
+        }
+    };
+    let mut no_retry = config.clone();
+    no_retry.default_retry = false;
+    Ok((
+        kube::Client::try_from(config)?,
+        kube::Client::try_from(no_retry)?,
+    ))
+}
+
+fn auth_kind(config: &Config) -> &'static str {
+    match config.auth {
+        Auth::Bearer(_) => "bearer",
+        Auth::MutualTls => "mtls",
+        Auth::Disabled => "disabled",
+    }
+}
+
+async fn shutdown_signal() -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        r = tokio::signal::ctrl_c() => r?,
+    }
+    Ok(())
+}
