@@ -30,9 +30,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cloud::{InstanceState, InterruptionKind, InterruptionQueue, Message, Notice, Unreadable};
-use common::labels::DISRUPTED_TAINT;
 use crds::NodeClaim;
-use k8s_openapi::api::core::v1::{Event, EventSource, Node, ObjectReference, Taint};
+use k8s_openapi::api::core::v1::{Event, EventSource, Node, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -40,6 +39,7 @@ use tokio::sync::watch;
 
 use crate::clock::{Clock, millis};
 use crate::ledger::{ClaimRecord, ClaimState, Ledger, Transition};
+use crate::lifecycle::drain::with_disrupted_taint;
 use crate::lifecycle::nodeclaim::error_chain;
 use crate::lifecycle::termination::Cause;
 use crate::lifecycle::{Error, Result, kube_err};
@@ -166,28 +166,6 @@ pub fn event_name(object: &str, message_id: &str) -> String {
         .collect();
     let base: String = object.chars().take(253 - 64 - 13).collect();
     format!("{base}.interruption-{suffix}")
-}
-
-/// The taints of `node` with `karpenter.sh/disrupted:NoSchedule` added; `None` when it has it.
-fn with_disrupted_taint(node: &Node) -> Option<Vec<Taint>> {
-    let mut taints = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default();
-    if taints
-        .iter()
-        .any(|t| t.key == DISRUPTED_TAINT && t.effect == "NoSchedule")
-    {
-        return None;
-    }
-    taints.push(Taint {
-        key: DISRUPTED_TAINT.to_string(),
-        effect: "NoSchedule".to_string(),
-        value: None,
-        time_added: None,
-    });
-    Some(taints)
 }
 
 // === impl Interruptions ===
@@ -550,6 +528,8 @@ impl Interruptions {
 
 #[cfg(test)]
 mod tests {
+    use common::labels::DISRUPTED_TAINT;
+
     use super::*;
 
     #[test]

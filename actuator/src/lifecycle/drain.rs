@@ -195,9 +195,8 @@ pub fn round(pods: &[Pod], past_grace: bool) -> Round {
     }
 }
 
-/// The merge patch that adds the disrupted taint to `node` (guarded by its resourceVersion,
-/// since it replaces the taint list), or `None` when it has it.
-pub fn taint_patch(node: &Node) -> Option<Value> {
+/// The taints of `node` with `karpenter.sh/disrupted:NoSchedule` added; `None` when it has it.
+pub fn with_disrupted_taint(node: &Node) -> Option<Vec<Taint>> {
     let mut taints: Vec<Taint> = node
         .spec
         .as_ref()
@@ -215,6 +214,13 @@ pub fn taint_patch(node: &Node) -> Option<Value> {
         effect: "NoSchedule".into(),
         time_added: None,
     });
+    Some(taints)
+}
+
+/// The merge patch that adds the disrupted taint to `node` (guarded by its resourceVersion,
+/// since it replaces the taint list), or `None` when it has it.
+pub fn taint_patch(node: &Node) -> Option<Value> {
+    let taints = with_disrupted_taint(node)?;
     Some(json!({
         "metadata": {"resourceVersion": node.metadata.resource_version},
         "spec": {"taints": taints},
