@@ -148,12 +148,14 @@ async fn the_binary_creates_launches_and_releases_nodeclaims_in_the_cluster() {
             .then_some(())
     })
     .await;
-    let claim = ledger
-        .claim("default-p1")
-        .await
-        .expect("read")
-        .expect("claim");
-    assert_eq!(claim.state, ClaimState::Terminated);
+    // The final state is written after the finalizer is removed (termination's last step), so
+    // the NodeClaim can be gone a moment before the ledger says Terminated.
+    let state = eventually("the claim Terminated in the ledger", || async {
+        let claim = ledger.claim("default-p1").await.ok()??;
+        (claim.state == ClaimState::Terminated).then_some(claim.state)
+    })
+    .await;
+    assert_eq!(state, ClaimState::Terminated);
 
     let pid = child.id().expect("pid").to_string();
     assert!(
