@@ -393,6 +393,7 @@ impl Executor {
             }
         }
         let pools: Api<NodePool> = Api::all(self.ctl.client.clone());
+        let now_s = self.ctl.clock.now_ms().div_euclid(1000);
         for (pool_name, want) in per_pool {
             let Some(pool) = pools
                 .get_opt(pool_name)
@@ -422,7 +423,7 @@ impl Executor {
                     disrupting.insert(n.metadata.name.clone().unwrap_or_default());
                 }
             }
-            match budget::allowed(&pool, &d.reason, total, disrupting.len()) {
+            match budget::allowed(&pool, &d.reason, total, disrupting.len(), now_s) {
                 Err(e) => return Ok(Some(e)),
                 Ok(Some(allowed)) if allowed < want => {
                     return Ok(Some(format!(

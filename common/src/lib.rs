@@ -10,11 +10,14 @@
 //! - [`labels`]: well-known label, annotation and taint keys.
 //! - [`hash`]: the NodePool / EC2NodeClass drift hashes, computed from plain JSON.
 //! - [`duration`]: the one Go duration parser.
+//! - [`cron`]: the one 5-field cron matcher (disruption budget schedules: the planner decides
+//!   with it, the actuator re-checks budgets at execution time with it).
 //!
 //! The planner engine re-exports what it uses from here (`planner::model::Resources`,
 //! `planner::catalog::InstanceType`, `planner::labels`), so either path names the same type.
 
 pub mod catalog;
+pub mod cron;
 pub mod duration;
 pub mod ec2;
 pub mod hash;

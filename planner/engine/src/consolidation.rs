@@ -21,7 +21,7 @@
 
 mod budgets;
 mod candidate;
-pub mod cron;
+pub use common::cron;
 mod evaluation;
 #[cfg(test)]
 mod tests;

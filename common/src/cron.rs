@@ -9,7 +9,7 @@
 
 use thiserror::Error;
 
-use crate::model::Timestamp;
+use crate::Timestamp;
 
 /// Why a schedule could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
