@@ -129,6 +129,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             clock.clone(),
             node_class_status::Options {
                 interval: lc.node_class_status_interval,
+                cluster_name: Some(config.cluster_name.clone()),
             },
         )),
         _ => None,

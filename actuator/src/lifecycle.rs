@@ -463,8 +463,9 @@ impl Controller {
     }
 
     /// Writes what the launch produced onto the NodeClaim (once): the offering labels and the
-    /// instance type's labels (user labels win), providerID, imageID, capacity and allocatable,
-    /// and `Launched=True`.
+    /// instance type's labels (user labels win), the instance's subnet and security groups
+    /// (`nodeclaim::instance_annotations`; the EC2NodeClass status pass keeps them current),
+    /// providerID, imageID, capacity and allocatable, and `Launched=True`.
     async fn record_launch(&self, claim: &ClaimRecord, nc: &mut NodeClaim) -> Result<()> {
         let Some(inst) = &claim.instance else {
             return Ok(());
@@ -494,22 +495,32 @@ impl Controller {
         );
         let existing = nc.metadata.labels.clone().unwrap_or_default();
         labels.retain(|k, _| !existing.contains_key(k));
+        // What EC2 says about the instance now: its image, subnet and security groups.
+        let described = match inst.provider_id.parse::<ProviderId>() {
+            Ok(pid) => self.cloud.get(&pid).await.ok(),
+            Err(_) => None,
+        };
+        let mut annotations = described
+            .as_ref()
+            .map(nodeclaim::instance_annotations)
+            .unwrap_or_default();
+        let present = nc.metadata.annotations.clone().unwrap_or_default();
+        annotations.retain(|k, v| present.get(k) != Some(v));
         let name = claim.name.clone();
-        if !labels.is_empty() {
+        if !labels.is_empty() || !annotations.is_empty() {
             *nc = self
                 .nodeclaims()
                 .patch(
                     &name,
                     &PatchParams::default(),
-                    &Patch::Merge(json!({"metadata": {"labels": labels}})),
+                    &Patch::Merge(
+                        json!({"metadata": {"labels": labels, "annotations": annotations}}),
+                    ),
                 )
                 .await
                 .map_err(kube_err(format!("labelling NodeClaim {name}")))?;
         }
-        let image_id = match inst.provider_id.parse::<ProviderId>() {
-            Ok(pid) => self.cloud.get(&pid).await.ok().and_then(|i| i.image_id),
-            Err(_) => None,
-        };
+        let image_id = described.and_then(|i| i.image_id);
         self.update_status(nc, |s, now| {
             s.provider_id = Some(inst.provider_id.clone());
             s.image_id = image_id.or(s.image_id.take());

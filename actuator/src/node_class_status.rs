@@ -14,19 +14,28 @@
 //!
 //! A part that fails keeps nothing stale: its list is written empty. A cloud that cannot be
 //! asked (throttled, unavailable) writes nothing, so a transient outage never makes a node
-//! class look empty. The planner decides drift from this status; this module only supplies it.
+//! class look empty.
+//!
+//! The same pass keeps the instance's side current (when [`Options::cluster_name`] is set): one
+//! paged DescribeInstances of the cluster's instances (tag `kubernetes.io/cluster/<name>:
+//! owned`), and on each NodeClaim whose instance it lists, the subnet and security groups EC2
+//! reports now as annotations ([`crate::lifecycle::nodeclaim::instance_annotations`]; security
+//! groups can change on a running instance). The planner decides drift (AMIDrift, SubnetDrift,
+//! SecurityGroupDrift) from the status and these; this module only supplies them.
 
 use std::time::Duration;
 
-use cloud::{CloudProvider, NodeClassResolution};
-use crds::EC2NodeClass;
+use std::collections::HashMap;
+
+use cloud::{CloudProvider, ListFilter, NodeClassResolution, ProviderId, Tags};
+use crds::{EC2NodeClass, NodeClaim};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::clock::Clock;
-use crate::lifecycle::nodeclaim::{error_chain, rfc3339};
+use crate::lifecycle::nodeclaim::{error_chain, instance_annotations, rfc3339};
 use crate::lifecycle::{Result, kube_err};
 
 /// How the status pass runs.
@@ -34,12 +43,16 @@ use crate::lifecycle::{Result, kube_err};
 pub struct Options {
     /// Pause between passes.
     pub interval: Duration,
+    /// The cluster whose instances' subnets and security groups are copied to their NodeClaims;
+    /// `None`: NodeClaims are left alone.
+    pub cluster_name: Option<String>,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Self {
             interval: Duration::from_secs(60),
+            cluster_name: None,
         }
     }
 }
@@ -51,7 +64,10 @@ pub struct Pass {
     pub written: Vec<String>,
     /// Classes whose status was already current.
     pub unchanged: Vec<String>,
-    /// Classes that could not be resolved or written, with why.
+    /// NodeClaims whose instance annotations were written (changed).
+    pub annotated: Vec<String>,
+    /// Classes (by name) or NodeClaims (`NodeClaim <name>`) that could not be resolved or
+    /// written, with why.
     pub errors: Vec<(String, String)>,
 }
 
@@ -251,7 +267,78 @@ impl StatusWriter {
                 Err(e) => pass.errors.push((name, e)),
             }
         }
+        if let Some(cluster) = &self.options.cluster_name {
+            self.annotate_claims(cluster, &mut pass).await?;
+        }
         Ok(pass)
+    }
+
+    /// Copies each cluster instance's subnet and security groups onto its NodeClaim where they
+    /// differ. A cloud that cannot list writes nothing (a pass error), never removes anything.
+    async fn annotate_claims(&self, cluster: &str, pass: &mut Pass) -> Result<()> {
+        let filter = ListFilter {
+            tags: Tags::from([(
+                format!("{}{cluster}", cloud::TAG_CLUSTER_PREFIX),
+                "owned".to_string(),
+            )]),
+            include_terminated: false,
+        };
+        let instances = match self.cloud.list(&filter).await {
+            Ok(i) => i,
+            Err(e) => {
+                pass.errors.push((
+                    "instances".into(),
+                    format!("listing the cluster's instances: {e}"),
+                ));
+                return Ok(());
+            }
+        };
+        let by_id: HashMap<&str, &cloud::Instance> =
+            instances.iter().map(|i| (i.id.as_str(), i)).collect();
+        let api: Api<NodeClaim> = Api::all(self.client.clone());
+        let claims = api
+            .list(&ListParams::default())
+            .await
+            .map_err(kube_err("listing NodeClaims".into()))?;
+        for nc in claims.items {
+            let name = nc.metadata.name.clone().unwrap_or_default();
+            let instance = nc
+                .status
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .and_then(|p| p.parse::<ProviderId>().ok())
+                .and_then(|p| by_id.get(p.instance_id()).copied());
+            let Some(instance) = instance else { continue };
+            if nc.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let present = nc.metadata.annotations.clone().unwrap_or_default();
+            let mut want = instance_annotations(instance);
+            want.retain(|k, v| present.get(k) != Some(v));
+            if want.is_empty() {
+                continue;
+            }
+            match api
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"annotations": want}})),
+                )
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(nodeclaim = %name, annotations = ?want, "NodeClaim instance annotations written");
+                    pass.annotated.push(name);
+                }
+                // Gone since the list: nothing to keep current.
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => pass.errors.push((
+                    format!("NodeClaim {name}"),
+                    error_chain(&kube_err(format!("annotating NodeClaim {name}"))(e)),
+                )),
+            }
+        }
+        Ok(())
     }
 
     /// Resolves one class and patches its status when it differs; `Ok(false)` when current.

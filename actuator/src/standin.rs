@@ -178,6 +178,8 @@ impl CloudProvider for StandIn {
             private_dns_name: format!("ip-{}.ec2.internal", ip.replace('.', "-")),
             private_ip: ip,
             image_id: request.image_id.clone(),
+            subnet_id: None,
+            security_group_ids: Vec::new(),
             launch_time: self.clock.now_ms() / 1000,
             price: 0.0,
         };

@@ -99,6 +99,8 @@ impl CloudProvider for FakeCloud {
             private_dns_name: "ip-10-0-0-1.ec2.internal".into(),
             private_ip: "10.0.0.1".into(),
             image_id: None,
+            subnet_id: None,
+            security_group_ids: Vec::new(),
             launch_time: 0,
             price: 0.1,
         })

@@ -264,6 +264,40 @@ async fn moto_process_killed_after_create_leaves_exactly_one_ec2_instance() {
     assert_eq!(rec.instance_id, ids[0]);
     assert_eq!(rec.instance_type, INSTANCE_TYPE);
 
+    // The NodeClaim says where the instance sits on the network, as EC2 reports it (the
+    // planner's SubnetDrift and SecurityGroupDrift read these).
+    // moto leaves a fleet instance's top-level groups empty (it ignores the template's): then
+    // nothing may be invented for them.
+    let mut groups: Vec<String> = instance
+        .security_groups()
+        .iter()
+        .filter_map(|g| g.group_id().map(str::to_string))
+        .collect();
+    groups.sort();
+    let subnet = instance.subnet_id().expect("subnet").to_string();
+    let claims = Api::<crds::NodeClaim>::all(client.clone());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let annotations = claims
+            .get(CLAIM)
+            .await
+            .expect("NodeClaim")
+            .metadata
+            .annotations
+            .unwrap_or_default();
+        let want_groups = (!groups.is_empty()).then(|| groups.join(","));
+        if annotations.get("dovetail.io/subnet-id") == Some(&subnet)
+            && annotations.get("dovetail.io/security-group-ids") == want_groups.as_ref()
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "NodeClaim annotations {annotations:?}, want subnet {subnet} and groups {groups:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
     drop(p);
     ledger.close().await;
     sim.shutdown().await;

@@ -219,6 +219,13 @@ pub struct Instance {
     pub private_ip: String,
     /// Machine image.
     pub image_id: Option<String>,
+    /// Subnet of its primary network interface, when the provider says.
+    #[serde(default)]
+    pub subnet_id: Option<String>,
+    /// Security group IDs of its network interfaces, sorted; empty when the provider does not
+    /// say.
+    #[serde(default)]
+    pub security_group_ids: Vec<String>,
     /// Launch time.
     pub launch_time: Timestamp,
     /// Price per hour of the offering it was launched as (USD).
@@ -375,6 +382,8 @@ mod tests {
             private_dns_name: "ip-10-0-0-1.ec2.internal".into(),
             private_ip: "10.0.0.1".into(),
             image_id: None,
+            subnet_id: None,
+            security_group_ids: Vec::new(),
             launch_time: 0,
             price: 0.1,
         }

@@ -78,6 +78,12 @@ pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
 pub const NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";
 /// Taint Karpenter puts on nodes it is disrupting.
 pub const DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
+/// Annotation the actuator keeps on NodeClaims: the subnet ID of the claim's instance, as EC2
+/// reports it now (Karpenter has no field for it; its SubnetDrift reads the instance).
+pub const INSTANCE_SUBNET: &str = "dovetail.io/subnet-id";
+/// Annotation the actuator keeps on NodeClaims: the security group IDs of the claim's instance,
+/// sorted, comma-separated, as EC2 reports them now (for SecurityGroupDrift).
+pub const INSTANCE_SECURITY_GROUPS: &str = "dovetail.io/security-group-ids";
 
 /// Labels (or annotations) of an object: key to value, in key order.
 pub type Labels = std::collections::BTreeMap<String, String>;

@@ -7,13 +7,21 @@
 //! release (the alias's SSM parameter moves) is written to the EC2NodeClass status by the next
 //! pass, and the next plan says the node is Drifted.
 //!
+//! Subnet and security group drift, from a real instance launched in moto by the production
+//! provider: the pass copies the instance's subnet and groups onto its NodeClaim; the subnet
+//! losing its discovery tag drifts the node (SubnetDrift), tagging it again undrifts it; a
+//! second group gaining the discovery tag drifts it (SecurityGroupDrift: the instance has one
+//! of the two), and the instance being given both groups (ModifyInstanceAttribute) undrifts it
+//! at the next pass. The claims in these plans carry no image ID and no hash annotations, so
+//! only the network can drift them.
+//!
 //! Skipped (saying so) when moto_server is not installed, except under `CI=true`.
 
 use std::sync::Arc;
 
 use actuator::clock::Clock;
 use actuator::node_class_status::{self, StatusWriter};
-use cloud::CloudProvider;
+use cloud::{CapacityType, CloudProvider, LaunchRequest, NodeSpec, OfferingKey, Tags};
 use cloud_aws::testing::{self as aws_testing, MotoServer, TEST_CLUSTER};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
@@ -167,5 +175,231 @@ async fn a_new_ami_behind_the_alias_reaches_the_status_and_the_plan_says_drifted
     assert_eq!(drifted(&client, aws_testing::X86_IMAGE).await, ["n0"]);
     // A node already on the new image is not drifted.
     assert!(drifted(&client, "ami-0a1b2c3d4e5f60718").await.is_empty());
+    sim.shutdown().await;
+}
+
+fn node_claims(client: &kube::Client) -> Api<DynamicObject> {
+    Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("karpenter.sh", "v1", "NodeClaim")),
+    )
+}
+
+/// Plans the NodePool, the EC2NodeClass and the NodeClaim as the API server has them now, with
+/// an empty Node for the claim; true when the plan says the node is Drifted.
+async fn claim_drifted(client: &kube::Client, provider_id: &str) -> bool {
+    let read = |mut o: Value, api_version: &str, kind: &str| {
+        o["apiVersion"] = json!(api_version);
+        o["kind"] = json!(kind);
+        o
+    };
+    let class = classes(client).get("default").await.expect("class");
+    let claim = node_claims(client).get("default-n0").await.expect("claim");
+    let mut objects = vec![
+        read(
+            serde_json::to_value(&class).expect("json"),
+            "karpenter.k8s.aws/v1",
+            "EC2NodeClass",
+        ),
+        read(
+            serde_json::to_value(&claim).expect("json"),
+            "karpenter.sh/v1",
+            "NodeClaim",
+        ),
+    ];
+    let mut base = cluster_objects("unused");
+    // The NodePool as before; the Node with the real instance's provider ID.
+    let mut node = base.pop().expect("node");
+    node["spec"]["providerID"] = json!(provider_id);
+    objects.push(base.swap_remove(0));
+    objects.push(node);
+    let mut b = SnapshotBuilder::new();
+    for (i, o) in objects.iter().enumerate() {
+        b.add_value(o, &format!("object {i}")).expect("object");
+    }
+    let snapshot = b.finish().snapshot;
+    let catalog = planner::catalog::aws::builtin("us-east-1").expect("catalog");
+    let plan = planner::plan(
+        &snapshot,
+        &catalog,
+        &PlanOptions {
+            now: 1_767_225_600 + 3600,
+            ..PlanOptions::default()
+        },
+    );
+    plan.disruptions
+        .iter()
+        .any(|d| d.reason == "Drifted" && d.nodes == ["n0"])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subnet_and_security_group_drift_follow_the_instance_and_the_status() {
+    let Some(moto) = MotoServer::start_or_skip() else {
+        return;
+    };
+    let config = moto.config();
+    let world = aws_testing::seed(&config).await;
+    let provider = cloud_aws::Ec2Provider::new(config.clone()).await;
+    let instance = provider
+        .create(&LaunchRequest {
+            client_token: "token-default-n0".into(),
+            offerings: vec![OfferingKey {
+                instance_type: "m5.large".into(),
+                zone: "us-east-1a".into(),
+                capacity_type: CapacityType::OnDemand,
+            }],
+            tags: Tags::from([
+                (cloud::TAG_NODECLAIM.to_string(), "default-n0".to_string()),
+                (cloud::TAG_NODEPOOL.to_string(), "default".to_string()),
+            ]),
+            node_class: Some("default".into()),
+            image_id: None,
+            node: Some(NodeSpec {
+                class: world.node_class.clone(),
+                ..NodeSpec::default()
+            }),
+        })
+        .await
+        .expect("launch");
+    // moto ignores the launch template's security groups on fleet launches (the instance lists
+    // none): give it the groups EC2 would have (the class's one group).
+    aws_testing::set_instance_security_groups(
+        &config,
+        &instance.id,
+        std::slice::from_ref(&world.security_group),
+    )
+    .await;
+    let cloud: Arc<dyn CloudProvider> = Arc::new(provider);
+    let sim = simulator::Simulation::start(simulator::Config::default())
+        .await
+        .expect("simulation");
+    let client = sim.kube_client().expect("client");
+    let class: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+        "spec": {
+            "role": "KarpenterNodeRole-test-cluster",
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": TEST_CLUSTER}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": TEST_CLUSTER}}]
+        }
+    }))
+    .expect("class");
+    classes(&client)
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("create the EC2NodeClass");
+    // The NodeClaim of the instance, as the lifecycle leaves it (labels, providerID), without
+    // an image ID or hash annotations.
+    let mut claim = cluster_objects("unused").swap_remove(1);
+    claim["status"]
+        .as_object_mut()
+        .expect("status")
+        .remove("imageID");
+    claim["status"]["providerID"] = json!(instance.provider_id.to_string());
+    let created = node_claims(&client)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(claim.clone()).expect("claim"),
+        )
+        .await
+        .expect("create the NodeClaim");
+    if created
+        .data
+        .get("status")
+        .is_none_or(|s| s.get("providerID").is_none())
+    {
+        node_claims(&client)
+            .patch_status(
+                "default-n0",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(json!({"status": claim["status"]})),
+            )
+            .await
+            .expect("NodeClaim status");
+    }
+    let writer = StatusWriter::new(
+        client.clone(),
+        cloud,
+        Clock::new(),
+        node_class_status::Options {
+            cluster_name: Some(TEST_CLUSTER.into()),
+            ..node_class_status::Options::default()
+        },
+    );
+    let pid = instance.provider_id.to_string();
+
+    // The first pass writes the status and the instance's network onto the claim.
+    let pass = writer.pass().await.expect("pass");
+    assert!(pass.errors.is_empty(), "{pass:?}");
+    assert_eq!(pass.annotated, ["default-n0"], "{pass:?}");
+    let annotations = node_claims(&client)
+        .get("default-n0")
+        .await
+        .expect("claim")
+        .metadata
+        .annotations
+        .unwrap_or_default();
+    assert_eq!(
+        annotations.get("dovetail.io/subnet-id"),
+        Some(&world.subnets[0]),
+        "launched in us-east-1a: {annotations:?}"
+    );
+    assert_eq!(
+        annotations.get("dovetail.io/security-group-ids"),
+        Some(&world.security_group)
+    );
+    assert!(!claim_drifted(&client, &pid).await, "in place: not drifted");
+    let pass = writer.pass().await.expect("pass");
+    assert!(pass.annotated.is_empty(), "nothing changed: {pass:?}");
+
+    // The instance's subnet leaves the selection: SubnetDrift. Back in: not drifted.
+    aws_testing::delete_tag(&config, &world.subnets[0], "karpenter.sh/discovery").await;
+    writer.pass().await.expect("pass");
+    assert!(claim_drifted(&client, &pid).await, "subnet left the status");
+    aws_testing::create_tag(
+        &config,
+        &world.subnets[0],
+        "karpenter.sh/discovery",
+        TEST_CLUSTER,
+    )
+    .await;
+    writer.pass().await.expect("pass");
+    assert!(!claim_drifted(&client, &pid).await, "subnet back");
+
+    // A second group joins the selection: the instance has one of two, SecurityGroupDrift.
+    aws_testing::create_tag(
+        &config,
+        &world.named_security_group,
+        "karpenter.sh/discovery",
+        TEST_CLUSTER,
+    )
+    .await;
+    writer.pass().await.expect("pass");
+    assert!(
+        claim_drifted(&client, &pid).await,
+        "a group joined the status"
+    );
+    // The instance is given both groups: the next pass reads it off EC2, not drifted.
+    let both = vec![
+        world.security_group.clone(),
+        world.named_security_group.clone(),
+    ];
+    aws_testing::set_instance_security_groups(&config, &instance.id, &both).await;
+    let pass = writer.pass().await.expect("pass");
+    assert_eq!(pass.annotated, ["default-n0"], "{pass:?}");
+    let mut sorted = both.clone();
+    sorted.sort();
+    assert_eq!(
+        node_claims(&client)
+            .get("default-n0")
+            .await
+            .expect("claim")
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get("dovetail.io/security-group-ids"),
+        Some(&sorted.join(","))
+    );
+    assert!(!claim_drifted(&client, &pid).await, "the instance follows");
     sim.shutdown().await;
 }

@@ -426,6 +426,8 @@ impl SimCloud {
             private_dns_name: format!("ip-{}.{dns_suffix}", ip.replace('.', "-")),
             private_ip: ip,
             image_id,
+            subnet_id: None,
+            security_group_ids: Vec::new(),
             launch_time: self.inner.clock.now(),
             price,
         }

@@ -322,10 +322,27 @@ fn convert(i: &aws_sdk_ec2::types::Instance) -> Option<Instance> {
         private_dns_name: i.private_dns_name().unwrap_or_default().to_string(),
         private_ip: i.private_ip_address().unwrap_or_default().to_string(),
         image_id: i.image_id().map(str::to_string),
+        subnet_id: i.subnet_id().map(str::to_string),
+        security_group_ids: security_group_ids(i),
         launch_time: i.launch_time().map(|t| t.secs()).unwrap_or_default(),
         // EC2 does not say what an instance costs; the live catalog (issue 13) will.
         price: 0.0,
     })
+}
+
+/// The instance's security groups as EC2 lists them at the top level (the primary network
+/// interface's, as Karpenter reads them: secondary interfaces the VPC CNI attaches may carry
+/// other groups), sorted and without repeats.
+fn security_group_ids(i: &aws_sdk_ec2::types::Instance) -> Vec<String> {
+    let mut ids: Vec<String> = i
+        .security_groups()
+        .iter()
+        .filter_map(|g| g.group_id())
+        .map(str::to_string)
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
 }
 
 /// One instance of `capacity_type`. The per-type target repeats the total: EC2 needs only the
@@ -564,6 +581,8 @@ impl CloudProvider for Ec2Provider {
             private_dns_name: String::new(),
             private_ip: String::new(),
             image_id: None,
+            subnet_id: None,
+            security_group_ids: Vec::new(),
             launch_time: 0,
             price: 0.0,
         })

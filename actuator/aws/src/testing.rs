@@ -439,3 +439,34 @@ pub async fn delete_tag(config: &Config, id: &str, key: &str) {
         .await
         .expect("DeleteTags");
 }
+
+/// Sets tag `key` to `value` on EC2 resource `id` in the stand-in.
+///
+/// # Panics
+/// When moto rejects the call.
+pub async fn create_tag(config: &Config, id: &str, key: &str, value: &str) {
+    let sdk = config.sdk_config().await;
+    aws_sdk_ec2::Client::new(&sdk)
+        .create_tags()
+        .resources(id)
+        .tags(Tag::builder().key(key).value(value).build())
+        .send()
+        .await
+        .expect("CreateTags");
+}
+
+/// Replaces the security groups of running instance `instance_id` (ModifyInstanceAttribute), as
+/// an operator changing a node's groups by hand does.
+///
+/// # Panics
+/// When moto rejects the call.
+pub async fn set_instance_security_groups(config: &Config, instance_id: &str, groups: &[String]) {
+    let sdk = config.sdk_config().await;
+    aws_sdk_ec2::Client::new(&sdk)
+        .modify_instance_attribute()
+        .instance_id(instance_id)
+        .set_groups(Some(groups.to_vec()))
+        .send()
+        .await
+        .expect("ModifyInstanceAttribute");
+}

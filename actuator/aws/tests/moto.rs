@@ -7,7 +7,10 @@
 //! - it ignores `ClientToken` (a second CreateFleet with the same token launches again), so
 //!   idempotency at EC2 is not shown here; `provider::client_token` is unit-tested;
 //! - it never runs out of capacity, throttles or fails: the mapping of those errors is
-//!   unit-tested in `error.rs`.
+//!   unit-tested in `error.rs`;
+//! - it ignores the launch template's security groups on fleet launches (the instance's
+//!   top-level groups are empty, its interface has the VPC's default group), so the groups the
+//!   provider reads back are set by ModifyInstanceAttribute first.
 
 use anyhow::Result;
 use base64::Engine as _;
@@ -119,6 +122,20 @@ async fn create_get_list_delete() -> Result<()> {
         .await?;
     let raw = &described.reservations()[0].instances()[0];
     assert_eq!(raw.subnet_id(), Some(world.subnets[1].as_str()));
+    // What the provider reads back: the subnet and the groups (for SubnetDrift and
+    // SecurityGroupDrift).
+    let got = provider.get(&instance.provider_id).await?;
+    assert_eq!(got.subnet_id.as_deref(), Some(world.subnets[1].as_str()));
+    // moto leaves a fleet instance's top-level groups empty (it ignores the template's); give
+    // the instance the groups EC2 would have, then the provider reads them back sorted.
+    let mut groups = vec![
+        world.security_group.clone(),
+        world.named_security_group.clone(),
+    ];
+    testing::set_instance_security_groups(provider.config(), &instance.id, &groups).await;
+    groups.sort();
+    let got = provider.get(&instance.provider_id).await?;
+    assert_eq!(got.security_group_ids, groups);
     let user_data = ec2
         .describe_instance_attribute()
         .instance_id(&instance.id)

@@ -83,6 +83,31 @@ pub fn hash_annotations(
     a
 }
 
+/// The annotations that tell the planner where a claim's instance sits on the network, for
+/// SubnetDrift and SecurityGroupDrift (`common::labels::INSTANCE_SUBNET`,
+/// `INSTANCE_SECURITY_GROUPS`: sorted, comma-separated). Only what the provider reported: an
+/// instance that says nothing yields nothing (the planner then decides nothing).
+pub fn instance_annotations(instance: &cloud::Instance) -> BTreeMap<String, String> {
+    let mut a = BTreeMap::new();
+    if let Some(subnet) = instance.subnet_id.as_deref().filter(|s| !s.is_empty()) {
+        a.insert(
+            common::labels::INSTANCE_SUBNET.to_string(),
+            subnet.to_string(),
+        );
+    }
+    let mut groups = instance.security_group_ids.clone();
+    groups.retain(|g| !g.is_empty());
+    groups.sort();
+    groups.dedup();
+    if !groups.is_empty() {
+        a.insert(
+            common::labels::INSTANCE_SECURITY_GROUPS.to_string(),
+            groups.join(","),
+        );
+    }
+    a
+}
+
 /// RFC 3339 (seconds) of a ledger time, as Kubernetes writes `metav1.Time`.
 pub fn rfc3339(ms: Millis) -> String {
     chrono::DateTime::from_timestamp_millis(ms)

@@ -102,6 +102,8 @@ fn rich_snapshot() -> ClusterSnapshot {
         root_volume_size: Some(20 << 30),
         metadata_annotations: [("a".to_string(), "b".to_string())].into(),
         resolved_amis: Some(vec!["ami-0123".into(), "ami-0456".into()]),
+        resolved_subnets: Some(vec!["subnet-1".into(), "subnet-2".into()]),
+        resolved_security_groups: Some(vec!["sg-1".into()]),
     });
     s.daemon_sets.push(model::DaemonSet {
         namespace: "kube-system".into(),

@@ -653,6 +653,9 @@ pub fn node_class(c: pb::NodeClass, at: At<'_>) -> Result<model::NodeClass> {
             .transpose()?,
         metadata_annotations: c.metadata_annotations,
         resolved_amis: (!c.resolved_amis.is_empty()).then_some(c.resolved_amis),
+        resolved_subnets: (!c.resolved_subnets.is_empty()).then_some(c.resolved_subnets),
+        resolved_security_groups: (!c.resolved_security_groups.is_empty())
+            .then_some(c.resolved_security_groups),
     })
 }
 

@@ -277,6 +277,8 @@ pub fn node_class(c: &model::NodeClass) -> pb::NodeClass {
         uid: String::new(),
         root_volume_size: c.root_volume_size.map(format_bytes),
         resolved_amis: c.resolved_amis.clone().unwrap_or_default(),
+        resolved_subnets: c.resolved_subnets.clone().unwrap_or_default(),
+        resolved_security_groups: c.resolved_security_groups.clone().unwrap_or_default(),
         metadata_annotations: c.metadata_annotations.clone(),
     }
 }

@@ -307,6 +307,18 @@ pub fn node_claim(v: &Value) -> Result<pb::NodeClaim> {
     })
 }
 
+/// The non-empty `id`s of the status list `field` (`amis`, `subnets`, `securityGroups`).
+fn status_ids(v: &Value, field: &str) -> Vec<String> {
+    at(v, &["status", field])
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|a| str_at(a, &["id"]))
+        .filter(|id| !id.is_empty())
+        .map(String::from)
+        .collect()
+}
+
 /// Converts an EC2NodeClass.
 ///
 /// # Errors
@@ -414,14 +426,9 @@ pub fn node_class(v: &Value) -> Result<pb::NodeClass> {
         uid: str_at(v, &["metadata", "uid"]).unwrap_or_default().into(),
         root_volume_size,
         metadata_annotations: string_map(at(v, &["metadata", "annotations"])),
-        resolved_amis: at(v, &["status", "amis"])
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|a| str_at(a, &["id"]))
-            .filter(|id| !id.is_empty())
-            .map(String::from)
-            .collect(),
+        resolved_amis: status_ids(v, "amis"),
+        resolved_subnets: status_ids(v, "subnets"),
+        resolved_security_groups: status_ids(v, "securityGroups"),
     })
 }
 
@@ -446,24 +453,31 @@ mod tests {
             "status": {"amis": [
                 {"id": "ami-1", "requirements": []},
                 {"id": "ami-2", "name": "n", "requirements": []}
-            ]}
+            ],
+            "subnets": [{"id": "subnet-1", "zone": "us-east-1a"}, {"id": "", "zone": "x"}],
+            "securityGroups": [{"id": "sg-1", "name": "nodes"}]}
         });
-        assert_eq!(
-            node_class(&class).expect("valid").resolved_amis,
-            ["ami-1", "ami-2"]
-        );
+        let c = node_class(&class).expect("valid");
+        assert_eq!(c.resolved_amis, ["ami-1", "ami-2"]);
+        assert_eq!(c.resolved_subnets, ["subnet-1"], "empty IDs are dropped");
+        assert_eq!(c.resolved_security_groups, ["sg-1"]);
         let mut bare = class.clone();
         bare["status"] = serde_json::json!({});
-        assert!(node_class(&bare).expect("valid").resolved_amis.is_empty());
+        let c = node_class(&bare).expect("valid");
+        assert!(c.resolved_amis.is_empty());
+        assert!(c.resolved_subnets.is_empty() && c.resolved_security_groups.is_empty());
         let claim = serde_json::json!({
-            "metadata": {"name": "c", "uid": "u"},
+            "metadata": {"name": "c", "uid": "u", "annotations": {
+                "dovetail.io/subnet-id": "subnet-1",
+                "dovetail.io/security-group-ids": "sg-1"
+            }},
             "spec": {"requirements": []},
             "status": {"imageID": "ami-1"}
         });
-        assert_eq!(
-            node_claim(&claim).expect("valid").image_id.as_deref(),
-            Some("ami-1")
-        );
+        let c = node_claim(&claim).expect("valid");
+        assert_eq!(c.image_id.as_deref(), Some("ami-1"));
+        assert_eq!(c.annotations["dovetail.io/subnet-id"], "subnet-1");
+        assert_eq!(c.annotations["dovetail.io/security-group-ids"], "sg-1");
     }
 
     #[test]

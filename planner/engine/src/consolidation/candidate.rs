@@ -5,7 +5,7 @@
 //! type, zone and capacity type), whether it is consolidatable at `now`, its drift and expiry
 //! state, and the blocker that keeps graceful disruption away from it, in words.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog::{Catalog, InstanceType};
 use crate::labels;
@@ -536,5 +536,113 @@ fn drift(
             amis.join(", ")
         ));
     }
+    if let (Some(class), Some(claim)) = (class, claim) {
+        return network_drift(class, claim);
+    }
     None
+}
+
+/// SubnetDrift and SecurityGroupDrift, as Karpenter decides them from the instance: its subnet
+/// is no longer among the EC2NodeClass's resolved subnets, or its security groups are not
+/// exactly the resolved ones. The instance's side comes from the annotations the actuator
+/// keeps on the NodeClaim ([`labels::INSTANCE_SUBNET`], [`labels::INSTANCE_SECURITY_GROUPS`]);
+/// either side missing (no status, no annotation) decides nothing.
+fn network_drift(class: &crate::model::NodeClass, claim: &NodeClaim) -> Option<String> {
+    let annotation = |key: &str| {
+        claim
+            .annotations
+            .get(key)
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty())
+    };
+    let resolved = |ids: &Option<Vec<String>>| ids.clone().filter(|v| !v.is_empty());
+    if let Some(subnet) = annotation(labels::INSTANCE_SUBNET)
+        && let Some(subnets) = resolved(&class.resolved_subnets)
+        && !subnets.iter().any(|s| s == subnet)
+    {
+        return Some(format!(
+            "SubnetDrift: subnet {subnet} is not among EC2NodeClass {}'s resolved subnets ({})",
+            class.name,
+            subnets.join(", ")
+        ));
+    }
+    if let Some(groups) = annotation(labels::INSTANCE_SECURITY_GROUPS)
+        && let Some(resolved) = resolved(&class.resolved_security_groups)
+    {
+        let set = |it: &mut dyn Iterator<Item = &str>| -> BTreeSet<String> {
+            it.map(str::trim)
+                .filter(|g| !g.is_empty())
+                .map(str::to_string)
+                .collect()
+        };
+        let instance = set(&mut groups.split(','));
+        let wanted = set(&mut resolved.iter().map(String::as_str));
+        if instance != wanted {
+            let list = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(", ");
+            return Some(format!(
+                "SecurityGroupDrift: security groups ({}) differ from EC2NodeClass {}'s resolved security groups ({})",
+                list(&instance),
+                class.name,
+                list(&wanted)
+            ));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::NodeClass;
+
+    fn class(subnets: &[&str], groups: &[&str]) -> NodeClass {
+        let ids = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        NodeClass {
+            name: "default".into(),
+            resolved_subnets: ids(subnets),
+            resolved_security_groups: ids(groups),
+            ..NodeClass::default()
+        }
+    }
+
+    fn claim(subnet: &str, groups: &str) -> NodeClaim {
+        NodeClaim {
+            name: "c0".into(),
+            annotations: [
+                (labels::INSTANCE_SUBNET.to_string(), subnet.to_string()),
+                (
+                    labels::INSTANCE_SECURITY_GROUPS.to_string(),
+                    groups.to_string(),
+                ),
+            ]
+            .into(),
+            ..NodeClaim::default()
+        }
+    }
+
+    #[test]
+    fn network_drift_names_karpenters_reason_and_both_sides() {
+        let c = class(&["subnet-a", "subnet-b"], &["sg-1", "sg-2"]);
+        assert_eq!(network_drift(&c, &claim("subnet-b", "sg-2, sg-1")), None);
+        let subnet = network_drift(&c, &claim("subnet-z", "sg-1,sg-2")).expect("subnet drift");
+        assert!(
+            subnet.starts_with("SubnetDrift: subnet subnet-z "),
+            "{subnet}"
+        );
+        assert!(subnet.contains("(subnet-a, subnet-b)"), "{subnet}");
+        // A group fewer on the instance is drift as much as one more (set equality).
+        let fewer = network_drift(&c, &claim("subnet-a", "sg-1")).expect("group drift");
+        assert!(
+            fewer.starts_with("SecurityGroupDrift: security groups (sg-1) "),
+            "{fewer}"
+        );
+        assert!(fewer.ends_with("(sg-1, sg-2)"), "{fewer}");
+        assert!(network_drift(&c, &claim("subnet-a", "sg-1,sg-2,sg-3")).is_some());
+        // Either side unknown decides nothing: an empty status, an empty annotation.
+        assert_eq!(
+            network_drift(&class(&[], &[]), &claim("subnet-z", "sg-9")),
+            None
+        );
+        assert_eq!(network_drift(&c, &claim("", "")), None);
+    }
 }

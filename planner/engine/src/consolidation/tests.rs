@@ -749,6 +749,51 @@ fn ami_drift_follows_the_node_class_status() {
 }
 
 #[test]
+fn subnet_and_security_group_drift_follow_the_status_and_the_instance() {
+    // n0's claim carries what the actuator read off its instance; the EC2NodeClass status
+    // lists what the selectors resolve to now.
+    let mut s = cluster(&[&[6000], &[6000]]);
+    s.node_pools[0].node_class = Some("default".into());
+    s.node_classes.push(crate::model::NodeClass {
+        name: "default".into(),
+        ..crate::model::NodeClass::default()
+    });
+    s.node_claims.push(NodeClaim {
+        name: "c0".into(),
+        labels: s.nodes[0].labels.clone(),
+        node_name: Some("n0".into()),
+        provider_id: s.nodes[0].provider_id.clone(),
+        annotations: [
+            (labels::INSTANCE_SUBNET.to_string(), "subnet-a".to_string()),
+            (
+                labels::INSTANCE_SECURITY_GROUPS.to_string(),
+                "sg-2,sg-1".to_string(),
+            ),
+        ]
+        .into(),
+        ..NodeClaim::default()
+    });
+    let drifted = |s: &ClusterSnapshot| reasons(&run(s, &catalog(), &opts()));
+    // No status yet: nothing is decided.
+    assert!(drifted(&s).is_empty());
+    // The status matches the instance (groups in another order): not drifted.
+    s.node_classes[0].resolved_subnets = Some(vec!["subnet-b".into(), "subnet-a".into()]);
+    s.node_classes[0].resolved_security_groups = Some(vec!["sg-1".into(), "sg-2".into()]);
+    assert!(drifted(&s).is_empty());
+    // The instance's subnet left the selection: drifted.
+    s.node_classes[0].resolved_subnets = Some(vec!["subnet-b".into()]);
+    assert_eq!(drifted(&s), vec![d("Drifted", &["n0"])]);
+    // Back in; now a security group joins the selection: the sets differ, drifted.
+    s.node_classes[0].resolved_subnets = Some(vec!["subnet-a".into()]);
+    s.node_classes[0].resolved_security_groups =
+        Some(vec!["sg-1".into(), "sg-2".into(), "sg-3".into()]);
+    assert_eq!(drifted(&s), vec![d("Drifted", &["n0"])]);
+    // A claim without the actuator's annotations decides nothing.
+    s.node_claims[0].annotations.clear();
+    assert!(drifted(&s).is_empty());
+}
+
+#[test]
 fn drift_respects_blockers_and_budget() {
     let mut s = cluster(&[&[6000]]);
     s.nodes[0]

@@ -372,14 +372,17 @@ pub(super) fn node_class(value: &Value) -> Result<NodeClass, FieldError> {
         spec_hash: ec2nodeclass_spec_hash(value.get("spec").unwrap_or(&Value::Null)),
         root_volume_size,
         metadata_annotations: meta.annotations,
-        resolved_amis: resolved_amis(value),
+        resolved_amis: status_ids(value, "/status/amis"),
+        resolved_subnets: status_ids(value, "/status/subnets"),
+        resolved_security_groups: status_ids(value, "/status/securityGroups"),
     })
 }
 
-/// The IDs of an EC2NodeClass's `status.amis`; `None` when there are none.
-fn resolved_amis(value: &Value) -> Option<Vec<String>> {
+/// The IDs of a list in an EC2NodeClass's status (`/status/amis`, `/status/subnets`,
+/// `/status/securityGroups`); `None` when there are none.
+fn status_ids(value: &Value, pointer: &str) -> Option<Vec<String>> {
     let ids: Vec<String> = value
-        .pointer("/status/amis")?
+        .pointer(pointer)?
         .as_array()?
         .iter()
         .filter_map(|a| a.get("id")?.as_str())

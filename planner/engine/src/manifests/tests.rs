@@ -654,6 +654,7 @@ status:
   - id: ami-arm
     requirements: [{key: kubernetes.io/arch, operator: In, values: [arm64]}]
   subnets: [{id: subnet-1, zone: us-east-1a, zoneID: use1-az1}]
+  securityGroups: [{id: sg-1, name: nodes}, {id: sg-2}]
 ---
 apiVersion: karpenter.k8s.aws/v1
 kind: EC2NodeClass
@@ -681,6 +682,16 @@ status:
         Some(vec!["ami-new".to_string(), "ami-arm".to_string()])
     );
     assert_eq!(classes[1].resolved_amis, None, "no status, no AMIs");
+    assert_eq!(
+        classes[0].resolved_subnets,
+        Some(vec!["subnet-1".to_string()])
+    );
+    assert_eq!(
+        classes[0].resolved_security_groups,
+        Some(vec!["sg-1".to_string(), "sg-2".to_string()])
+    );
+    assert_eq!(classes[1].resolved_subnets, None);
+    assert_eq!(classes[1].resolved_security_groups, None);
     assert_eq!(
         l.snapshot.node_claims[0].image_id.as_deref(),
         Some("ami-old")

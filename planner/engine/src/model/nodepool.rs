@@ -145,4 +145,12 @@ pub struct NodeClass {
     /// when the status lists none, and then AMI drift is not decided.
     #[serde(default)]
     pub resolved_amis: Option<Vec<String>>,
+    /// The subnet IDs of `status.subnets`; `None` when the status lists none, and then subnet
+    /// drift is not decided.
+    #[serde(default)]
+    pub resolved_subnets: Option<Vec<String>>,
+    /// The security group IDs of `status.securityGroups`; `None` when the status lists none,
+    /// and then security group drift is not decided.
+    #[serde(default)]
+    pub resolved_security_groups: Option<Vec<String>>,
 }
