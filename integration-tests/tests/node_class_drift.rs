@@ -40,6 +40,30 @@ fn classes(client: &kube::Client) -> Api<DynamicObject> {
     )
 }
 
+/// A simulated cluster with the EC2NodeClass `default` selecting the seeded world by its
+/// discovery tag, with `al2023@latest`; no status yet.
+async fn cluster_with_class() -> (simulator::Simulation, kube::Client) {
+    let sim = simulator::Simulation::start(simulator::Config::default())
+        .await
+        .expect("simulation");
+    let client = sim.kube_client().expect("client");
+    let class: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+        "spec": {
+            "role": "KarpenterNodeRole-test-cluster",
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": TEST_CLUSTER}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": TEST_CLUSTER}}]
+        }
+    }))
+    .expect("class");
+    classes(&client)
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("create the EC2NodeClass");
+    (sim, client)
+}
+
 /// The NodePool, NodeClaim and Node of one on-demand m5.large running `image` (consolidation
 /// off, so that only drift can disrupt it).
 fn cluster_objects(image: &str) -> Vec<Value> {
@@ -98,9 +122,16 @@ async fn drifted(client: &kube::Client, image: &str) -> Vec<String> {
     let mut class = serde_json::to_value(&class).expect("json");
     class["apiVersion"] = json!("karpenter.k8s.aws/v1");
     class["kind"] = json!("EC2NodeClass");
+    let mut objects = vec![class];
+    objects.extend(cluster_objects(image));
+    drifted_nodes(&objects)
+}
+
+/// Plans `objects` with the built-in catalog an hour after their creation (long before they
+/// expire); the names of the nodes the plan says are Drifted.
+fn drifted_nodes(objects: &[Value]) -> Vec<String> {
     let mut b = SnapshotBuilder::new();
-    b.add_value(&class, "EC2NodeClass default").expect("class");
-    for (i, o) in cluster_objects(image).iter().enumerate() {
+    for (i, o) in objects.iter().enumerate() {
         b.add_value(o, &format!("object {i}")).expect("object");
     }
     let snapshot = b.finish().snapshot;
@@ -109,7 +140,6 @@ async fn drifted(client: &kube::Client, image: &str) -> Vec<String> {
         &snapshot,
         &catalog,
         &PlanOptions {
-            // An hour after the objects' creation (long before they expire).
             now: 1_767_225_600 + 3600,
             ..PlanOptions::default()
         },
@@ -128,24 +158,7 @@ async fn a_new_ami_behind_the_alias_reaches_the_status_and_the_plan_says_drifted
     };
     aws_testing::seed(&moto.config()).await;
     let cloud: Arc<dyn CloudProvider> = Arc::new(cloud_aws::Ec2Provider::new(moto.config()).await);
-    let sim = simulator::Simulation::start(simulator::Config::default())
-        .await
-        .expect("simulation");
-    let client = sim.kube_client().expect("client");
-    let class: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-        "spec": {
-            "role": "KarpenterNodeRole-test-cluster",
-            "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": TEST_CLUSTER}}],
-            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": TEST_CLUSTER}}]
-        }
-    }))
-    .expect("class");
-    classes(&client)
-        .create(&PostParams::default(), &class)
-        .await
-        .expect("create the EC2NodeClass");
+    let (sim, client) = cluster_with_class().await;
     let writer = StatusWriter::new(
         client.clone(),
         cloud,
@@ -213,23 +226,7 @@ async fn claim_drifted(client: &kube::Client, provider_id: &str) -> bool {
     node["spec"]["providerID"] = json!(provider_id);
     objects.push(base.swap_remove(0));
     objects.push(node);
-    let mut b = SnapshotBuilder::new();
-    for (i, o) in objects.iter().enumerate() {
-        b.add_value(o, &format!("object {i}")).expect("object");
-    }
-    let snapshot = b.finish().snapshot;
-    let catalog = planner::catalog::aws::builtin("us-east-1").expect("catalog");
-    let plan = planner::plan(
-        &snapshot,
-        &catalog,
-        &PlanOptions {
-            now: 1_767_225_600 + 3600,
-            ..PlanOptions::default()
-        },
-    );
-    plan.disruptions
-        .iter()
-        .any(|d| d.reason == "Drifted" && d.nodes == ["n0"])
+    drifted_nodes(&objects) == ["n0"]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -270,24 +267,7 @@ async fn subnet_and_security_group_drift_follow_the_instance_and_the_status() {
     )
     .await;
     let cloud: Arc<dyn CloudProvider> = Arc::new(provider);
-    let sim = simulator::Simulation::start(simulator::Config::default())
-        .await
-        .expect("simulation");
-    let client = sim.kube_client().expect("client");
-    let class: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-        "spec": {
-            "role": "KarpenterNodeRole-test-cluster",
-            "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": TEST_CLUSTER}}],
-            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": TEST_CLUSTER}}]
-        }
-    }))
-    .expect("class");
-    classes(&client)
-        .create(&PostParams::default(), &class)
-        .await
-        .expect("create the EC2NodeClass");
+    let (sim, client) = cluster_with_class().await;
     // The NodeClaim of the instance, as the lifecycle leaves it (labels, providerID), without
     // an image ID or hash annotations.
     let mut claim = cluster_objects("unused").swap_remove(1);

@@ -714,10 +714,9 @@ fn drift_by_missing_instance_type_and_stale_hash() {
     assert_eq!(reasons(&o), vec![d("Drifted", &["n1"])]);
 }
 
-#[test]
-fn ami_drift_follows_the_node_class_status() {
-    // n0's claim runs ami-old; the EC2NodeClass status (the actuator's) lists what the
-    // selectors resolve to now.
+/// Two nodes of a pool with the EC2NodeClass `default` (no status yet); n0 has NodeClaim `c0`,
+/// `claim` with its name, labels, node and provider ID filled in.
+fn node_class_cluster(claim: NodeClaim) -> ClusterSnapshot {
     let mut s = cluster(&[&[6000], &[6000]]);
     s.node_pools[0].node_class = Some("default".into());
     s.node_classes.push(crate::model::NodeClass {
@@ -729,6 +728,16 @@ fn ami_drift_follows_the_node_class_status() {
         labels: s.nodes[0].labels.clone(),
         node_name: Some("n0".into()),
         provider_id: s.nodes[0].provider_id.clone(),
+        ..claim
+    });
+    s
+}
+
+#[test]
+fn ami_drift_follows_the_node_class_status() {
+    // n0's claim runs ami-old; the EC2NodeClass status (the actuator's) lists what the
+    // selectors resolve to now.
+    let mut s = node_class_cluster(NodeClaim {
         image_id: Some("ami-old".into()),
         ..NodeClaim::default()
     });
@@ -752,17 +761,7 @@ fn ami_drift_follows_the_node_class_status() {
 fn subnet_and_security_group_drift_follow_the_status_and_the_instance() {
     // n0's claim carries what the actuator read off its instance; the EC2NodeClass status
     // lists what the selectors resolve to now.
-    let mut s = cluster(&[&[6000], &[6000]]);
-    s.node_pools[0].node_class = Some("default".into());
-    s.node_classes.push(crate::model::NodeClass {
-        name: "default".into(),
-        ..crate::model::NodeClass::default()
-    });
-    s.node_claims.push(NodeClaim {
-        name: "c0".into(),
-        labels: s.nodes[0].labels.clone(),
-        node_name: Some("n0".into()),
-        provider_id: s.nodes[0].provider_id.clone(),
+    let mut s = node_class_cluster(NodeClaim {
         annotations: [
             (labels::INSTANCE_SUBNET.to_string(), "subnet-a".to_string()),
             (
