@@ -12,7 +12,7 @@ use crate::model::{ClusterSnapshot, PlanOptions, Pod};
 use crate::requirements::{Requirements, taints};
 
 use super::dims::{self, Dims, Vector};
-use super::existing_node::ExistingNode;
+use super::existing_node::{ExistingNode, Target};
 use super::node_claim::{Claim, Reject};
 use super::pools::Pool;
 use super::preferences::Preferences;
@@ -32,6 +32,11 @@ pub(super) struct Tables<'a> {
     pub(super) dims: Dims,
     pub(super) pools: Vec<Pool<'a>>,
     pub(super) existing: Vec<ExistingNode>,
+    /// Indices into `existing` by node (or claim) name, to drop the removed ones of a run
+    /// without comparing every name.
+    pub(super) existing_by_name: BTreeMap<String, Vec<u32>>,
+    /// Preference relaxation of the snapshot (see [`Preferences::new`]).
+    pub(super) prefs: Preferences,
     /// Pending pods to provision for, in queue order.
     pub(super) pending: Vec<&'a Pod>,
     /// Whether any pod in the snapshot has required or preferred pod anti-affinity (then every
@@ -65,7 +70,8 @@ pub(super) struct Run<'s, 'a> {
     pub(super) s: &'s Tables<'a>,
     pub(super) sigs: Sigs,
     pub(super) items: Vec<Item<'a>>,
-    pub(super) existing: Vec<ExistingNode>,
+    /// The scheduler's existing nodes minus the removed ones, with what this run placed.
+    pub(super) existing: Vec<Target<'s>>,
     pub(super) claims: Vec<Claim>,
     /// Per pool: (slot, amount left under the limit).
     pub(super) remaining: Vec<Vec<(usize, i64)>>,
@@ -97,16 +103,27 @@ impl<'s, 'a> Run<'s, 'a> {
         removed: &BTreeSet<String>,
         mut items: Vec<Item<'a>>,
     ) -> Self {
-        let existing: Vec<ExistingNode> = s
+        let mut gone = vec![false; s.existing.len()];
+        for name in removed {
+            for &i in s.existing_by_name.get(name).map_or(&[][..], Vec::as_slice) {
+                gone[i as usize] = true;
+            }
+        }
+        let existing: Vec<Target<'s>> = s
             .existing
             .iter()
-            .filter(|n| !removed.contains(&n.name))
-            .cloned()
+            .zip(&gone)
+            .filter(|(_, gone)| !**gone)
+            .map(|(n, _)| Target::new(n))
             .collect();
         let mut remaining: Vec<Vec<(usize, i64)>> =
             s.pools.iter().map(|p| p.limits.clone()).collect();
         for (pi, pool) in s.pools.iter().enumerate() {
-            for n in &existing {
+            if remaining[pi].is_empty() {
+                // No limits: nothing to count.
+                continue;
+            }
+            for n in existing.iter().map(|t| t.node) {
                 if n.pool.as_deref() == Some(pool.name()) {
                     for (slot, left) in &mut remaining[pi] {
                         *left -= n.capacity[*slot];
@@ -126,11 +143,10 @@ impl<'s, 'a> Run<'s, 'a> {
         for it in &mut items {
             it.sig = sigs.intern(&it.pod, &s.dims, s.any_anti_affinity, &s.volumes, &topology);
         }
-        for n in &existing {
-            if let Some(h) = n.reqs.get(labels::HOSTNAME).and_then(|r| r.single_value()) {
-                topology.register(labels::HOSTNAME, h);
-            }
-        }
+        topology.register_all(
+            labels::HOSTNAME,
+            existing.iter().filter_map(|t| t.node.hostname.as_deref()),
+        );
         let n_items = items.len();
         let mut run = Run {
             s,
@@ -145,7 +161,7 @@ impl<'s, 'a> Run<'s, 'a> {
             pool_fit: HashMap::new(),
             placeholder: 0,
             unschedulable: Vec::new(),
-            prefs: Preferences::new(s.snapshot),
+            prefs: s.prefs,
         };
         let mut errors: Vec<Option<String>> = vec![None; n_items];
         let mut q = Queue::new(0..n_items as u32);
@@ -256,8 +272,8 @@ impl<'s, 'a> Run<'s, 'a> {
                     match self.topo_reqs(
                         i,
                         sig_id,
-                        &self.existing[n].reqs,
-                        &self.existing[n].taints,
+                        &self.existing[n].node.reqs,
+                        &self.existing[n].node.taints,
                     ) {
                         Some(Err(r)) => Err(r),
                         Some(Ok(t)) => self.existing[n].check(self.sigs.get(sig_id), Some(&t)),
@@ -269,7 +285,8 @@ impl<'s, 'a> Run<'s, 'a> {
                     let node = &mut self.existing[n];
                     node.commit(self.sigs.get(sig_id), i);
                     let pod = &self.items[i as usize].pod;
-                    self.topology.record(pod, &node.reqs, &node.taints);
+                    self.topology
+                        .record(pod, &node.node.reqs, &node.node.taints);
                     return true;
                 }
                 Err(r) => {

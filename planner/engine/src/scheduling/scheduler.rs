@@ -125,13 +125,22 @@ impl<'a> Scheduler<'a> {
         } else {
             BTreeMap::new()
         };
+        let mut existing_by_name: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+        for (i, n) in existing.iter().enumerate() {
+            existing_by_name
+                .entry(n.name.clone())
+                .or_default()
+                .push(i as u32);
+        }
         let tables = Tables {
             cancel: crate::cancel::CancelToken::default(),
             snapshot,
             options,
             dims: d,
             pools,
+            existing_by_name,
             existing,
+            prefs: super::preferences::Preferences::new(snapshot),
             pending,
             any_anti_affinity,
             topology_active,

@@ -592,16 +592,23 @@ impl Topology {
     /// Adds an empty domain for `key` to every group on that key (e.g. a new claim's placeholder
     /// hostname, or an existing node's).
     pub(crate) fn register(&mut self, key: &str, value: &str) {
+        self.register_all(key, std::iter::once(value));
+    }
+
+    /// [`Topology::register`] of every value in order, looking `key` up once.
+    pub(crate) fn register_all<'v>(&mut self, key: &str, values: impl Iterator<Item = &'v str>) {
         let Some(&k) = self.key_ids.get(key) else {
             return;
         };
-        let id = self.keys[k as usize].intern(value);
-        let (regular, inverse) = &self.key_groups[k as usize];
-        for &gid in regular {
-            self.groups[gid as usize].register(id);
-        }
-        for &gid in inverse {
-            self.inverse[gid as usize].register(id);
+        for value in values {
+            let id = self.keys[k as usize].intern(value);
+            let (regular, inverse) = &self.key_groups[k as usize];
+            for &gid in regular {
+                self.groups[gid as usize].register(id);
+            }
+            for &gid in inverse {
+                self.inverse[gid as usize].register(id);
+            }
         }
     }
 
