@@ -197,6 +197,23 @@ impl<'a> Scheduler<'a> {
     /// snapshot's pending pods are not part of the simulation (they belong to the launch plan);
     /// bound pods on remaining nodes stay where they are. `lower_bound` is not computed.
     pub fn simulate(&self, removed: &[&str], displaced: &[&Pod]) -> Results {
+        let mut run = self.simulation(removed, displaced);
+        if !self.tables.cancel.is_cancelled() {
+            super::packing::improve(&mut run);
+        }
+        run.results()
+    }
+
+    /// As [`Scheduler::simulate`] without the cost improvement: the new claims are as first
+    /// fit packed them. Cost improvement only moves pods between new claims (never onto
+    /// existing capacity, never off every claim), so where pods go on existing capacity, which
+    /// fit nowhere, and whether any new claim is needed are exactly as `simulate` says; for a
+    /// caller that rejects every result with a new claim, the verdict is the same.
+    pub fn simulate_placement(&self, removed: &[&str], displaced: &[&Pod]) -> Results {
+        self.simulation(removed, displaced).results()
+    }
+
+    fn simulation(&self, removed: &[&str], displaced: &[&Pod]) -> Run<'_, 'a> {
         let removed: BTreeSet<String> = removed.iter().map(|s| s.to_string()).collect();
         let mut sorted: Vec<&Pod> = displaced.to_vec();
         sorted.sort_by(|a, b| queue::compare(a, b));
@@ -204,11 +221,7 @@ impl<'a> Scheduler<'a> {
             .into_iter()
             .map(|p| self.item(Cow::Owned(p.clone())))
             .collect();
-        let mut run = Run::new(&self.tables, &removed, items);
-        if !self.tables.cancel.is_cancelled() {
-            super::packing::improve(&mut run);
-        }
-        run.results()
+        Run::new(&self.tables, &removed, items)
     }
 
     fn run(&self, removed: &BTreeSet<String>, pods: Vec<&'a Pod>) -> Run<'_, 'a> {
