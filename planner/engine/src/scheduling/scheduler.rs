@@ -72,7 +72,9 @@ impl<'a> Scheduler<'a> {
         let mut node_pools: Vec<&crate::model::NodePool> = snapshot.node_pools.iter().collect();
         // Karpenter's OrderByWeight: weight descending, equal weights by name descending.
         node_pools.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| b.name.cmp(&a.name)));
-        let mut class_catalogs: BTreeMap<String, Catalog> = BTreeMap::new();
+        // Without a node class the catalog is used as it is (not copied: the scheduler is
+        // rebuilt for every state of a disruption plan).
+        let mut class_catalogs: BTreeMap<String, Cow<'_, Catalog>> = BTreeMap::new();
         let mut pools = Vec::new();
         let mut notes = catalog.notes.clone();
         for np in node_pools {
@@ -85,9 +87,10 @@ impl<'a> Scheduler<'a> {
                 _ => None,
             };
             let key = class.map(|c| c.name.clone()).unwrap_or_default();
-            let cat = class_catalogs
-                .entry(key)
-                .or_insert_with(|| for_node_class(catalog, class));
+            let cat = class_catalogs.entry(key).or_insert_with(|| match class {
+                None => Cow::Borrowed(catalog),
+                Some(_) => Cow::Owned(for_node_class(catalog, class)),
+            });
             let pool = Pool::new(np, cat, missing, &daemons, &d, options.min_values_policy);
             notes.extend(pool.notes.iter().cloned());
             pools.push(pool);
