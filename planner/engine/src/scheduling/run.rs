@@ -247,8 +247,7 @@ impl<'s, 'a> Run<'s, 'a> {
         if !sig.constrained {
             return None;
         }
-        let mut node_reqs = base.clone();
-        node_reqs.add_all(&sig.reqs);
+        let node_reqs = self.topology.node_requirements(base, &sig.reqs);
         Some(
             self.topology
                 .add_requirements(
@@ -335,8 +334,7 @@ impl<'s, 'a> Run<'s, 'a> {
         }
         let topo = if sig.constrained {
             // Topology sees the claim's requirements narrowed by the pod's.
-            let mut base = claim.reqs.clone();
-            base.add_all(&sig.reqs);
+            let base = self.topology.node_requirements(&claim.reqs, &sig.reqs);
             match self.topology.add_requirements(
                 &self.items[i as usize].pod,
                 &sig.strict,
