@@ -18,7 +18,7 @@ use super::pools::Pool;
 use super::preferences::Preferences;
 use super::queue::Queue;
 use super::signature::{Sig, Sigs};
-use super::topology::{Topology, TopologyInput};
+use super::topology::{self, Topology, TopologyInput};
 use super::volumes::VolumeTopology;
 
 /// What the scheduler builds once per plan and every run reads: NodePool tables, existing
@@ -53,6 +53,9 @@ pub(super) struct Tables<'a> {
     /// anti-affinity terms, required and preferred), built on first use and shared by every
     /// simulation of this scheduler (see `packing::fill_gaps`).
     pub(super) snapshot_selectors: std::sync::OnceLock<Vec<crate::model::LabelSelector>>,
+    /// What every run's topology reads of the snapshot (nodes, bound pods, NodePools, the
+    /// domain universe), built by the first run that needs it.
+    pub(super) topology: topology::Shared,
 }
 
 /// The types of a pool a signature can use on its own, or why none.
@@ -132,12 +135,15 @@ impl<'s, 'a> Run<'s, 'a> {
             }
         }
         let pending_refs: Vec<&Pod> = items.iter().map(|i| i.pod.as_ref()).collect();
-        let mut topology = Topology::new(&TopologyInput {
-            snapshot: s.snapshot,
-            pending: &pending_refs,
-            domains: &s.domains,
-            excluded_nodes: removed,
-        });
+        let mut topology = Topology::with_shared(
+            &TopologyInput {
+                snapshot: s.snapshot,
+                pending: &pending_refs,
+                domains: &s.domains,
+                excluded_nodes: removed,
+            },
+            &s.topology,
+        );
         drop(pending_refs);
         let mut sigs = Sigs::default();
         for it in &mut items {

@@ -38,6 +38,7 @@ mod terms;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::labels;
 use crate::model::{ClusterSnapshot, Labels, NodeInclusionPolicy, Pod, PodAffinityTerm, Taint};
@@ -163,6 +164,145 @@ struct BoundPod {
     node: usize,
 }
 
+/// What a topology reads of the snapshot whatever the pods being placed and the nodes removed:
+/// the domain universe, NodePools, every node and every bound pod. Built once per scheduler
+/// ([`Shared`]) and borrowed by each of its runs, which only mark which nodes and bound pods
+/// they do not count (removed nodes, pods being placed).
+#[derive(Debug)]
+struct Base {
+    universe: BTreeMap<String, BTreeSet<String>>,
+    pools: Vec<Pool>,
+    /// Every node of the snapshot, in its order.
+    nodes: Vec<NodeInfo>,
+    /// Indices into `nodes` by node name.
+    node_ids: FxHashMap<String, Vec<u32>>,
+    ns_labels: HashMap<String, Labels>,
+    /// Every active bound pod that is not being deleted and whose node is in the snapshot, in
+    /// the snapshot's order.
+    bound: Vec<BoundPod>,
+    /// Indices into `bound` by pod UID.
+    bound_ids: FxHashMap<String, Vec<u32>>,
+    /// Bound pods with required anti-affinity: index into the snapshot's pods and into `bound`.
+    anti: Vec<(usize, u32)>,
+    /// Whether any active bound pod of the snapshot has required anti-affinity.
+    any_anti: bool,
+    /// Per group spec, the bound pods it counts when every node is there (see
+    /// [`Base::counted`]), filled as runs build groups.
+    counted: Mutex<HashMap<GroupKey, Arc<[u32]>>>,
+}
+
+impl Base {
+    fn new(snapshot: &ClusterSnapshot, domains: &BTreeMap<String, BTreeSet<String>>) -> Self {
+        let nodes: Vec<NodeInfo> = snapshot
+            .nodes
+            .iter()
+            .map(|n| NodeInfo {
+                name: n.name.clone(),
+                labels: n.labels.clone(),
+                reqs: Requirements::from_labels(&n.labels),
+                taints: n.taints.clone(),
+            })
+            .collect();
+        let mut node_ids: FxHashMap<String, Vec<u32>> = FxHashMap::default();
+        for (i, n) in nodes.iter().enumerate() {
+            node_ids
+                .entry(n.name.clone())
+                .or_default()
+                .push(u32::try_from(i).unwrap_or(u32::MAX));
+        }
+        let pools = snapshot
+            .node_pools
+            .iter()
+            .map(|p| {
+                // A malformed NodePool requirement is reported by the scheduler; for domains the pool
+                // is then taken as unconstrained.
+                let mut reqs = Requirements::from_input(&p.requirements).unwrap_or_default();
+                reqs.add_all(&Requirements::from_labels(&p.labels));
+                Pool {
+                    reqs,
+                    taints: p.taints.clone(),
+                }
+            })
+            .collect();
+        let mut bound = Vec::new();
+        let mut bound_ids: FxHashMap<String, Vec<u32>> = FxHashMap::default();
+        let mut anti = Vec::new();
+        for (pi, p) in snapshot.pods.iter().enumerate() {
+            if !p.is_bound_active() || p.deletion_time.is_some() {
+                continue;
+            }
+            // The last node of that name, as a map from names collected in order keeps.
+            let Some(&node) = p
+                .node_name
+                .as_deref()
+                .and_then(|n| node_ids.get(n))
+                .and_then(|ids| ids.last())
+            else {
+                continue;
+            };
+            let b = u32::try_from(bound.len()).unwrap_or(u32::MAX);
+            if !p.pod_anti_affinity.is_empty() {
+                anti.push((pi, b));
+            }
+            bound_ids.entry(p.uid.clone()).or_default().push(b);
+            bound.push(BoundPod {
+                namespace: p.namespace.clone(),
+                labels: p.labels.clone(),
+                node: node as usize,
+            });
+        }
+        Self {
+            universe: domains.clone(),
+            pools,
+            nodes,
+            node_ids,
+            ns_labels: snapshot
+                .namespaces
+                .iter()
+                .map(|n| (n.name.clone(), n.labels.clone()))
+                .collect(),
+            bound,
+            bound_ids,
+            anti,
+            any_anti: snapshot
+                .pods
+                .iter()
+                .any(|p| !p.pod_anti_affinity.is_empty() && p.is_bound_active()),
+            counted: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The bound pods `g` counts, as indices into `bound`: those it selects, on a node that
+    /// has its key and passes its node filter. Computed once per group spec; a run then skips
+    /// the ones it does not count (removed nodes, pods being placed) instead of matching every
+    /// bound pod of the cluster against the selector again.
+    fn counted(&self, g: &Group) -> Arc<[u32]> {
+        let mut cache = self.counted.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(c) = cache.get(&g.spec) {
+            return Arc::clone(c);
+        }
+        let list: Arc<[u32]> = self
+            .bound
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| {
+                let node = &self.nodes[b.node];
+                g.selects(&b.namespace, &b.labels, &self.ns_labels)
+                    && node.domain(&g.spec.key).is_some()
+                    && g.node_counts(&node.taints, &node.reqs)
+            })
+            .map(|(i, _)| u32::try_from(i).unwrap_or(u32::MAX))
+            .collect();
+        cache.insert(g.spec.clone(), Arc::clone(&list));
+        list
+    }
+}
+
+/// The [`Base`] of a scheduler's topologies, built by the first run that needs it. Every run of
+/// one scheduler has the same snapshot and domain universe.
+#[derive(Debug, Default)]
+pub(crate) struct Shared(OnceLock<Arc<Base>>);
+
 #[derive(Clone, Debug)]
 struct NodeInfo {
     name: String,
@@ -202,11 +342,13 @@ struct Pool {
 /// Topology state of one solve. See the module documentation.
 #[derive(Clone, Debug)]
 pub(crate) struct Topology {
-    universe: BTreeMap<String, BTreeSet<String>>,
-    pools: Vec<Pool>,
-    nodes: Vec<NodeInfo>,
-    ns_labels: HashMap<String, Labels>,
-    bound: Vec<BoundPod>,
+    /// Universe, NodePools, nodes and bound pods, shared by the runs of one scheduler.
+    base: Arc<Base>,
+    /// Per node of `base`: whether it counts (not simulated as removed). Empty when neither
+    /// the pods being placed nor bound pods make groups: then no node or bound pod counts.
+    node_live: Vec<bool>,
+    /// Per bound pod of `base`: whether it counts (on a live node and not being placed).
+    bound_live: Vec<bool>,
 
     keys: Vec<KeyDomains>,
     key_ids: FxHashMap<String, u32>,
@@ -239,83 +381,56 @@ pub(crate) struct Topology {
 
 impl Topology {
     /// Builds the groups of every pending pod (in every relaxation state), counts the bound pods
-    /// that match them and the inverse anti-affinity of bound pods.
+    /// that match them and the inverse anti-affinity of bound pods. (Runs of a scheduler use
+    /// [`Topology::with_shared`].)
+    #[cfg(test)]
     pub(crate) fn new(input: &TopologyInput<'_>) -> Self {
+        Self::with_shared(input, &Shared::default())
+    }
+
+    /// [`Topology::new`] over the snapshot view in `shared`, built by the first topology of
+    /// that snapshot and domain universe that needs it (`input` must have the same ones).
+    pub(crate) fn with_shared(input: &TopologyInput<'_>, shared: &Shared) -> Self {
         let snapshot = input.snapshot;
-        let pending_uids: BTreeSet<&str> = input.pending.iter().map(|p| p.uid.as_str()).collect();
+        let base = Arc::clone(
+            shared
+                .0
+                .get_or_init(|| Arc::new(Base::new(snapshot, input.domains))),
+        );
         // Node and bound-pod views only serve groups, and groups only come from constrained
         // pods being placed or from bound pods' anti-affinity. Without either (the common case
-        // of a disruption simulation, run thousands of times per plan) they are not built.
-        let needed = input
-            .pending
-            .iter()
-            .any(|p| super::has_topology_constraints(p))
-            || snapshot
-                .pods
+        // of a disruption simulation, run thousands of times per plan) nothing counts.
+        let needed = base.any_anti
+            || input
+                .pending
                 .iter()
-                .any(|p| !p.pod_anti_affinity.is_empty() && p.is_bound_active());
-        let nodes: Vec<NodeInfo> = snapshot
-            .nodes
-            .iter()
-            .filter(|_| needed)
-            .filter(|n| !input.excluded_nodes.contains(&n.name))
-            .map(|n| NodeInfo {
-                name: n.name.clone(),
-                labels: n.labels.clone(),
-                reqs: Requirements::from_labels(&n.labels),
-                taints: n.taints.clone(),
-            })
-            .collect();
-        let node_index: HashMap<&str, usize> = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name.as_str(), i))
-            .collect();
-        let pools = snapshot
-            .node_pools
-            .iter()
-            .map(|p| {
-                // A malformed NodePool requirement is reported by the scheduler; for domains the pool
-                // is then taken as unconstrained.
-                let mut reqs = Requirements::from_input(&p.requirements).unwrap_or_default();
-                reqs.add_all(&Requirements::from_labels(&p.labels));
-                Pool {
-                    reqs,
-                    taints: p.taints.clone(),
+                .any(|p| super::has_topology_constraints(p));
+        let mut node_live = Vec::new();
+        let mut bound_live = Vec::new();
+        if needed {
+            node_live = vec![true; base.nodes.len()];
+            for name in input.excluded_nodes {
+                for &i in base.node_ids.get(name).map_or(&[][..], Vec::as_slice) {
+                    node_live[i as usize] = false;
                 }
-            })
-            .collect();
-        let mut bound = Vec::new();
-        let mut bound_anti = Vec::new();
-        for p in snapshot.pods.iter().filter(|_| needed) {
-            if !p.is_bound_active()
-                || p.deletion_time.is_some()
-                || pending_uids.contains(p.uid.as_str())
-            {
-                continue;
             }
-            let Some(&node) = p.node_name.as_deref().and_then(|n| node_index.get(n)) else {
-                continue;
-            };
-            if !p.pod_anti_affinity.is_empty() {
-                bound_anti.push((p, node));
+            bound_live = base.bound.iter().map(|b| node_live[b.node]).collect();
+            for p in input.pending {
+                for &b in base.bound_ids.get(&p.uid).map_or(&[][..], Vec::as_slice) {
+                    bound_live[b as usize] = false;
+                }
             }
-            bound.push(BoundPod {
-                namespace: p.namespace.clone(),
-                labels: p.labels.clone(),
-                node,
-            });
         }
+        let bound_anti: Vec<(&Pod, usize)> = base
+            .anti
+            .iter()
+            .filter(|(_, b)| bound_live.get(*b as usize).copied().unwrap_or(false))
+            .map(|&(pi, b)| (&snapshot.pods[pi], base.bound[b as usize].node))
+            .collect();
         let mut t = Self {
-            universe: input.domains.clone(),
-            pools,
-            nodes,
-            ns_labels: snapshot
-                .namespaces
-                .iter()
-                .map(|n| (n.name.clone(), n.labels.clone()))
-                .collect(),
-            bound,
+            base,
+            node_live,
+            bound_live,
             keys: Vec::new(),
             key_ids: FxHashMap::default(),
             key_groups: Vec::new(),
@@ -351,7 +466,7 @@ impl Topology {
                 let gid = t.add_inverse(key);
                 let g = &t.inverse[gid as usize];
                 let key_id = g.key as usize;
-                if let Some(v) = t.nodes[node].domain(&g.spec.key) {
+                if let Some(v) = t.base.nodes[node].domain(&g.spec.key) {
                     let v = v.to_string();
                     let id = t.keys[key_id].intern(&v);
                     t.inverse[gid as usize].add(id, 1);
@@ -459,11 +574,11 @@ impl Topology {
                         Ok(gid) => &self.groups[gid as usize],
                         Err(i) => &temp[i],
                     };
-                    let selects = g.selects(&pod.namespace, &pod.labels, &self.ns_labels);
+                    let selects = g.selects(&pod.namespace, &pod.labels, &self.base.ns_labels);
                     refs.push((g, false, selects));
                 }
                 for g in &self.inverse {
-                    if g.selects(&pod.namespace, &pod.labels, &self.ns_labels) {
+                    if g.selects(&pod.namespace, &pod.labels, &self.base.ns_labels) {
                         refs.push((g, true, false));
                     }
                 }
@@ -670,6 +785,17 @@ impl Topology {
 
     // === construction ===
 
+    /// The nodes that count, with their indices in the base.
+    fn live_nodes(&self) -> impl Iterator<Item = (usize, &NodeInfo)> {
+        self.base
+            .nodes
+            .iter()
+            .zip(&self.node_live)
+            .enumerate()
+            .filter(|(_, (_, live))| **live)
+            .map(|(i, (n, _))| (i, n))
+    }
+
     /// Prepares the groups of a pod in every relaxation state, its label signature and the
     /// inverse groups of its required anti-affinity.
     fn register_pod(&mut self, pod: &Pod) {
@@ -740,11 +866,11 @@ impl Topology {
             }
         }
         let selecting = (0..self.groups.len())
-            .filter(|&i| self.groups[i].selects(namespace, labels, &self.ns_labels))
+            .filter(|&i| self.groups[i].selects(namespace, labels, &self.base.ns_labels))
             .map(|i| i as u32)
             .collect();
         let selecting_inverse = (0..self.inverse.len())
-            .filter(|&i| self.inverse[i].selects(namespace, labels, &self.ns_labels))
+            .filter(|&i| self.inverse[i].selects(namespace, labels, &self.base.ns_labels))
             .map(|i| i as u32)
             .collect();
         let id = u32::try_from(self.sigs.len()).unwrap_or(u32::MAX);
@@ -774,17 +900,17 @@ impl Topology {
             return k;
         }
         let mut kd = KeyDomains::default();
-        if let Some(values) = self.universe.get(key) {
+        if let Some(values) = self.base.universe.get(key) {
             for v in values {
                 let id = kd.intern(v);
-                for pool in &self.pools {
+                for pool in &self.base.pools {
                     if pool.reqs.get(key).is_none_or(|r| r.has(v)) {
                         kd.add_source(id, &pool.taints);
                     }
                 }
             }
         }
-        for (i, n) in self.nodes.iter().enumerate() {
+        for (i, n) in self.live_nodes() {
             if let Some(v) = n.domain(key) {
                 let id = kd.intern(v);
                 kd.add_node(id, u32::try_from(i).unwrap_or(u32::MAX));
@@ -826,7 +952,7 @@ impl Topology {
             let nodes = kd.nodes(id);
             let present = (from_pools && honor_taints.as_ref().is_none_or(|t| kd.tolerated(id, t)))
                 || nodes.iter().any(|&n| {
-                    let n = &self.nodes[n as usize];
+                    let n = &self.base.nodes[n as usize];
                     g.node_counts(&n.taints, &n.reqs)
                 })
                 || (!from_pools && nodes.is_empty());
@@ -834,26 +960,25 @@ impl Topology {
                 g.register(id);
             }
         }
-        {
-            for b in &self.bound {
-                if !g.selects(&b.namespace, &b.labels, &self.ns_labels) {
+        // Bound pods: those the group counts with every node there, minus the ones this run
+        // does not count (on removed nodes, or being placed).
+        if !self.bound_live.is_empty() {
+            for &b in self.base.counted(&g).iter() {
+                if !self.bound_live[b as usize] {
                     continue;
                 }
-                let node = &self.nodes[b.node];
-                let Some(v) = node.domain(&g.spec.key) else {
-                    continue;
-                };
-                if !g.node_counts(&node.taints, &node.reqs) {
-                    continue;
-                }
-                if let Some(id) = kd.id(v) {
+                let b = &self.base.bound[b as usize];
+                if let Some(id) = self.base.nodes[b.node]
+                    .domain(&g.spec.key)
+                    .and_then(|v| kd.id(v))
+                {
                     g.add(id, 1);
                 }
             }
         }
         for pl in &self.placements {
             let sig = &self.sigs[pl.sig as usize];
-            if !g.selects(&sig.namespace, &sig.labels, &self.ns_labels)
+            if !g.selects(&sig.namespace, &sig.labels, &self.base.ns_labels)
                 || !g.node_counts(&pl.taints, &pl.reqs)
             {
                 continue;
@@ -886,7 +1011,7 @@ impl Topology {
         let gid = u32::try_from(self.groups.len()).unwrap_or(u32::MAX);
         let mut touched = Vec::new();
         for (i, s) in self.sigs.iter_mut().enumerate() {
-            if g.selects(&s.namespace, &s.labels, &self.ns_labels) {
+            if g.selects(&s.namespace, &s.labels, &self.base.ns_labels) {
                 s.selecting.push(gid);
                 touched.push(i);
             }
@@ -917,7 +1042,7 @@ impl Topology {
         let gid = u32::try_from(self.inverse.len()).unwrap_or(u32::MAX);
         let mut touched = Vec::new();
         for (i, s) in self.sigs.iter_mut().enumerate() {
-            if g.selects(&s.namespace, &s.labels, &self.ns_labels) {
+            if g.selects(&s.namespace, &s.labels, &self.base.ns_labels) {
                 s.selecting_inverse.push(gid);
                 touched.push(i);
             }
