@@ -488,13 +488,14 @@ impl Topology {
         node: &Requirements,
         pod: &Requirements,
     ) -> Requirements {
-        let mut out: Requirements = node
-            .iter()
-            .filter(|r| self.key_ids.contains_key(r.key()))
-            .cloned()
-            .collect();
-        for r in pod.iter().filter(|r| self.key_ids.contains_key(r.key())) {
-            out.add(r.clone());
+        let mut out = Requirements::new();
+        for key in self.key_ids.keys() {
+            if let Some(r) = node.get(key) {
+                out.add(r.clone());
+            }
+            if let Some(r) = pod.get(key) {
+                out.add(r.clone());
+            }
         }
         out
     }
