@@ -165,18 +165,61 @@ struct BoundPod {
 }
 
 /// What a topology reads of the snapshot whatever the pods being placed and the nodes removed:
-/// the domain universe, NodePools, every node and every bound pod. Built once per scheduler
-/// ([`Shared`]) and borrowed by each of its runs, which only mark which nodes and bound pods
-/// they do not count (removed nodes, pods being placed).
+/// the domain universe, NodePools and namespaces, and (built when a run first needs them)
+/// every node and every bound pod. Built once per scheduler ([`Shared`]) and borrowed by each
+/// of its runs, which only mark which nodes and bound pods they do not count (removed nodes,
+/// pods being placed).
 #[derive(Debug)]
 struct Base {
     universe: BTreeMap<String, BTreeSet<String>>,
     pools: Vec<Pool>,
+    ns_labels: HashMap<String, Labels>,
+    /// Whether any active bound pod of the snapshot has required anti-affinity.
+    any_anti: bool,
+    /// Nodes and bound pods, built by the first run in which groups count them.
+    cluster: OnceLock<Arc<Cluster>>,
+}
+
+impl Base {
+    fn new(snapshot: &ClusterSnapshot, domains: &BTreeMap<String, BTreeSet<String>>) -> Self {
+        let pools = snapshot
+            .node_pools
+            .iter()
+            .map(|p| {
+                // A malformed NodePool requirement is reported by the scheduler; for domains the pool
+                // is then taken as unconstrained.
+                let mut reqs = Requirements::from_input(&p.requirements).unwrap_or_default();
+                reqs.add_all(&Requirements::from_labels(&p.labels));
+                Pool {
+                    reqs,
+                    taints: p.taints.clone(),
+                }
+            })
+            .collect();
+        Self {
+            universe: domains.clone(),
+            pools,
+            ns_labels: snapshot
+                .namespaces
+                .iter()
+                .map(|n| (n.name.clone(), n.labels.clone()))
+                .collect(),
+            any_anti: snapshot
+                .pods
+                .iter()
+                .any(|p| !p.pod_anti_affinity.is_empty() && p.is_bound_active()),
+            cluster: OnceLock::new(),
+        }
+    }
+}
+
+/// Every node and every bound pod of a snapshot, as groups count them (see [`Base`]).
+#[derive(Debug, Default)]
+struct Cluster {
     /// Every node of the snapshot, in its order.
     nodes: Vec<NodeInfo>,
     /// Indices into `nodes` by node name.
     node_ids: FxHashMap<String, Vec<u32>>,
-    ns_labels: HashMap<String, Labels>,
     /// Every active bound pod that is not being deleted and whose node is in the snapshot, in
     /// the snapshot's order.
     bound: Vec<BoundPod>,
@@ -184,15 +227,13 @@ struct Base {
     bound_ids: FxHashMap<String, Vec<u32>>,
     /// Bound pods with required anti-affinity: index into the snapshot's pods and into `bound`.
     anti: Vec<(usize, u32)>,
-    /// Whether any active bound pod of the snapshot has required anti-affinity.
-    any_anti: bool,
     /// Per group spec, the bound pods it counts when every node is there (see
-    /// [`Base::counted`]), filled as runs build groups.
+    /// [`Cluster::counted`]), filled as runs build groups.
     counted: Mutex<HashMap<GroupKey, Arc<[u32]>>>,
 }
 
-impl Base {
-    fn new(snapshot: &ClusterSnapshot, domains: &BTreeMap<String, BTreeSet<String>>) -> Self {
+impl Cluster {
+    fn new(snapshot: &ClusterSnapshot) -> Self {
         let nodes: Vec<NodeInfo> = snapshot
             .nodes
             .iter()
@@ -210,20 +251,6 @@ impl Base {
                 .or_default()
                 .push(u32::try_from(i).unwrap_or(u32::MAX));
         }
-        let pools = snapshot
-            .node_pools
-            .iter()
-            .map(|p| {
-                // A malformed NodePool requirement is reported by the scheduler; for domains the pool
-                // is then taken as unconstrained.
-                let mut reqs = Requirements::from_input(&p.requirements).unwrap_or_default();
-                reqs.add_all(&Requirements::from_labels(&p.labels));
-                Pool {
-                    reqs,
-                    taints: p.taints.clone(),
-                }
-            })
-            .collect();
         let mut bound = Vec::new();
         let mut bound_ids: FxHashMap<String, Vec<u32>> = FxHashMap::default();
         let mut anti = Vec::new();
@@ -252,22 +279,11 @@ impl Base {
             });
         }
         Self {
-            universe: domains.clone(),
-            pools,
             nodes,
             node_ids,
-            ns_labels: snapshot
-                .namespaces
-                .iter()
-                .map(|n| (n.name.clone(), n.labels.clone()))
-                .collect(),
             bound,
             bound_ids,
             anti,
-            any_anti: snapshot
-                .pods
-                .iter()
-                .any(|p| !p.pod_anti_affinity.is_empty() && p.is_bound_active()),
             counted: Mutex::new(HashMap::new()),
         }
     }
@@ -276,7 +292,7 @@ impl Base {
     /// has its key and passes its node filter. Computed once per group spec; a run then skips
     /// the ones it does not count (removed nodes, pods being placed) instead of matching every
     /// bound pod of the cluster against the selector again.
-    fn counted(&self, g: &Group) -> Arc<[u32]> {
+    fn counted(&self, g: &Group, ns_labels: &HashMap<String, Labels>) -> Arc<[u32]> {
         let mut cache = self.counted.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(c) = cache.get(&g.spec) {
             return Arc::clone(c);
@@ -287,7 +303,7 @@ impl Base {
             .enumerate()
             .filter(|(_, b)| {
                 let node = &self.nodes[b.node];
-                g.selects(&b.namespace, &b.labels, &self.ns_labels)
+                g.selects(&b.namespace, &b.labels, ns_labels)
                     && node.domain(&g.spec.key).is_some()
                     && g.node_counts(&node.taints, &node.reqs)
             })
@@ -298,8 +314,8 @@ impl Base {
     }
 }
 
-/// The [`Base`] of a scheduler's topologies, built by the first run that needs it. Every run of
-/// one scheduler has the same snapshot and domain universe.
+/// The [`Base`] of a scheduler's topologies, built by its first run. Every run of one
+/// scheduler has the same snapshot and domain universe.
 #[derive(Debug, Default)]
 pub(crate) struct Shared(OnceLock<Arc<Base>>);
 
@@ -342,12 +358,14 @@ struct Pool {
 /// Topology state of one solve. See the module documentation.
 #[derive(Clone, Debug)]
 pub(crate) struct Topology {
-    /// Universe, NodePools, nodes and bound pods, shared by the runs of one scheduler.
+    /// Universe, NodePools and namespaces, shared by the runs of one scheduler.
     base: Arc<Base>,
-    /// Per node of `base`: whether it counts (not simulated as removed). Empty when neither
-    /// the pods being placed nor bound pods make groups: then no node or bound pod counts.
+    /// Nodes and bound pods, shared likewise; empty when neither the pods being placed nor
+    /// bound pods make groups (then no node or bound pod counts).
+    cluster: Arc<Cluster>,
+    /// Per node of `cluster`: whether it counts (not simulated as removed).
     node_live: Vec<bool>,
-    /// Per bound pod of `base`: whether it counts (on a live node and not being placed).
+    /// Per bound pod of `cluster`: whether it counts (on a live node and not being placed).
     bound_live: Vec<bool>,
 
     keys: Vec<KeyDomains>,
@@ -405,30 +423,35 @@ impl Topology {
                 .pending
                 .iter()
                 .any(|p| super::has_topology_constraints(p));
-        let mut node_live = Vec::new();
-        let mut bound_live = Vec::new();
-        if needed {
-            node_live = vec![true; base.nodes.len()];
-            for name in input.excluded_nodes {
-                for &i in base.node_ids.get(name).map_or(&[][..], Vec::as_slice) {
-                    node_live[i as usize] = false;
-                }
-            }
-            bound_live = base.bound.iter().map(|b| node_live[b.node]).collect();
-            for p in input.pending {
-                for &b in base.bound_ids.get(&p.uid).map_or(&[][..], Vec::as_slice) {
-                    bound_live[b as usize] = false;
-                }
+        let cluster = if needed {
+            Arc::clone(
+                base.cluster
+                    .get_or_init(|| Arc::new(Cluster::new(snapshot))),
+            )
+        } else {
+            Arc::default()
+        };
+        let mut node_live = vec![true; cluster.nodes.len()];
+        for name in input.excluded_nodes {
+            for &i in cluster.node_ids.get(name).map_or(&[][..], Vec::as_slice) {
+                node_live[i as usize] = false;
             }
         }
-        let bound_anti: Vec<(&Pod, usize)> = base
+        let mut bound_live: Vec<bool> = cluster.bound.iter().map(|b| node_live[b.node]).collect();
+        for p in input.pending {
+            for &b in cluster.bound_ids.get(&p.uid).map_or(&[][..], Vec::as_slice) {
+                bound_live[b as usize] = false;
+            }
+        }
+        let bound_anti: Vec<(&Pod, usize)> = cluster
             .anti
             .iter()
-            .filter(|(_, b)| bound_live.get(*b as usize).copied().unwrap_or(false))
-            .map(|&(pi, b)| (&snapshot.pods[pi], base.bound[b as usize].node))
+            .filter(|(_, b)| bound_live[*b as usize])
+            .map(|&(pi, b)| (&snapshot.pods[pi], cluster.bound[b as usize].node))
             .collect();
         let mut t = Self {
             base,
+            cluster,
             node_live,
             bound_live,
             keys: Vec::new(),
@@ -466,7 +489,7 @@ impl Topology {
                 let gid = t.add_inverse(key);
                 let g = &t.inverse[gid as usize];
                 let key_id = g.key as usize;
-                if let Some(v) = t.base.nodes[node].domain(&g.spec.key) {
+                if let Some(v) = t.cluster.nodes[node].domain(&g.spec.key) {
                     let v = v.to_string();
                     let id = t.keys[key_id].intern(&v);
                     t.inverse[gid as usize].add(id, 1);
@@ -788,7 +811,7 @@ impl Topology {
 
     /// The nodes that count, with their indices in the base.
     fn live_nodes(&self) -> impl Iterator<Item = (usize, &NodeInfo)> {
-        self.base
+        self.cluster
             .nodes
             .iter()
             .zip(&self.node_live)
@@ -953,7 +976,7 @@ impl Topology {
             let nodes = kd.nodes(id);
             let present = (from_pools && honor_taints.as_ref().is_none_or(|t| kd.tolerated(id, t)))
                 || nodes.iter().any(|&n| {
-                    let n = &self.base.nodes[n as usize];
+                    let n = &self.cluster.nodes[n as usize];
                     g.node_counts(&n.taints, &n.reqs)
                 })
                 || (!from_pools && nodes.is_empty());
@@ -964,12 +987,12 @@ impl Topology {
         // Bound pods: those the group counts with every node there, minus the ones this run
         // does not count (on removed nodes, or being placed).
         if !self.bound_live.is_empty() {
-            for &b in self.base.counted(&g).iter() {
+            for &b in self.cluster.counted(&g, &self.base.ns_labels).iter() {
                 if !self.bound_live[b as usize] {
                     continue;
                 }
-                let b = &self.base.bound[b as usize];
-                if let Some(id) = self.base.nodes[b.node]
+                let b = &self.cluster.bound[b as usize];
+                if let Some(id) = self.cluster.nodes[b.node]
                     .domain(&g.spec.key)
                     .and_then(|v| kd.id(v))
                 {
