@@ -247,21 +247,16 @@ impl<'s, 'a> Run<'s, 'a> {
         i: u32,
         sig_id: u32,
         base: &Requirements,
-        taints_: &[crate::model::Taint],
     ) -> Option<Result<Requirements, Reject>> {
         let sig = self.sigs.get(sig_id);
         if !sig.constrained {
             return None;
         }
         let node_reqs = self.topology.node_requirements(base, &sig.reqs);
+        // Existing nodes' rejections are only asked whether they are permanent.
         Some(
             self.topology
-                .add_requirements(
-                    &self.items[i as usize].pod,
-                    &sig.strict,
-                    &node_reqs,
-                    taints_,
-                )
+                .add_requirements_brief(&self.items[i as usize].pod, &sig.strict, &node_reqs)
                 .map_err(Reject::topology),
         )
     }
@@ -273,18 +268,13 @@ impl<'s, 'a> Run<'s, 'a> {
             // Resources and requirements first: they reject for good and are cheaper.
             let res = self.existing[n]
                 .check(self.sigs.get(sig_id), None)
-                .and_then(|()| {
-                    match self.topo_reqs(
-                        i,
-                        sig_id,
-                        &self.existing[n].node.reqs,
-                        &self.existing[n].node.taints,
-                    ) {
+                .and_then(
+                    |()| match self.topo_reqs(i, sig_id, &self.existing[n].node.reqs) {
                         Some(Err(r)) => Err(r),
                         Some(Ok(t)) => self.existing[n].check(self.sigs.get(sig_id), Some(&t)),
                         None => Ok(()),
-                    }
-                });
+                    },
+                );
             match res {
                 Ok(()) => {
                     let node = &mut self.existing[n];

@@ -541,6 +541,30 @@ impl Topology {
         // Taints decide which nodes *count* for a spread (`record`); where a pod may go they do
         // not change (the scheduler checks tolerations itself). Kept for the agreed interface.
         let _ = taints;
+        self.requirements(pod, pod_reqs, node_reqs, true)
+    }
+
+    /// [`Topology::add_requirements`] for a caller that only asks a rejection whether it
+    /// [`Unsatisfiable::is_permanent`]: the rejection leaves out the per-domain counts its text
+    /// lists (collecting and sorting them was a good part of trying a pod on every candidate
+    /// node). The requirements, and whether it rejects, are the same.
+    pub(crate) fn add_requirements_brief(
+        &self,
+        pod: &Pod,
+        pod_reqs: &Requirements,
+        node_reqs: &Requirements,
+    ) -> Result<Requirements, Unsatisfiable> {
+        self.requirements(pod, pod_reqs, node_reqs, false)
+    }
+
+    /// [`Topology::add_requirements`]; rejections list per-domain counts only with `detail`.
+    fn requirements(
+        &self,
+        pod: &Pod,
+        pod_reqs: &Requirements,
+        node_reqs: &Requirements,
+        detail: bool,
+    ) -> Result<Requirements, Unsatisfiable> {
         let entry = self.pods.get(&pod.uid).and_then(|e| {
             let fp = fingerprint(pod);
             self.specs[e.spec as usize]
@@ -565,13 +589,16 @@ impl Topology {
                             let selects = sig.selecting.binary_search(&gid).is_ok();
                             self.step(
                                 g, false, selects, pod_reqs, node_reqs, &mut extra, &mut pin,
+                                detail,
                             )?;
                         }
                     }
                     if pass == rank(Kind::AntiAffinity, true) {
                         for &gid in &sig.selecting_inverse {
                             let g = &self.inverse[gid as usize];
-                            self.step(g, true, false, pod_reqs, node_reqs, &mut extra, &mut pin)?;
+                            self.step(
+                                g, true, false, pod_reqs, node_reqs, &mut extra, &mut pin, detail,
+                            )?;
                         }
                     }
                 }
@@ -606,7 +633,7 @@ impl Topology {
                         refs.push((g, true, false));
                     }
                 }
-                self.evaluate(refs, pod_reqs, node_reqs)
+                self.evaluate(refs, pod_reqs, node_reqs, detail)
             }
         }
     }
@@ -616,13 +643,14 @@ impl Topology {
         mut refs: Vec<(&Group, bool, bool)>,
         pod_reqs: &Requirements,
         node_reqs: &Requirements,
+        detail: bool,
     ) -> Result<Requirements, Unsatisfiable> {
         refs.sort_by_key(|(g, inverse, _)| rank(g.spec.kind, *inverse));
         let mut extra = Requirements::new();
         let mut pin = Vec::new();
         for (g, inverse, selects) in refs {
             self.step(
-                g, inverse, selects, pod_reqs, node_reqs, &mut extra, &mut pin,
+                g, inverse, selects, pod_reqs, node_reqs, &mut extra, &mut pin, detail,
             )?;
         }
         Ok(pin_first(extra, pin))
@@ -639,6 +667,7 @@ impl Topology {
         node_reqs: &Requirements,
         extra: &mut Requirements,
         pin: &mut Vec<&'g str>,
+        detail: bool,
     ) -> Result<(), Unsatisfiable> {
         let kd = &self.keys[g.key as usize];
         let key = g.spec.key.as_str();
@@ -649,7 +678,7 @@ impl Topology {
         } else {
             None
         };
-        match g.choose(kd, selects, pod_dom, node_dom, host) {
+        match g.choose(kd, selects, pod_dom, node_dom, host, detail) {
             Ok(Choice::Host) => Ok(()),
             Ok(Choice::In(ids)) => {
                 if g.spec.kind == Kind::AntiAffinity && ids.len() > 1 && !pin.contains(&key) {
