@@ -231,6 +231,16 @@ struct Figures {
     nodes_removed: usize,
     replacements: usize,
     savings: f64,
+    digest: u64,
+}
+
+/// FNV-1a over the JSON of the decisions and the notes: two runs print the same digest only if
+/// they decided exactly the same (nodes, replacements, destinations, savings, notes).
+fn digest(out: &consolidation::Outcome) -> u64 {
+    let json = serde_json::to_string(&(&out.decisions, &out.notes)).expect("plan is JSON");
+    json.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 fn figures(out: &consolidation::Outcome, time: Duration, first_pass: Duration) -> Figures {
@@ -255,6 +265,7 @@ fn figures(out: &consolidation::Outcome, time: Duration, first_pass: Duration) -
         nodes_removed: out.decisions.iter().map(|d| d.nodes.len()).sum(),
         replacements: out.decisions.iter().map(|d| d.replacements.len()).sum(),
         savings: out.decisions.iter().map(|d| d.savings_per_hour).sum(),
+        digest: digest(out),
     }
 }
 
@@ -377,7 +388,7 @@ fn report(name: &str, f: &Figures, base_cost: f64) {
         }
     }
     println!(
-        "  {name:<10} time {:>8.2?} (first pass {:>8.2?})  simulations {:>6}  scheduler builds {:>4}  decisions {:>4}  nodes removed {:>4}  new nodes {:>3}  saves {:>8.3}/h ({:.1}% of {:.2}/h)",
+        "  {name:<10} time {:>8.2?} (first pass {:>8.2?})  simulations {:>6}  scheduler builds {:>4}  decisions {:>4}  nodes removed {:>4}  new nodes {:>3}  saves {:>8.3}/h ({:.1}% of {:.2}/h)  digest {:016x}",
         f.time,
         f.first_pass,
         f.simulations,
@@ -387,7 +398,8 @@ fn report(name: &str, f: &Figures, base_cost: f64) {
         f.replacements,
         f.savings,
         100.0 * f.savings / base_cost,
-        base_cost
+        base_cost,
+        f.digest
     );
 }
 

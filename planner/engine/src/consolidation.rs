@@ -97,6 +97,15 @@ pub trait Simulate {
     /// observably and must be deterministic.
     fn simulate(&self, removed: &[&str], displaced: &[&Pod]) -> Relocation;
 
+    /// As [`Simulate::simulate`], for a caller that rejects any result with a new claim, so
+    /// that only whether the pods need new claims matters, not what those claims cost: an
+    /// implementation may skip its cost improvement (which never turns new claims into none).
+    /// Where the pods go on existing capacity, and which fit nowhere, must be as
+    /// [`Simulate::simulate`] says.
+    fn simulate_without_new_claims(&self, removed: &[&str], displaced: &[&Pod]) -> Relocation {
+        self.simulate(removed, displaced)
+    }
+
     /// True once the plan's caller cancelled it: the searches stop between candidates (their
     /// partial outcome is dropped by the caller). Never, unless the simulator says so.
     fn is_cancelled(&self) -> bool {
@@ -113,6 +122,15 @@ pub type BuildSimulator<'c> = dyn for<'s> Fn(&'s ClusterSnapshot, &'s Catalog, &
 impl Simulate for crate::scheduling::Scheduler<'_> {
     fn simulate(&self, removed: &[&str], displaced: &[&Pod]) -> Relocation {
         let r = crate::scheduling::Scheduler::simulate(self, removed, displaced);
+        Relocation {
+            new_claims: r.new_claims,
+            existing: r.existing,
+            unschedulable: r.unschedulable,
+        }
+    }
+
+    fn simulate_without_new_claims(&self, removed: &[&str], displaced: &[&Pod]) -> Relocation {
+        let r = crate::scheduling::Scheduler::simulate_placement(self, removed, displaced);
         Relocation {
             new_claims: r.new_claims,
             existing: r.existing,

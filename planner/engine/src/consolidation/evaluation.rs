@@ -372,7 +372,12 @@ impl<'a> Evaluation<'a> {
             Relocation::default()
         } else {
             self.simulations.set(self.simulations.get() + 1);
-            sim.simulate(&removed, &displaced)
+            if max_claims == Some(0) {
+                // Any new claim rejects the group, whatever it costs.
+                sim.simulate_without_new_claims(&removed, &displaced)
+            } else {
+                sim.simulate(&removed, &displaced)
+            }
         };
         if reason != Reason::Expired
             && let Some((pod, why)) = result.unschedulable.first()
@@ -387,6 +392,12 @@ impl<'a> Evaluation<'a> {
                     )));
                 }
             }
+        }
+        if max_claims == Some(0) && !result.new_claims.is_empty() {
+            // Counted before cost improvement, which was skipped: say only that some are needed.
+            return Err(Rejection::NotCheaper(
+                "needs new nodes, none allowed".to_string(),
+            ));
         }
         if let Some(max) = max_claims
             && result.new_claims.len() > max

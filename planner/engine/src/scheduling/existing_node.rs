@@ -14,7 +14,7 @@ use crate::requirements::{Requirement, Requirements, Undefined, taints};
 use super::dims::{self, Dims, Vector};
 use super::node_claim::Reject;
 use super::pools::{DaemonInfo, Pool};
-use super::ports::{normalize_ports, port_conflict};
+use super::ports::{normalize_ports, port_conflict_either};
 use super::signature::Sig;
 
 /// Taints that the node lifecycle controller puts on nodes that are still starting; Karpenter
@@ -37,9 +37,7 @@ pub(crate) struct ExistingNode {
     pub(crate) taints: Vec<Taint>,
     /// What is left: allocatable minus bound pods minus DaemonSets not yet running there.
     pub(crate) available: Vector,
-    /// Pending pods' requests placed in this solve.
-    pub(crate) used: Vector,
-    /// Host ports in use.
+    /// Host ports in use by bound pods and DaemonSets.
     pub(crate) ports: Vec<HostPort>,
     /// NodePool (from `karpenter.sh/nodepool`), if any.
     pub(crate) pool: Option<String>,
@@ -47,41 +45,81 @@ pub(crate) struct ExistingNode {
     pub(crate) capacity: Vector,
     /// Whether pods may be placed here (not cordoned, deleting or failed).
     pub(crate) schedulable: bool,
-    /// Pods placed here in this solve (work item indices).
-    pub(crate) pods: Vec<u32>,
     /// Whether it is initialized (a Node not managed by Karpenter, or one Karpenter labelled
     /// `karpenter.sh/initialized`); in-flight claims are not.
     pub(crate) initialized: bool,
+    /// The single value of its `kubernetes.io/hostname` requirement, registered as a topology
+    /// domain by every run.
+    pub(crate) hostname: Option<String>,
 }
 
-// === impl ExistingNode ===
+/// An existing node as one solve or simulation sees it: the scheduler's node, borrowed, and
+/// what this run placed there. A run borrows the nodes instead of cloning them: a disruption
+/// plan simulates thousands of times over the same nodes, and each simulation places pods on
+/// few of them.
+#[derive(Debug)]
+pub(crate) struct Target<'s> {
+    /// The node as the scheduler built it.
+    pub(crate) node: &'s ExistingNode,
+    /// Pods this run placed here; `None` until the first.
+    placed: Option<Box<Placed>>,
+}
 
-impl ExistingNode {
+/// What a run placed on an existing node.
+#[derive(Debug)]
+struct Placed {
+    /// Their requests.
+    used: Vector,
+    /// Their host ports.
+    ports: Vec<HostPort>,
+    /// Their work items.
+    pods: Vec<u32>,
+}
+
+// === impl Target ===
+
+impl<'s> Target<'s> {
+    /// The node with nothing placed on it yet.
+    pub(crate) fn new(node: &'s ExistingNode) -> Self {
+        Self { node, placed: None }
+    }
+
+    /// Pods placed here in this run (work item indices).
+    pub(crate) fn pods(&self) -> &[u32] {
+        self.placed.as_ref().map_or(&[], |p| &p.pods)
+    }
+
     /// Checks whether a pod fits; `topo` are extra requirements from topology.
     pub(crate) fn check(&self, sig: &Sig, topo: Option<&Requirements>) -> Result<(), Reject> {
-        if !self.schedulable {
+        let node = self.node;
+        if !node.schedulable {
             return Err(Reject::permanent("node is not schedulable"));
         }
-        if !dims::fits2(&self.used, &sig.requests, &self.available) {
+        let fits = match &self.placed {
+            None => dims::fits(&sig.requests, &node.available),
+            Some(p) => dims::fits2(&p.used, &sig.requests, &node.available),
+        };
+        if !fits {
             return Err(Reject::permanent("not enough resources"));
         }
-        if let Some(t) = taints::first_untolerated(&self.taints, &sig.tolerations) {
+        if let Some(t) = taints::first_untolerated(&node.taints, &sig.tolerations) {
             return Err(Reject::permanent(format!(
                 "did not tolerate {}",
                 taints::describe(t)
             )));
         }
-        if let Some(p) = port_conflict(&self.ports, &sig.host_ports) {
+        let placed_ports = self.placed.as_ref().map_or(&[][..], |p| &p.ports);
+        if let Some(p) = port_conflict_either(&node.ports, placed_ports, &sig.host_ports) {
             return Err(Reject::permanent(format!(
                 "host port {}/{} already in use",
                 p.port, p.protocol
             )));
         }
-        self.reqs
+        node.reqs
             .compatible(&sig.reqs, Undefined::Deny)
             .map_err(|e| Reject::permanent(format!("incompatible requirements: {e}")))?;
         if let Some(t) = topo {
-            self.reqs
+            node.reqs
                 .compatible(t, Undefined::Deny)
                 .map_err(|e| Reject::transient(format!("topology: {e}")))?;
         }
@@ -90,9 +128,16 @@ impl ExistingNode {
 
     /// Records a placed pod.
     pub(crate) fn commit(&mut self, sig: &Sig, item: u32) {
-        dims::add(&mut self.used, &sig.requests);
-        self.ports.extend(sig.host_ports.iter().cloned());
-        self.pods.push(item);
+        let placed = self.placed.get_or_insert_with(|| {
+            Box::new(Placed {
+                used: vec![0; sig.requests.len()].into_boxed_slice(),
+                ports: Vec::new(),
+                pods: Vec::new(),
+            })
+        });
+        dims::add(&mut placed.used, &sig.requests);
+        placed.ports.extend(sig.host_ports.iter().cloned());
+        placed.pods.push(item);
     }
 }
 
@@ -197,15 +242,14 @@ fn from_node(
     reqs.add(Requirement::is_in(labels::HOSTNAME, [hostname]));
     ExistingNode {
         name: n.name.clone(),
+        hostname: single_hostname(&reqs),
         reqs: std::sync::Arc::new(reqs),
         taints: node_taints,
         available,
-        used: d.zero(),
         ports,
         pool: n.labels.get(labels::NODEPOOL).cloned(),
         capacity: d.node_capacity(&n.capacity),
         schedulable,
-        pods: Vec::new(),
         initialized,
     }
 }
@@ -267,15 +311,21 @@ fn from_claim(
     reqs.add(Requirement::is_in(labels::HOSTNAME, [c.name.clone()]));
     ExistingNode {
         name: c.name.clone(),
+        hostname: single_hostname(&reqs),
         reqs: std::sync::Arc::new(reqs),
         taints: taints_,
         available,
-        used: d.zero(),
         ports,
         pool: pool_name,
         capacity,
         schedulable: c.deletion_time.is_none(),
-        pods: Vec::new(),
         initialized: false,
     }
+}
+
+/// The hostname a node's requirements pin, if exactly one.
+fn single_hostname(reqs: &Requirements) -> Option<String> {
+    reqs.get(labels::HOSTNAME)
+        .and_then(|r| r.single_value())
+        .map(str::to_string)
 }

@@ -1,6 +1,8 @@
 //! A NodeClaim being built in this plan (Karpenter's `nodeclaim.go`): its pods, its narrowed
 //! requirements and the instance types that can still hold all of it.
 
+use std::borrow::Cow;
+
 use crate::labels;
 use crate::model::{HostPort, MinValuesPolicy};
 use crate::requirements::{Requirements, Undefined};
@@ -24,8 +26,9 @@ pub(crate) struct Reject {
 /// since the scheduler collects many rejections it never shows.
 #[derive(Clone, Debug)]
 pub(crate) enum Reason {
-    /// Already in words.
-    Text(String),
+    /// Already in words (most are fixed texts: borrowed, so that the many rejections the
+    /// scheduler never shows allocate nothing).
+    Text(Cow<'static, str>),
     /// A topology constraint.
     Topology(Box<super::topology::Unsatisfiable>),
 }
@@ -40,14 +43,14 @@ impl std::fmt::Display for Reason {
 }
 
 impl Reject {
-    pub(crate) fn permanent(reason: impl Into<String>) -> Self {
+    pub(crate) fn permanent(reason: impl Into<Cow<'static, str>>) -> Self {
         Self {
             permanent: true,
             reason: Reason::Text(reason.into()),
         }
     }
 
-    pub(crate) fn transient(reason: impl Into<String>) -> Self {
+    pub(crate) fn transient(reason: impl Into<Cow<'static, str>>) -> Self {
         Self {
             permanent: false,
             reason: Reason::Text(reason.into()),

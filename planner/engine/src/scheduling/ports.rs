@@ -30,11 +30,24 @@ pub(crate) fn normalize_ports(ports: &[HostPort]) -> Vec<HostPort> {
 /// The first port of `new` that conflicts with `used`: same port and protocol, and the same IP
 /// or either side bound to all addresses.
 pub(crate) fn port_conflict<'a>(used: &[HostPort], new: &'a [HostPort]) -> Option<&'a HostPort> {
-    new.iter().find(|n| {
-        used.iter().any(|u| {
-            u.port == n.port
-                && u.protocol == n.protocol
-                && (u.ip == n.ip || u.ip == "0.0.0.0" || n.ip == "0.0.0.0")
-        })
+    new.iter().find(|n| conflicts(used, n))
+}
+
+/// [`port_conflict`] against the ports of `used` and `more` together (as if concatenated).
+pub(crate) fn port_conflict_either<'a>(
+    used: &[HostPort],
+    more: &[HostPort],
+    new: &'a [HostPort],
+) -> Option<&'a HostPort> {
+    new.iter()
+        .find(|n| conflicts(used, n) || conflicts(more, n))
+}
+
+/// Whether `n` conflicts with any port of `used`.
+fn conflicts(used: &[HostPort], n: &HostPort) -> bool {
+    used.iter().any(|u| {
+        u.port == n.port
+            && u.protocol == n.protocol
+            && (u.ip == n.ip || u.ip == "0.0.0.0" || n.ip == "0.0.0.0")
     })
 }

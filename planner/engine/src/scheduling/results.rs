@@ -216,14 +216,14 @@ impl Run<'_, '_> {
             });
         }
         for n in &self.existing {
-            if !n.pods.is_empty() {
+            if !n.pods().is_empty() {
                 let mut pods: Vec<PodKey> = n
-                    .pods
+                    .pods()
                     .iter()
                     .map(|&i| self.items[i as usize].pod.key())
                     .collect();
                 pods.sort();
-                out.existing.push((n.name.clone(), pods));
+                out.existing.push((n.node.name.clone(), pods));
             }
         }
         out.existing.sort();

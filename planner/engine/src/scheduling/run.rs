@@ -12,13 +12,13 @@ use crate::model::{ClusterSnapshot, PlanOptions, Pod};
 use crate::requirements::{Requirements, taints};
 
 use super::dims::{self, Dims, Vector};
-use super::existing_node::ExistingNode;
+use super::existing_node::{ExistingNode, Target};
 use super::node_claim::{Claim, Reject};
 use super::pools::Pool;
 use super::preferences::Preferences;
 use super::queue::Queue;
 use super::signature::{Sig, Sigs};
-use super::topology::{Topology, TopologyInput};
+use super::topology::{self, Topology, TopologyInput};
 use super::volumes::VolumeTopology;
 
 /// What the scheduler builds once per plan and every run reads: NodePool tables, existing
@@ -32,6 +32,11 @@ pub(super) struct Tables<'a> {
     pub(super) dims: Dims,
     pub(super) pools: Vec<Pool<'a>>,
     pub(super) existing: Vec<ExistingNode>,
+    /// Indices into `existing` by node (or claim) name, to drop the removed ones of a run
+    /// without comparing every name.
+    pub(super) existing_by_name: BTreeMap<String, Vec<u32>>,
+    /// Preference relaxation of the snapshot (see [`Preferences::new`]).
+    pub(super) prefs: Preferences,
     /// Pending pods to provision for, in queue order.
     pub(super) pending: Vec<&'a Pod>,
     /// Whether any pod in the snapshot has required or preferred pod anti-affinity (then every
@@ -48,6 +53,9 @@ pub(super) struct Tables<'a> {
     /// anti-affinity terms, required and preferred), built on first use and shared by every
     /// simulation of this scheduler (see `packing::fill_gaps`).
     pub(super) snapshot_selectors: std::sync::OnceLock<Vec<crate::model::LabelSelector>>,
+    /// What every run's topology reads of the snapshot (nodes, bound pods, NodePools, the
+    /// domain universe), built by the first run that needs it.
+    pub(super) topology: topology::Shared,
 }
 
 /// The types of a pool a signature can use on its own, or why none.
@@ -65,7 +73,8 @@ pub(super) struct Run<'s, 'a> {
     pub(super) s: &'s Tables<'a>,
     pub(super) sigs: Sigs,
     pub(super) items: Vec<Item<'a>>,
-    pub(super) existing: Vec<ExistingNode>,
+    /// The scheduler's existing nodes minus the removed ones, with what this run placed.
+    pub(super) existing: Vec<Target<'s>>,
     pub(super) claims: Vec<Claim>,
     /// Per pool: (slot, amount left under the limit).
     pub(super) remaining: Vec<Vec<(usize, i64)>>,
@@ -97,16 +106,27 @@ impl<'s, 'a> Run<'s, 'a> {
         removed: &BTreeSet<String>,
         mut items: Vec<Item<'a>>,
     ) -> Self {
-        let existing: Vec<ExistingNode> = s
+        let mut gone = vec![false; s.existing.len()];
+        for name in removed {
+            for &i in s.existing_by_name.get(name).map_or(&[][..], Vec::as_slice) {
+                gone[i as usize] = true;
+            }
+        }
+        let existing: Vec<Target<'s>> = s
             .existing
             .iter()
-            .filter(|n| !removed.contains(&n.name))
-            .cloned()
+            .zip(&gone)
+            .filter(|(_, gone)| !**gone)
+            .map(|(n, _)| Target::new(n))
             .collect();
         let mut remaining: Vec<Vec<(usize, i64)>> =
             s.pools.iter().map(|p| p.limits.clone()).collect();
         for (pi, pool) in s.pools.iter().enumerate() {
-            for n in &existing {
+            if remaining[pi].is_empty() {
+                // No limits: nothing to count.
+                continue;
+            }
+            for n in existing.iter().map(|t| t.node) {
                 if n.pool.as_deref() == Some(pool.name()) {
                     for (slot, left) in &mut remaining[pi] {
                         *left -= n.capacity[*slot];
@@ -115,22 +135,24 @@ impl<'s, 'a> Run<'s, 'a> {
             }
         }
         let pending_refs: Vec<&Pod> = items.iter().map(|i| i.pod.as_ref()).collect();
-        let mut topology = Topology::new(&TopologyInput {
-            snapshot: s.snapshot,
-            pending: &pending_refs,
-            domains: &s.domains,
-            excluded_nodes: removed,
-        });
+        let mut topology = Topology::with_shared(
+            &TopologyInput {
+                snapshot: s.snapshot,
+                pending: &pending_refs,
+                domains: &s.domains,
+                excluded_nodes: removed,
+            },
+            &s.topology,
+        );
         drop(pending_refs);
         let mut sigs = Sigs::default();
         for it in &mut items {
             it.sig = sigs.intern(&it.pod, &s.dims, s.any_anti_affinity, &s.volumes, &topology);
         }
-        for n in &existing {
-            if let Some(h) = n.reqs.get(labels::HOSTNAME).and_then(|r| r.single_value()) {
-                topology.register(labels::HOSTNAME, h);
-            }
-        }
+        topology.register_all(
+            labels::HOSTNAME,
+            existing.iter().filter_map(|t| t.node.hostname.as_deref()),
+        );
         let n_items = items.len();
         let mut run = Run {
             s,
@@ -145,7 +167,7 @@ impl<'s, 'a> Run<'s, 'a> {
             pool_fit: HashMap::new(),
             placeholder: 0,
             unschedulable: Vec::new(),
-            prefs: Preferences::new(s.snapshot),
+            prefs: s.prefs,
         };
         let mut errors: Vec<Option<String>> = vec![None; n_items];
         let mut q = Queue::new(0..n_items as u32);
@@ -225,22 +247,16 @@ impl<'s, 'a> Run<'s, 'a> {
         i: u32,
         sig_id: u32,
         base: &Requirements,
-        taints_: &[crate::model::Taint],
     ) -> Option<Result<Requirements, Reject>> {
         let sig = self.sigs.get(sig_id);
         if !sig.constrained {
             return None;
         }
-        let mut node_reqs = base.clone();
-        node_reqs.add_all(&sig.reqs);
+        let node_reqs = self.topology.node_requirements(base, &sig.reqs);
+        // Existing nodes' rejections are only asked whether they are permanent.
         Some(
             self.topology
-                .add_requirements(
-                    &self.items[i as usize].pod,
-                    &sig.strict,
-                    &node_reqs,
-                    taints_,
-                )
+                .add_requirements_brief(&self.items[i as usize].pod, &sig.strict, &node_reqs)
                 .map_err(Reject::topology),
         )
     }
@@ -252,24 +268,20 @@ impl<'s, 'a> Run<'s, 'a> {
             // Resources and requirements first: they reject for good and are cheaper.
             let res = self.existing[n]
                 .check(self.sigs.get(sig_id), None)
-                .and_then(|()| {
-                    match self.topo_reqs(
-                        i,
-                        sig_id,
-                        &self.existing[n].reqs,
-                        &self.existing[n].taints,
-                    ) {
+                .and_then(
+                    |()| match self.topo_reqs(i, sig_id, &self.existing[n].node.reqs) {
                         Some(Err(r)) => Err(r),
                         Some(Ok(t)) => self.existing[n].check(self.sigs.get(sig_id), Some(&t)),
                         None => Ok(()),
-                    }
-                });
+                    },
+                );
             match res {
                 Ok(()) => {
                     let node = &mut self.existing[n];
                     node.commit(self.sigs.get(sig_id), i);
                     let pod = &self.items[i as usize].pod;
-                    self.topology.record(pod, &node.reqs, &node.taints);
+                    self.topology
+                        .record(pod, &node.node.reqs, &node.node.taints);
                     return true;
                 }
                 Err(r) => {
@@ -318,8 +330,7 @@ impl<'s, 'a> Run<'s, 'a> {
         }
         let topo = if sig.constrained {
             // Topology sees the claim's requirements narrowed by the pod's.
-            let mut base = claim.reqs.clone();
-            base.add_all(&sig.reqs);
+            let base = self.topology.node_requirements(&claim.reqs, &sig.reqs);
             match self.topology.add_requirements(
                 &self.items[i as usize].pod,
                 &sig.strict,

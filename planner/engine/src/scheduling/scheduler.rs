@@ -72,7 +72,9 @@ impl<'a> Scheduler<'a> {
         let mut node_pools: Vec<&crate::model::NodePool> = snapshot.node_pools.iter().collect();
         // Karpenter's OrderByWeight: weight descending, equal weights by name descending.
         node_pools.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| b.name.cmp(&a.name)));
-        let mut class_catalogs: BTreeMap<String, Catalog> = BTreeMap::new();
+        // Without a node class the catalog is used as it is (not copied: the scheduler is
+        // rebuilt for every state of a disruption plan).
+        let mut class_catalogs: BTreeMap<String, Cow<'_, Catalog>> = BTreeMap::new();
         let mut pools = Vec::new();
         let mut notes = catalog.notes.clone();
         for np in node_pools {
@@ -85,9 +87,10 @@ impl<'a> Scheduler<'a> {
                 _ => None,
             };
             let key = class.map(|c| c.name.clone()).unwrap_or_default();
-            let cat = class_catalogs
-                .entry(key)
-                .or_insert_with(|| for_node_class(catalog, class));
+            let cat = class_catalogs.entry(key).or_insert_with(|| match class {
+                None => Cow::Borrowed(catalog),
+                Some(_) => Cow::Owned(for_node_class(catalog, class)),
+            });
             let pool = Pool::new(np, cat, missing, &daemons, &d, options.min_values_policy);
             notes.extend(pool.notes.iter().cloned());
             pools.push(pool);
@@ -125,13 +128,22 @@ impl<'a> Scheduler<'a> {
         } else {
             BTreeMap::new()
         };
+        let mut existing_by_name: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+        for (i, n) in existing.iter().enumerate() {
+            existing_by_name
+                .entry(n.name.clone())
+                .or_default()
+                .push(i as u32);
+        }
         let tables = Tables {
             cancel: crate::cancel::CancelToken::default(),
             snapshot,
             options,
             dims: d,
             pools,
+            existing_by_name,
             existing,
+            prefs: super::preferences::Preferences::new(snapshot),
             pending,
             any_anti_affinity,
             topology_active,
@@ -139,6 +151,7 @@ impl<'a> Scheduler<'a> {
             volumes: VolumeTopology::new(snapshot),
             notes,
             snapshot_selectors: std::sync::OnceLock::new(),
+            topology: Default::default(),
         };
         Self { tables }
     }
@@ -188,6 +201,23 @@ impl<'a> Scheduler<'a> {
     /// snapshot's pending pods are not part of the simulation (they belong to the launch plan);
     /// bound pods on remaining nodes stay where they are. `lower_bound` is not computed.
     pub fn simulate(&self, removed: &[&str], displaced: &[&Pod]) -> Results {
+        let mut run = self.simulation(removed, displaced);
+        if !self.tables.cancel.is_cancelled() {
+            super::packing::improve(&mut run);
+        }
+        run.results()
+    }
+
+    /// As [`Scheduler::simulate`] without the cost improvement: the new claims are as first
+    /// fit packed them. Cost improvement only moves pods between new claims (never onto
+    /// existing capacity, never off every claim), so where pods go on existing capacity, which
+    /// fit nowhere, and whether any new claim is needed are exactly as `simulate` says; for a
+    /// caller that rejects every result with a new claim, the verdict is the same.
+    pub fn simulate_placement(&self, removed: &[&str], displaced: &[&Pod]) -> Results {
+        self.simulation(removed, displaced).results()
+    }
+
+    fn simulation(&self, removed: &[&str], displaced: &[&Pod]) -> Run<'_, 'a> {
         let removed: BTreeSet<String> = removed.iter().map(|s| s.to_string()).collect();
         let mut sorted: Vec<&Pod> = displaced.to_vec();
         sorted.sort_by(|a, b| queue::compare(a, b));
@@ -195,11 +225,7 @@ impl<'a> Scheduler<'a> {
             .into_iter()
             .map(|p| self.item(Cow::Owned(p.clone())))
             .collect();
-        let mut run = Run::new(&self.tables, &removed, items);
-        if !self.tables.cancel.is_cancelled() {
-            super::packing::improve(&mut run);
-        }
-        run.results()
+        Run::new(&self.tables, &removed, items)
     }
 
     fn run(&self, removed: &BTreeSet<String>, pods: Vec<&'a Pod>) -> Run<'_, 'a> {

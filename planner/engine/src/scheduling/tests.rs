@@ -824,6 +824,33 @@ fn simulate_places_displaced_pods_without_the_removed_node() {
 }
 
 #[test]
+fn simulate_placement_agrees_with_simulate_except_on_claim_cost() {
+    let mut s = snapshot(vec![]);
+    s.nodes.push(node("n1", 4, 8));
+    s.nodes.push(node("n2", 4, 8));
+    s.nodes.push(node("n3", 4, 8));
+    for (i, cpu) in [1500, 1200, 900, 700, 500, 300].into_iter().enumerate() {
+        let on = ["n1", "n2", "n3"][i % 3];
+        s.pods.push(bound_pod(&format!("p{i}"), cpu, 1024, on));
+    }
+    let catalog = small_catalog();
+    let options = PlanOptions::default();
+    let sch = Scheduler::new(&s, &catalog, &options);
+    let pods: Vec<crate::model::Pod> = s.pods.clone();
+    for removed in [&["n1"][..], &["n1", "n2"], &["n1", "n2", "n3"]] {
+        let displaced: Vec<&crate::model::Pod> = pods
+            .iter()
+            .filter(|p| removed.contains(&p.node_name.as_deref().unwrap_or("")))
+            .collect();
+        let full = sch.simulate(removed, &displaced);
+        let placement = sch.simulate_placement(removed, &displaced);
+        assert_eq!(placement.existing, full.existing, "removed {removed:?}");
+        assert_eq!(placement.unschedulable, full.unschedulable);
+        assert_eq!(placement.new_claims.is_empty(), full.new_claims.is_empty());
+    }
+}
+
+#[test]
 fn preference_policy_ignore_drops_preferred_node_affinity() {
     let mut p = pod("a", 500, 512);
     p.preferred_node_affinity.push(crate::model::PreferredTerm {

@@ -38,6 +38,7 @@ mod terms;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::labels;
 use crate::model::{ClusterSnapshot, Labels, NodeInclusionPolicy, Pod, PodAffinityTerm, Taint};
@@ -163,6 +164,161 @@ struct BoundPod {
     node: usize,
 }
 
+/// What a topology reads of the snapshot whatever the pods being placed and the nodes removed:
+/// the domain universe, NodePools and namespaces, and (built when a run first needs them)
+/// every node and every bound pod. Built once per scheduler ([`Shared`]) and borrowed by each
+/// of its runs, which only mark which nodes and bound pods they do not count (removed nodes,
+/// pods being placed).
+#[derive(Debug)]
+struct Base {
+    universe: BTreeMap<String, BTreeSet<String>>,
+    pools: Vec<Pool>,
+    ns_labels: HashMap<String, Labels>,
+    /// Whether any active bound pod of the snapshot has required anti-affinity.
+    any_anti: bool,
+    /// Nodes and bound pods, built by the first run in which groups count them.
+    cluster: OnceLock<Arc<Cluster>>,
+}
+
+impl Base {
+    fn new(snapshot: &ClusterSnapshot, domains: &BTreeMap<String, BTreeSet<String>>) -> Self {
+        let pools = snapshot
+            .node_pools
+            .iter()
+            .map(|p| {
+                // A malformed NodePool requirement is reported by the scheduler; for domains the pool
+                // is then taken as unconstrained.
+                let mut reqs = Requirements::from_input(&p.requirements).unwrap_or_default();
+                reqs.add_all(&Requirements::from_labels(&p.labels));
+                Pool {
+                    reqs,
+                    taints: p.taints.clone(),
+                }
+            })
+            .collect();
+        Self {
+            universe: domains.clone(),
+            pools,
+            ns_labels: snapshot
+                .namespaces
+                .iter()
+                .map(|n| (n.name.clone(), n.labels.clone()))
+                .collect(),
+            any_anti: snapshot
+                .pods
+                .iter()
+                .any(|p| !p.pod_anti_affinity.is_empty() && p.is_bound_active()),
+            cluster: OnceLock::new(),
+        }
+    }
+}
+
+/// Every node and every bound pod of a snapshot, as groups count them (see [`Base`]).
+#[derive(Debug, Default)]
+struct Cluster {
+    /// Every node of the snapshot, in its order.
+    nodes: Vec<NodeInfo>,
+    /// Indices into `nodes` by node name.
+    node_ids: FxHashMap<String, Vec<u32>>,
+    /// Every active bound pod that is not being deleted and whose node is in the snapshot, in
+    /// the snapshot's order.
+    bound: Vec<BoundPod>,
+    /// Indices into `bound` by pod UID.
+    bound_ids: FxHashMap<String, Vec<u32>>,
+    /// Bound pods with required anti-affinity: index into the snapshot's pods and into `bound`.
+    anti: Vec<(usize, u32)>,
+    /// Per group spec, the bound pods it counts when every node is there (see
+    /// [`Cluster::counted`]), filled as runs build groups.
+    counted: Mutex<HashMap<GroupKey, Arc<[u32]>>>,
+}
+
+impl Cluster {
+    fn new(snapshot: &ClusterSnapshot) -> Self {
+        let nodes: Vec<NodeInfo> = snapshot
+            .nodes
+            .iter()
+            .map(|n| NodeInfo {
+                name: n.name.clone(),
+                labels: n.labels.clone(),
+                reqs: Requirements::from_labels(&n.labels),
+                taints: n.taints.clone(),
+            })
+            .collect();
+        let mut node_ids: FxHashMap<String, Vec<u32>> = FxHashMap::default();
+        for (i, n) in nodes.iter().enumerate() {
+            node_ids
+                .entry(n.name.clone())
+                .or_default()
+                .push(u32::try_from(i).unwrap_or(u32::MAX));
+        }
+        let mut bound = Vec::new();
+        let mut bound_ids: FxHashMap<String, Vec<u32>> = FxHashMap::default();
+        let mut anti = Vec::new();
+        for (pi, p) in snapshot.pods.iter().enumerate() {
+            if !p.is_bound_active() || p.deletion_time.is_some() {
+                continue;
+            }
+            // The last node of that name, as a map from names collected in order keeps.
+            let Some(&node) = p
+                .node_name
+                .as_deref()
+                .and_then(|n| node_ids.get(n))
+                .and_then(|ids| ids.last())
+            else {
+                continue;
+            };
+            let b = u32::try_from(bound.len()).unwrap_or(u32::MAX);
+            if !p.pod_anti_affinity.is_empty() {
+                anti.push((pi, b));
+            }
+            bound_ids.entry(p.uid.clone()).or_default().push(b);
+            bound.push(BoundPod {
+                namespace: p.namespace.clone(),
+                labels: p.labels.clone(),
+                node: node as usize,
+            });
+        }
+        Self {
+            nodes,
+            node_ids,
+            bound,
+            bound_ids,
+            anti,
+            counted: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The bound pods `g` counts, as indices into `bound`: those it selects, on a node that
+    /// has its key and passes its node filter. Computed once per group spec; a run then skips
+    /// the ones it does not count (removed nodes, pods being placed) instead of matching every
+    /// bound pod of the cluster against the selector again.
+    fn counted(&self, g: &Group, ns_labels: &HashMap<String, Labels>) -> Arc<[u32]> {
+        let mut cache = self.counted.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(c) = cache.get(&g.spec) {
+            return Arc::clone(c);
+        }
+        let list: Arc<[u32]> = self
+            .bound
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| {
+                let node = &self.nodes[b.node];
+                g.selects(&b.namespace, &b.labels, ns_labels)
+                    && node.domain(&g.spec.key).is_some()
+                    && g.node_counts(&node.taints, &node.reqs)
+            })
+            .map(|(i, _)| u32::try_from(i).unwrap_or(u32::MAX))
+            .collect();
+        cache.insert(g.spec.clone(), Arc::clone(&list));
+        list
+    }
+}
+
+/// The [`Base`] of a scheduler's topologies, built by its first run. Every run of one
+/// scheduler has the same snapshot and domain universe.
+#[derive(Debug, Default)]
+pub(crate) struct Shared(OnceLock<Arc<Base>>);
+
 #[derive(Clone, Debug)]
 struct NodeInfo {
     name: String,
@@ -202,11 +358,15 @@ struct Pool {
 /// Topology state of one solve. See the module documentation.
 #[derive(Clone, Debug)]
 pub(crate) struct Topology {
-    universe: BTreeMap<String, BTreeSet<String>>,
-    pools: Vec<Pool>,
-    nodes: Vec<NodeInfo>,
-    ns_labels: HashMap<String, Labels>,
-    bound: Vec<BoundPod>,
+    /// Universe, NodePools and namespaces, shared by the runs of one scheduler.
+    base: Arc<Base>,
+    /// Nodes and bound pods, shared likewise; empty when neither the pods being placed nor
+    /// bound pods make groups (then no node or bound pod counts).
+    cluster: Arc<Cluster>,
+    /// Per node of `cluster`: whether it counts (not simulated as removed).
+    node_live: Vec<bool>,
+    /// Per bound pod of `cluster`: whether it counts (on a live node and not being placed).
+    bound_live: Vec<bool>,
 
     keys: Vec<KeyDomains>,
     key_ids: FxHashMap<String, u32>,
@@ -239,83 +399,61 @@ pub(crate) struct Topology {
 
 impl Topology {
     /// Builds the groups of every pending pod (in every relaxation state), counts the bound pods
-    /// that match them and the inverse anti-affinity of bound pods.
+    /// that match them and the inverse anti-affinity of bound pods. (Runs of a scheduler use
+    /// [`Topology::with_shared`].)
+    #[cfg(test)]
     pub(crate) fn new(input: &TopologyInput<'_>) -> Self {
+        Self::with_shared(input, &Shared::default())
+    }
+
+    /// [`Topology::new`] over the snapshot view in `shared`, built by the first topology of
+    /// that snapshot and domain universe that needs it (`input` must have the same ones).
+    pub(crate) fn with_shared(input: &TopologyInput<'_>, shared: &Shared) -> Self {
         let snapshot = input.snapshot;
-        let pending_uids: BTreeSet<&str> = input.pending.iter().map(|p| p.uid.as_str()).collect();
+        let base = Arc::clone(
+            shared
+                .0
+                .get_or_init(|| Arc::new(Base::new(snapshot, input.domains))),
+        );
         // Node and bound-pod views only serve groups, and groups only come from constrained
         // pods being placed or from bound pods' anti-affinity. Without either (the common case
-        // of a disruption simulation, run thousands of times per plan) they are not built.
-        let needed = input
-            .pending
-            .iter()
-            .any(|p| super::has_topology_constraints(p))
-            || snapshot
-                .pods
+        // of a disruption simulation, run thousands of times per plan) nothing counts.
+        let needed = base.any_anti
+            || input
+                .pending
                 .iter()
-                .any(|p| !p.pod_anti_affinity.is_empty() && p.is_bound_active());
-        let nodes: Vec<NodeInfo> = snapshot
-            .nodes
-            .iter()
-            .filter(|_| needed)
-            .filter(|n| !input.excluded_nodes.contains(&n.name))
-            .map(|n| NodeInfo {
-                name: n.name.clone(),
-                labels: n.labels.clone(),
-                reqs: Requirements::from_labels(&n.labels),
-                taints: n.taints.clone(),
-            })
-            .collect();
-        let node_index: HashMap<&str, usize> = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name.as_str(), i))
-            .collect();
-        let pools = snapshot
-            .node_pools
-            .iter()
-            .map(|p| {
-                // A malformed NodePool requirement is reported by the scheduler; for domains the pool
-                // is then taken as unconstrained.
-                let mut reqs = Requirements::from_input(&p.requirements).unwrap_or_default();
-                reqs.add_all(&Requirements::from_labels(&p.labels));
-                Pool {
-                    reqs,
-                    taints: p.taints.clone(),
-                }
-            })
-            .collect();
-        let mut bound = Vec::new();
-        let mut bound_anti = Vec::new();
-        for p in snapshot.pods.iter().filter(|_| needed) {
-            if !p.is_bound_active()
-                || p.deletion_time.is_some()
-                || pending_uids.contains(p.uid.as_str())
-            {
-                continue;
+                .any(|p| super::has_topology_constraints(p));
+        let cluster = if needed {
+            Arc::clone(
+                base.cluster
+                    .get_or_init(|| Arc::new(Cluster::new(snapshot))),
+            )
+        } else {
+            Arc::default()
+        };
+        let mut node_live = vec![true; cluster.nodes.len()];
+        for name in input.excluded_nodes {
+            for &i in cluster.node_ids.get(name).map_or(&[][..], Vec::as_slice) {
+                node_live[i as usize] = false;
             }
-            let Some(&node) = p.node_name.as_deref().and_then(|n| node_index.get(n)) else {
-                continue;
-            };
-            if !p.pod_anti_affinity.is_empty() {
-                bound_anti.push((p, node));
-            }
-            bound.push(BoundPod {
-                namespace: p.namespace.clone(),
-                labels: p.labels.clone(),
-                node,
-            });
         }
+        let mut bound_live: Vec<bool> = cluster.bound.iter().map(|b| node_live[b.node]).collect();
+        for p in input.pending {
+            for &b in cluster.bound_ids.get(&p.uid).map_or(&[][..], Vec::as_slice) {
+                bound_live[b as usize] = false;
+            }
+        }
+        let bound_anti: Vec<(&Pod, usize)> = cluster
+            .anti
+            .iter()
+            .filter(|(_, b)| bound_live[*b as usize])
+            .map(|&(pi, b)| (&snapshot.pods[pi], cluster.bound[b as usize].node))
+            .collect();
         let mut t = Self {
-            universe: input.domains.clone(),
-            pools,
-            nodes,
-            ns_labels: snapshot
-                .namespaces
-                .iter()
-                .map(|n| (n.name.clone(), n.labels.clone()))
-                .collect(),
-            bound,
+            base,
+            cluster,
+            node_live,
+            bound_live,
             keys: Vec::new(),
             key_ids: FxHashMap::default(),
             key_groups: Vec::new(),
@@ -351,7 +489,7 @@ impl Topology {
                 let gid = t.add_inverse(key);
                 let g = &t.inverse[gid as usize];
                 let key_id = g.key as usize;
-                if let Some(v) = t.nodes[node].domain(&g.spec.key) {
+                if let Some(v) = t.cluster.nodes[node].domain(&g.spec.key) {
                     let v = v.to_string();
                     let id = t.keys[key_id].intern(&v);
                     t.inverse[gid as usize].add(id, 1);
@@ -362,6 +500,27 @@ impl Topology {
             t.register_pod(p);
         }
         t
+    }
+
+    /// `node` narrowed by `pod` (both requirement sets) on the keys some group looks at: all
+    /// that [`Topology::add_requirements`] reads of its `node_reqs`. Cheaper than intersecting
+    /// whole sets, as a node's requirements carry every one of its labels and this runs for every
+    /// candidate node of every constrained pod.
+    pub(crate) fn node_requirements(
+        &self,
+        node: &Requirements,
+        pod: &Requirements,
+    ) -> Requirements {
+        let mut out = Requirements::new();
+        for key in self.key_ids.keys() {
+            if let Some(r) = node.get(key) {
+                out.add(r.clone());
+            }
+            if let Some(r) = pod.get(key) {
+                out.add(r.clone());
+            }
+        }
+        out
     }
 
     /// Extra requirements a node must satisfy so that `pod` can go there without breaking any
@@ -382,6 +541,30 @@ impl Topology {
         // Taints decide which nodes *count* for a spread (`record`); where a pod may go they do
         // not change (the scheduler checks tolerations itself). Kept for the agreed interface.
         let _ = taints;
+        self.requirements(pod, pod_reqs, node_reqs, true)
+    }
+
+    /// [`Topology::add_requirements`] for a caller that only asks a rejection whether it
+    /// [`Unsatisfiable::is_permanent`]: the rejection leaves out the per-domain counts its text
+    /// lists (collecting and sorting them was a good part of trying a pod on every candidate
+    /// node). The requirements, and whether it rejects, are the same.
+    pub(crate) fn add_requirements_brief(
+        &self,
+        pod: &Pod,
+        pod_reqs: &Requirements,
+        node_reqs: &Requirements,
+    ) -> Result<Requirements, Unsatisfiable> {
+        self.requirements(pod, pod_reqs, node_reqs, false)
+    }
+
+    /// [`Topology::add_requirements`]; rejections list per-domain counts only with `detail`.
+    fn requirements(
+        &self,
+        pod: &Pod,
+        pod_reqs: &Requirements,
+        node_reqs: &Requirements,
+        detail: bool,
+    ) -> Result<Requirements, Unsatisfiable> {
         let entry = self.pods.get(&pod.uid).and_then(|e| {
             let fp = fingerprint(pod);
             self.specs[e.spec as usize]
@@ -406,13 +589,16 @@ impl Topology {
                             let selects = sig.selecting.binary_search(&gid).is_ok();
                             self.step(
                                 g, false, selects, pod_reqs, node_reqs, &mut extra, &mut pin,
+                                detail,
                             )?;
                         }
                     }
                     if pass == rank(Kind::AntiAffinity, true) {
                         for &gid in &sig.selecting_inverse {
                             let g = &self.inverse[gid as usize];
-                            self.step(g, true, false, pod_reqs, node_reqs, &mut extra, &mut pin)?;
+                            self.step(
+                                g, true, false, pod_reqs, node_reqs, &mut extra, &mut pin, detail,
+                            )?;
                         }
                     }
                 }
@@ -439,15 +625,15 @@ impl Topology {
                         Ok(gid) => &self.groups[gid as usize],
                         Err(i) => &temp[i],
                     };
-                    let selects = g.selects(&pod.namespace, &pod.labels, &self.ns_labels);
+                    let selects = g.selects(&pod.namespace, &pod.labels, &self.base.ns_labels);
                     refs.push((g, false, selects));
                 }
                 for g in &self.inverse {
-                    if g.selects(&pod.namespace, &pod.labels, &self.ns_labels) {
+                    if g.selects(&pod.namespace, &pod.labels, &self.base.ns_labels) {
                         refs.push((g, true, false));
                     }
                 }
-                self.evaluate(refs, pod_reqs, node_reqs)
+                self.evaluate(refs, pod_reqs, node_reqs, detail)
             }
         }
     }
@@ -457,13 +643,14 @@ impl Topology {
         mut refs: Vec<(&Group, bool, bool)>,
         pod_reqs: &Requirements,
         node_reqs: &Requirements,
+        detail: bool,
     ) -> Result<Requirements, Unsatisfiable> {
         refs.sort_by_key(|(g, inverse, _)| rank(g.spec.kind, *inverse));
         let mut extra = Requirements::new();
         let mut pin = Vec::new();
         for (g, inverse, selects) in refs {
             self.step(
-                g, inverse, selects, pod_reqs, node_reqs, &mut extra, &mut pin,
+                g, inverse, selects, pod_reqs, node_reqs, &mut extra, &mut pin, detail,
             )?;
         }
         Ok(pin_first(extra, pin))
@@ -480,6 +667,7 @@ impl Topology {
         node_reqs: &Requirements,
         extra: &mut Requirements,
         pin: &mut Vec<&'g str>,
+        detail: bool,
     ) -> Result<(), Unsatisfiable> {
         let kd = &self.keys[g.key as usize];
         let key = g.spec.key.as_str();
@@ -490,7 +678,7 @@ impl Topology {
         } else {
             None
         };
-        match g.choose(kd, selects, pod_dom, node_dom, host) {
+        match g.choose(kd, selects, pod_dom, node_dom, host, detail) {
             Ok(Choice::Host) => Ok(()),
             Ok(Choice::In(ids)) => {
                 if g.spec.kind == Kind::AntiAffinity && ids.len() > 1 && !pin.contains(&key) {
@@ -592,16 +780,23 @@ impl Topology {
     /// Adds an empty domain for `key` to every group on that key (e.g. a new claim's placeholder
     /// hostname, or an existing node's).
     pub(crate) fn register(&mut self, key: &str, value: &str) {
+        self.register_all(key, std::iter::once(value));
+    }
+
+    /// [`Topology::register`] of every value in order, looking `key` up once.
+    pub(crate) fn register_all<'v>(&mut self, key: &str, values: impl Iterator<Item = &'v str>) {
         let Some(&k) = self.key_ids.get(key) else {
             return;
         };
-        let id = self.keys[k as usize].intern(value);
-        let (regular, inverse) = &self.key_groups[k as usize];
-        for &gid in regular {
-            self.groups[gid as usize].register(id);
-        }
-        for &gid in inverse {
-            self.inverse[gid as usize].register(id);
+        for value in values {
+            let id = self.keys[k as usize].intern(value);
+            let (regular, inverse) = &self.key_groups[k as usize];
+            for &gid in regular {
+                self.groups[gid as usize].register(id);
+            }
+            for &gid in inverse {
+                self.inverse[gid as usize].register(id);
+            }
         }
     }
 
@@ -642,6 +837,17 @@ impl Topology {
     }
 
     // === construction ===
+
+    /// The nodes that count, with their indices in the base.
+    fn live_nodes(&self) -> impl Iterator<Item = (usize, &NodeInfo)> {
+        self.cluster
+            .nodes
+            .iter()
+            .zip(&self.node_live)
+            .enumerate()
+            .filter(|(_, (_, live))| **live)
+            .map(|(i, (n, _))| (i, n))
+    }
 
     /// Prepares the groups of a pod in every relaxation state, its label signature and the
     /// inverse groups of its required anti-affinity.
@@ -713,11 +919,11 @@ impl Topology {
             }
         }
         let selecting = (0..self.groups.len())
-            .filter(|&i| self.groups[i].selects(namespace, labels, &self.ns_labels))
+            .filter(|&i| self.groups[i].selects(namespace, labels, &self.base.ns_labels))
             .map(|i| i as u32)
             .collect();
         let selecting_inverse = (0..self.inverse.len())
-            .filter(|&i| self.inverse[i].selects(namespace, labels, &self.ns_labels))
+            .filter(|&i| self.inverse[i].selects(namespace, labels, &self.base.ns_labels))
             .map(|i| i as u32)
             .collect();
         let id = u32::try_from(self.sigs.len()).unwrap_or(u32::MAX);
@@ -747,17 +953,17 @@ impl Topology {
             return k;
         }
         let mut kd = KeyDomains::default();
-        if let Some(values) = self.universe.get(key) {
+        if let Some(values) = self.base.universe.get(key) {
             for v in values {
                 let id = kd.intern(v);
-                for pool in &self.pools {
+                for pool in &self.base.pools {
                     if pool.reqs.get(key).is_none_or(|r| r.has(v)) {
                         kd.add_source(id, &pool.taints);
                     }
                 }
             }
         }
-        for (i, n) in self.nodes.iter().enumerate() {
+        for (i, n) in self.live_nodes() {
             if let Some(v) = n.domain(key) {
                 let id = kd.intern(v);
                 kd.add_node(id, u32::try_from(i).unwrap_or(u32::MAX));
@@ -799,7 +1005,7 @@ impl Topology {
             let nodes = kd.nodes(id);
             let present = (from_pools && honor_taints.as_ref().is_none_or(|t| kd.tolerated(id, t)))
                 || nodes.iter().any(|&n| {
-                    let n = &self.nodes[n as usize];
+                    let n = &self.cluster.nodes[n as usize];
                     g.node_counts(&n.taints, &n.reqs)
                 })
                 || (!from_pools && nodes.is_empty());
@@ -807,26 +1013,25 @@ impl Topology {
                 g.register(id);
             }
         }
-        {
-            for b in &self.bound {
-                if !g.selects(&b.namespace, &b.labels, &self.ns_labels) {
+        // Bound pods: those the group counts with every node there, minus the ones this run
+        // does not count (on removed nodes, or being placed).
+        if !self.bound_live.is_empty() {
+            for &b in self.cluster.counted(&g, &self.base.ns_labels).iter() {
+                if !self.bound_live[b as usize] {
                     continue;
                 }
-                let node = &self.nodes[b.node];
-                let Some(v) = node.domain(&g.spec.key) else {
-                    continue;
-                };
-                if !g.node_counts(&node.taints, &node.reqs) {
-                    continue;
-                }
-                if let Some(id) = kd.id(v) {
+                let b = &self.cluster.bound[b as usize];
+                if let Some(id) = self.cluster.nodes[b.node]
+                    .domain(&g.spec.key)
+                    .and_then(|v| kd.id(v))
+                {
                     g.add(id, 1);
                 }
             }
         }
         for pl in &self.placements {
             let sig = &self.sigs[pl.sig as usize];
-            if !g.selects(&sig.namespace, &sig.labels, &self.ns_labels)
+            if !g.selects(&sig.namespace, &sig.labels, &self.base.ns_labels)
                 || !g.node_counts(&pl.taints, &pl.reqs)
             {
                 continue;
@@ -859,7 +1064,7 @@ impl Topology {
         let gid = u32::try_from(self.groups.len()).unwrap_or(u32::MAX);
         let mut touched = Vec::new();
         for (i, s) in self.sigs.iter_mut().enumerate() {
-            if g.selects(&s.namespace, &s.labels, &self.ns_labels) {
+            if g.selects(&s.namespace, &s.labels, &self.base.ns_labels) {
                 s.selecting.push(gid);
                 touched.push(i);
             }
@@ -890,7 +1095,7 @@ impl Topology {
         let gid = u32::try_from(self.inverse.len()).unwrap_or(u32::MAX);
         let mut touched = Vec::new();
         for (i, s) in self.sigs.iter_mut().enumerate() {
-            if g.selects(&s.namespace, &s.labels, &self.ns_labels) {
+            if g.selects(&s.namespace, &s.labels, &self.base.ns_labels) {
                 s.selecting_inverse.push(gid);
                 touched.push(i);
             }

@@ -19,7 +19,11 @@ const RETRY_ROUNDS: usize = 4;
 pub(super) fn budget(run: &Run<'_, '_>, p: usize, skip: &[usize]) -> Vec<(usize, i64)> {
     let pool = &run.s.pools[p];
     let mut left = pool.limits.clone();
-    for n in &run.existing {
+    if left.is_empty() {
+        // No limits: nothing to count.
+        return left;
+    }
+    for n in run.existing.iter().map(|t| t.node) {
         if n.pool.as_deref() == Some(pool.name()) {
             for (slot, l) in &mut left {
                 *l -= n.capacity[*slot];

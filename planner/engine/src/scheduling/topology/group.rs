@@ -188,6 +188,7 @@ impl Group {
 
     /// The domains a pod may use. `pod` is its requirement on the key (`None`: any), `node` the
     /// node's (`None`: any), `host` the node's single value when the key is the hostname.
+    /// Without `detail`, a rejection leaves out the per-domain counts its text lists.
     pub(super) fn choose(
         &self,
         kd: &KeyDomains,
@@ -195,12 +196,14 @@ impl Group {
         pod: Option<&Requirement>,
         node: Option<&Requirement>,
         host: Option<&str>,
+        detail: bool,
     ) -> Result<Choice, Unsatisfiable> {
-        match self.spec.kind {
+        let chosen = match self.spec.kind {
             Kind::Spread => self.choose_spread(kd, self_selecting, pod, node, host),
             Kind::Affinity => self.choose_affinity(kd, self_selecting, pod, node, host),
             Kind::AntiAffinity => self.choose_anti_affinity(kd, pod, node, host),
-        }
+        };
+        chosen.map_err(|(min, eligible)| self.fail(kd, pod, node, host, min, eligible, detail))
     }
 
     fn host_count(&self, kd: &KeyDomains, host: &str) -> i32 {
@@ -214,7 +217,7 @@ impl Group {
         pod: Option<&Requirement>,
         node: Option<&Requirement>,
         host: Option<&str>,
-    ) -> Result<Choice, Unsatisfiable> {
+    ) -> Result<Choice, (i32, u32)> {
         let me = i32::from(self_selecting);
         let skew = self.spec.max_skew;
         if let (true, Some(h)) = (self.is_hostname, host) {
@@ -223,7 +226,7 @@ impl Group {
             if count <= skew && allows(pod, h) {
                 return Ok(Choice::Host);
             }
-            return Err(self.fail(kd, pod, node, host, 0, 0));
+            return Err((0, 0));
         }
         // With `nodeAffinityPolicy: Ignore` every domain counts for the global minimum, also those
         // the pod's own node affinity excludes (as kube-scheduler computes it); with Honor only
@@ -254,7 +257,7 @@ impl Group {
         }
         match best {
             Some((_, id)) => Ok(Choice::In(vec![id])),
-            None => Err(self.fail(kd, pod, node, host, min, eligible)),
+            None => Err((min, eligible)),
         }
     }
 
@@ -289,13 +292,13 @@ impl Group {
         pod: Option<&Requirement>,
         node: Option<&Requirement>,
         host: Option<&str>,
-    ) -> Result<Choice, Unsatisfiable> {
+    ) -> Result<Choice, (i32, u32)> {
         let bootstrap = |g: &Self| self_selecting && (g.nonzero == 0 || !g.any_occupied(kd, pod));
         if let (true, Some(h)) = (self.is_hostname, host) {
             if allows(pod, h) && (self.host_count(kd, h) > 0 || bootstrap(self)) {
                 return Ok(Choice::Host);
             }
-            return Err(self.fail(kd, pod, node, host, 0, 0));
+            return Err((0, 0));
         }
         let options: Vec<u32> = self
             .domains()
@@ -316,7 +319,7 @@ impl Group {
                 return Ok(Choice::In(vec![id]));
             }
         }
-        Err(self.fail(kd, pod, node, host, 0, 0))
+        Err((0, 0))
     }
 
     fn any_occupied(&self, kd: &KeyDomains, pod: Option<&Requirement>) -> bool {
@@ -332,12 +335,12 @@ impl Group {
         pod: Option<&Requirement>,
         node: Option<&Requirement>,
         host: Option<&str>,
-    ) -> Result<Choice, Unsatisfiable> {
+    ) -> Result<Choice, (i32, u32)> {
         if let (true, Some(h)) = (self.is_hostname, host) {
             if self.host_count(kd, h) == 0 && allows(pod, h) {
                 return Ok(Choice::Host);
             }
-            return Err(self.fail(kd, pod, node, host, 0, 0));
+            return Err((0, 0));
         }
         if self.has_empty() {
             let options: Vec<u32> = self
@@ -349,9 +352,12 @@ impl Group {
                 return Ok(Choice::In(sorted(kd, options)));
             }
         }
-        Err(self.fail(kd, pod, node, host, 0, 0))
+        Err((0, 0))
     }
 
+    /// The rejection of a `choose_*` (which gave the global minimum and the eligible domains
+    /// of a spread, else zeros); the per-domain counts only with `detail`.
+    #[allow(clippy::too_many_arguments)] // What the reason shows, kept off the heap.
     fn fail(
         &self,
         kd: &KeyDomains,
@@ -360,6 +366,7 @@ impl Group {
         host: Option<&str>,
         min: i32,
         eligible: u32,
+        detail: bool,
     ) -> Unsatisfiable {
         let node_domain: Option<Arc<str>> = host
             .map(Arc::from)
@@ -368,7 +375,7 @@ impl Group {
             .as_deref()
             .map(|d| kd.id(d).map_or(0, |id| self.count(id).max(0)));
         let mut counts = Vec::new();
-        if !self.is_hostname {
+        if detail && !self.is_hostname {
             for (id, c) in self.domains() {
                 if allows(pod, kd.name(id)) {
                     counts.push((kd.name(id).clone(), c));
