@@ -12,8 +12,8 @@
 //! losing its discovery tag drifts the node (SubnetDrift), tagging it again undrifts it; a
 //! second group gaining the discovery tag drifts it (SecurityGroupDrift: the instance has one
 //! of the two), and the instance being given both groups (ModifyInstanceAttribute) undrifts it
-//! at the next pass. The claims in these plans carry no image ID and no hash annotations, so
-//! only the network can drift them.
+//! at the next pass. The plan's note names what drifted (`SubnetDrift: ...`,
+//! `SecurityGroupDrift: ...`).
 //!
 //! Skipped (saying so) when moto_server is not installed, except under `CI=true`.
 
@@ -124,26 +124,30 @@ async fn drifted(client: &kube::Client, image: &str) -> Vec<String> {
     class["kind"] = json!("EC2NodeClass");
     let mut objects = vec![class];
     objects.extend(cluster_objects(image));
-    drifted_nodes(&objects)
+    drifted_nodes(&plan_objects(&objects))
 }
 
 /// Plans `objects` with the built-in catalog an hour after their creation (long before they
-/// expire); the names of the nodes the plan says are Drifted.
-fn drifted_nodes(objects: &[Value]) -> Vec<String> {
+/// expire).
+fn plan_objects(objects: &[Value]) -> planner::plan::Plan {
     let mut b = SnapshotBuilder::new();
     for (i, o) in objects.iter().enumerate() {
         b.add_value(o, &format!("object {i}")).expect("object");
     }
     let snapshot = b.finish().snapshot;
     let catalog = planner::catalog::aws::builtin("us-east-1").expect("catalog");
-    let plan = planner::plan(
+    planner::plan(
         &snapshot,
         &catalog,
         &PlanOptions {
             now: 1_767_225_600 + 3600,
             ..PlanOptions::default()
         },
-    );
+    )
+}
+
+/// The names of the nodes `plan` says are Drifted.
+fn drifted_nodes(plan: &planner::plan::Plan) -> Vec<String> {
     plan.disruptions
         .iter()
         .filter(|d| d.reason == "Drifted")
@@ -199,8 +203,9 @@ fn node_claims(client: &kube::Client) -> Api<DynamicObject> {
 }
 
 /// Plans the NodePool, the EC2NodeClass and the NodeClaim as the API server has them now, with
-/// an empty Node for the claim; true when the plan says the node is Drifted.
-async fn claim_drifted(client: &kube::Client, provider_id: &str) -> bool {
+/// an empty Node for the claim; when the plan says the node is Drifted, the plan's note of what
+/// drifted.
+async fn claim_drift(client: &kube::Client, provider_id: &str) -> Option<String> {
     let read = |mut o: Value, api_version: &str, kind: &str| {
         o["apiVersion"] = json!(api_version);
         o["kind"] = json!(kind);
@@ -226,7 +231,17 @@ async fn claim_drifted(client: &kube::Client, provider_id: &str) -> bool {
     node["spec"]["providerID"] = json!(provider_id);
     objects.push(base.swap_remove(0));
     objects.push(node);
-    drifted_nodes(&objects) == ["n0"]
+    let plan = plan_objects(&objects);
+    if drifted_nodes(&plan).is_empty() {
+        return None;
+    }
+    assert_eq!(drifted_nodes(&plan), ["n0"]);
+    let note = plan
+        .notes
+        .iter()
+        .find(|n| n.starts_with("Drifted: decision 0 replaces node n0: "))
+        .unwrap_or_else(|| panic!("no drift note in {:?}", plan.notes));
+    Some(note.clone())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -328,14 +343,20 @@ async fn subnet_and_security_group_drift_follow_the_instance_and_the_status() {
         annotations.get("dovetail.io/security-group-ids"),
         Some(&world.security_group)
     );
-    assert!(!claim_drifted(&client, &pid).await, "in place: not drifted");
+    assert_eq!(claim_drift(&client, &pid).await, None, "in place");
     let pass = writer.pass().await.expect("pass");
     assert!(pass.annotated.is_empty(), "nothing changed: {pass:?}");
 
     // The instance's subnet leaves the selection: SubnetDrift. Back in: not drifted.
     aws_testing::delete_tag(&config, &world.subnets[0], "karpenter.sh/discovery").await;
     writer.pass().await.expect("pass");
-    assert!(claim_drifted(&client, &pid).await, "subnet left the status");
+    let why = claim_drift(&client, &pid)
+        .await
+        .expect("subnet left the status");
+    assert!(
+        why.contains(&format!("SubnetDrift: subnet {} ", world.subnets[0])),
+        "{why}"
+    );
     aws_testing::create_tag(
         &config,
         &world.subnets[0],
@@ -344,7 +365,7 @@ async fn subnet_and_security_group_drift_follow_the_instance_and_the_status() {
     )
     .await;
     writer.pass().await.expect("pass");
-    assert!(!claim_drifted(&client, &pid).await, "subnet back");
+    assert_eq!(claim_drift(&client, &pid).await, None, "subnet back");
 
     // A second group joins the selection: the instance has one of two, SecurityGroupDrift.
     aws_testing::create_tag(
@@ -355,9 +376,15 @@ async fn subnet_and_security_group_drift_follow_the_instance_and_the_status() {
     )
     .await;
     writer.pass().await.expect("pass");
+    let why = claim_drift(&client, &pid)
+        .await
+        .expect("a group joined the status");
     assert!(
-        claim_drifted(&client, &pid).await,
-        "a group joined the status"
+        why.contains(&format!(
+            "SecurityGroupDrift: security groups ({}) ",
+            world.security_group
+        )),
+        "{why}"
     );
     // The instance is given both groups: the next pass reads it off EC2, not drifted.
     let both = vec![
@@ -380,6 +407,10 @@ async fn subnet_and_security_group_drift_follow_the_instance_and_the_status() {
             .get("dovetail.io/security-group-ids"),
         Some(&sorted.join(","))
     );
-    assert!(!claim_drifted(&client, &pid).await, "the instance follows");
+    assert_eq!(
+        claim_drift(&client, &pid).await,
+        None,
+        "the instance follows"
+    );
     sim.shutdown().await;
 }

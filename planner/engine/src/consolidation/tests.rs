@@ -779,14 +779,32 @@ fn subnet_and_security_group_drift_follow_the_status_and_the_instance() {
     s.node_classes[0].resolved_subnets = Some(vec!["subnet-b".into(), "subnet-a".into()]);
     s.node_classes[0].resolved_security_groups = Some(vec!["sg-1".into(), "sg-2".into()]);
     assert!(drifted(&s).is_empty());
+    // The plan says what drifted, in a note per node.
+    let note = |s: &ClusterSnapshot| {
+        run(s, &catalog(), &opts())
+            .notes
+            .into_iter()
+            .filter(|n| n.starts_with("Drifted: decision 0 replaces node n0: "))
+            .collect::<Vec<_>>()
+    };
     // The instance's subnet left the selection: drifted.
     s.node_classes[0].resolved_subnets = Some(vec!["subnet-b".into()]);
     assert_eq!(drifted(&s), vec![d("Drifted", &["n0"])]);
+    let n = note(&s);
+    assert!(
+        n.len() == 1 && n[0].contains(": SubnetDrift: subnet subnet-a "),
+        "{n:?}"
+    );
     // Back in; now a security group joins the selection: the sets differ, drifted.
     s.node_classes[0].resolved_subnets = Some(vec!["subnet-a".into()]);
     s.node_classes[0].resolved_security_groups =
         Some(vec!["sg-1".into(), "sg-2".into(), "sg-3".into()]);
     assert_eq!(drifted(&s), vec![d("Drifted", &["n0"])]);
+    let n = note(&s);
+    assert!(
+        n.len() == 1 && n[0].contains(": SecurityGroupDrift: "),
+        "{n:?}"
+    );
     // A claim without the actuator's annotations decides nothing.
     s.node_claims[0].annotations.clear();
     assert!(drifted(&s).is_empty());

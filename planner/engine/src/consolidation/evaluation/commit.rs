@@ -111,6 +111,24 @@ impl<'a> Evaluation<'a> {
                 cmd.savings_per_hour
             ));
         }
+        if cmd.reason == Reason::Drifted {
+            // What drifted, per node: the plan's only reason is `Drifted`.
+            let mut drifted: Vec<(&str, &str)> = cmd
+                .nodes
+                .iter()
+                .filter_map(|&c| {
+                    let c = &self.candidates[c];
+                    Some((c.name.as_str(), c.drift.as_deref()?))
+                })
+                .collect();
+            drifted.sort_unstable();
+            for (node, why) in drifted {
+                self.notes.push(format!(
+                    "Drifted: decision {} replaces node {node}: {why}",
+                    self.decisions.len()
+                ));
+            }
+        }
         for (pod, why) in &cmd.unschedulable {
             self.notes.push(format!(
                 "{}: pod {pod} has no place after expiry: {why}",
