@@ -169,6 +169,20 @@ pub struct Agreement {
 
 // === impl System ===
 
+/// The EC2NodeClass `default` the system tests apply: the world `cloud_aws::testing::seed`
+/// makes, selected by its discovery tag, with `al2023@latest`.
+pub fn default_node_class() -> serde_json::Value {
+    json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+        "spec": {
+            "role": "KarpenterNodeRole-test-cluster",
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": TEST_CLUSTER}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": TEST_CLUSTER}}]
+        }
+    })
+}
+
 impl System {
     /// Starts everything and waits until every service is SERVING. `None` when moto_server is
     /// not installed and not in CI (the test then skips, saying so).
@@ -254,15 +268,10 @@ impl System {
             &ar("karpenter.k8s.aws", "EC2NodeClass"),
         );
         classes
-            .create(&PostParams::default(), &serde_json::from_value(json!({
-                "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-                "spec": {
-                    "role": "KarpenterNodeRole-test-cluster",
-                    "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                    "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": TEST_CLUSTER}}],
-                    "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": TEST_CLUSTER}}]
-                }
-            }))?)
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(default_node_class())?,
+            )
             .await
             .context("creating the EC2NodeClass")?;
         let mut spec = json!({

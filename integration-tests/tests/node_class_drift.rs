@@ -47,16 +47,8 @@ async fn cluster_with_class() -> (simulator::Simulation, kube::Client) {
         .await
         .expect("simulation");
     let client = sim.kube_client().expect("client");
-    let class: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-        "spec": {
-            "role": "KarpenterNodeRole-test-cluster",
-            "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": TEST_CLUSTER}}],
-            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": TEST_CLUSTER}}]
-        }
-    }))
-    .expect("class");
+    let class: DynamicObject =
+        serde_json::from_value(integration_tests::system::default_node_class()).expect("class");
     classes(&client)
         .create(&PostParams::default(), &class)
         .await
