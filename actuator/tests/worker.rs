@@ -239,13 +239,12 @@ async fn a_dead_workers_claim_is_taken_over_after_its_lease_and_launched_once() 
     o1.pause_at = Some(Step::Created);
     let w1 = Worker::new(l.clone(), cloud.clone(), Clock::new(), Metrics::new(), o1);
     let stuck = tokio::spawn(async move { w1.round().await });
-    let a = loop {
-        let a = l.claim("a").await.expect("read").expect("a");
-        if cloud.instances().len() == 1 {
-            break a;
-        }
+    // Wait for the instance first, then read the claim: a claim read before the create call
+    // may still say Requested (the worker records Launching, then calls create).
+    while cloud.instances().len() != 1 {
         tokio::task::yield_now().await;
-    };
+    }
+    let a = l.claim("a").await.expect("read").expect("a");
     assert_eq!(a.state, ClaimState::Launching);
     assert_eq!(a.lease_owner.as_deref(), Some("w1"));
 
