@@ -7,6 +7,7 @@
 
 mod backend;
 mod crds;
+#[cfg(feature = "demo")]
 pub(crate) mod demo;
 mod plan;
 mod remote;
@@ -37,7 +38,16 @@ enum Command {
     /// Run the whole system on this machine against a simulated cluster and cloud, and watch
     /// it handle a scripted story (a burst, a scale-in, a spot interruption, drift, a killed
     /// planner replica).
+    #[cfg(feature = "demo")]
     Demo(demo::DemoArgs),
+    /// Not in this build (built without the `demo` feature).
+    #[cfg(not(feature = "demo"))]
+    #[command(hide = true, disable_help_flag = true)]
+    Demo {
+        /// Ignored.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 /// Why a command failed.
@@ -56,6 +66,7 @@ pub(crate) enum CliError {
     #[error("writing the output: {0}")]
     Output(#[from] std::io::Error),
     /// `dovetail demo` could not start the system or play its story.
+    #[cfg(feature = "demo")]
     #[error("demo: {0}")]
     Demo(String),
 }
@@ -64,7 +75,9 @@ impl CliError {
     fn exit_code(&self) -> u8 {
         match self {
             CliError::Manifests(_) | CliError::Input(_) => 2,
-            CliError::Output(_) | CliError::Remote(_) | CliError::Demo(_) => 1,
+            CliError::Output(_) | CliError::Remote(_) => 1,
+            #[cfg(feature = "demo")]
+            CliError::Demo(_) => 1,
         }
     }
 }
@@ -75,7 +88,14 @@ pub(crate) fn run(cli: Cli, now: i64) -> ExitCode {
     let result = match cli.command {
         Command::Plan(args) => plan::run(&args, now),
         Command::Crds(args) => crds::run(&args),
+        #[cfg(feature = "demo")]
         Command::Demo(args) => demo::run(&args, now),
+        #[cfg(not(feature = "demo"))]
+        Command::Demo { .. } => Err(CliError::Input(
+            "this dovetail was built without the demo: build it with the `demo` feature \
+             (the default: `cargo run --release -- demo`)"
+                .to_owned(),
+        )),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

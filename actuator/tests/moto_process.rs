@@ -6,7 +6,7 @@
 //! instance by its `karpenter.sh/nodeclaim` tag before creating). moto launches only the first
 //! override of a fleet and never runs out of capacity, so one instance type and zone are
 //! planned and capacity errors are not exercised. Skipped unless moto is found
-//! (`DOVETAIL_MOTO_SERVER`, or `moto_server` on `PATH`); under `CI=true` a missing moto fails.
+//! (`DOVETAIL_MOTO_SERVER`, or `moto_server` on `PATH`); a missing moto fails unless `DOVETAIL_ALLOW_MISSING` names `moto_server`.
 
 mod process_support;
 mod support;

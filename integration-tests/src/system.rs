@@ -185,7 +185,7 @@ pub fn default_node_class() -> serde_json::Value {
 
 impl System {
     /// Starts everything and waits until every service is SERVING. `None` when moto_server is
-    /// not installed and not in CI (the test then skips, saying so).
+    /// not installed and `DOVETAIL_ALLOW_MISSING` names it (the test then skips, saying so).
     ///
     /// # Errors
     /// When a part cannot start; the logs are printed.

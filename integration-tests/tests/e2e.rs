@@ -10,7 +10,7 @@
 //! (moto ignores it: exactly-once across a crash is the actuator's adopt-by-tag). Boot time is
 //! the simulated kubelet's `register_after` + `ready_after`.
 //!
-//! Skipped (saying so) when moto_server is not installed, except under `CI=true`.
+//! Fails when moto_server is not installed, unless `DOVETAIL_ALLOW_MISSING` names it (then skipped, saying so).
 
 use std::time::Duration;
 

@@ -15,7 +15,7 @@
 //! at the next pass. The plan's note names what drifted (`SubnetDrift: ...`,
 //! `SecurityGroupDrift: ...`).
 //!
-//! Skipped (saying so) when moto_server is not installed, except under `CI=true`.
+//! Fails when moto_server is not installed, unless `DOVETAIL_ALLOW_MISSING` names it (then skipped, saying so).
 
 use std::sync::Arc;
 

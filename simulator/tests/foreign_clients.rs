@@ -4,8 +4,7 @@
 //! installs the client with `scripts/python-env.sh`), else the venv that script creates. The
 //! kubectl test uses `DOVETAIL_KUBECTL` (also set by `scripts/test.sh`; the same script installs
 //! a kubectl binary into that venv), else the venv's, else `kubectl` on `PATH`. When a client is
-//! missing the test prints a notice and skips, except under CI (`CI` set), where it fails: CI
-//! must run every foreign-client test.
+//! missing the test fails, unless `DOVETAIL_ALLOW_MISSING` names it (then it skips with a notice).
 
 mod common;
 

@@ -3,8 +3,8 @@
 //! groups, AMI alias parameters under a test prefix, tagged images).
 //!
 //! The binary comes from `DOVETAIL_MOTO_SERVER` (scripts/test.sh exports it from the project's
-//! venv), else `moto_server` on `PATH`. [`MotoServer::start_or_skip`] fails under `CI=true`
-//! when there is none, and otherwise lets a developer without moto skip.
+//! venv), else `moto_server` on `PATH`. [`MotoServer::start_or_skip`] fails when there is
+//! none, unless `DOVETAIL_ALLOW_MISSING` names `moto_server` (`test_support::missing_tool`).
 //!
 //! What moto cannot show: it launches only the first override of a fleet, ignores
 //! `ClientToken` (a repeated CreateFleet launches again), and never runs out of capacity; the
@@ -64,18 +64,17 @@ impl MotoServer {
         })
     }
 
-    /// Starts moto, or returns `None` (after saying so) when no binary is found outside CI.
+    /// Starts moto, or returns `None` (after saying so) when no binary is found and
+    /// `DOVETAIL_ALLOW_MISSING` names `moto_server`.
     ///
     /// # Panics
-    /// Under `CI=true` without a binary, and when moto does not start.
+    /// Without a binary (unless allowed to be missing), and when moto does not start.
     pub fn start_or_skip() -> Option<Self> {
         let Some(bin) = Self::binary() else {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!(
-                    "moto_server not found: set {MOTO_SERVER_ENV} (scripts/test.sh installs it into the venv)"
-                );
-            }
-            eprintln!("SKIPPED: moto_server not found ({MOTO_SERVER_ENV} unset, not on PATH)");
+            test_support::missing_tool(
+                "moto_server",
+                &format!("set {MOTO_SERVER_ENV} (scripts/moto.sh installs it into its venv)"),
+            );
             return None;
         };
         Some(Self::start(&bin).unwrap_or_else(|e| panic!("starting {}: {e}", bin.display())))

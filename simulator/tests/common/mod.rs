@@ -139,13 +139,10 @@ pub fn client(env: &str, name: &str, search_path: bool) -> Option<PathBuf> {
     })
 }
 
-/// Skips a test whose client is missing, with a notice; fails instead under CI.
+/// A test whose client is missing fails, unless `DOVETAIL_ALLOW_MISSING` names it (then it
+/// skips with a notice): `test_support::missing_tool`.
 pub fn missing(what: &str, how: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{what} is missing under CI: {how} (scripts/test.sh installs it)"
-    );
-    println!("NOTICE: skipping the {what} test: {how} (scripts/test.sh does)");
+    test_support::missing_tool(what, how);
 }
 
 /// kubectl: `DOVETAIL_KUBECTL` (set by `scripts/test.sh`, which installs it), else the venv's,

@@ -1,0 +1,52 @@
+//! Test support shared by every dovetail crate's tests.
+//!
+//! A test that needs an outside tool (moto_server, kubectl, the Python client, a validator,
+//! Chromium, Postgres) and cannot find it FAILS: the README's test command installs every tool,
+//! so a missing one is a broken set-up, never a pass. Someone who knowingly runs the tests
+//! without a tool opts out by naming it in `DOVETAIL_ALLOW_MISSING` (a comma-separated list of
+//! the tools' names as the failures print them, or `all`); the test then prints a notice and
+//! skips.
+
+/// The opt-out variable: tools whose absence skips a test instead of failing it.
+pub const ALLOW_MISSING_ENV: &str = "DOVETAIL_ALLOW_MISSING";
+
+/// Whether `tool` may be missing (it is named in [`ALLOW_MISSING_ENV`], or that says `all`).
+#[must_use]
+pub fn may_be_missing(tool: &str) -> bool {
+    std::env::var(ALLOW_MISSING_ENV).is_ok_and(|list| allows(&list, tool))
+}
+
+fn allows(list: &str, tool: &str) -> bool {
+    list.split(',')
+        .map(str::trim)
+        .any(|t| t == "all" || t.eq_ignore_ascii_case(tool))
+}
+
+/// Says that `tool` is missing and how to get it. Returns (the caller then skips its test,
+/// after this printed a notice) only when [`ALLOW_MISSING_ENV`] allows it.
+///
+/// # Panics
+/// When `tool` is missing and not allowed to be: the test fails, naming the tool and `how`.
+pub fn missing_tool(tool: &str, how: &str) {
+    assert!(
+        may_be_missing(tool),
+        "{tool} is missing: {how} (scripts/test.sh installs it; set {ALLOW_MISSING_ENV}={tool} \
+         to skip the tests that need it)"
+    );
+    println!("NOTICE: skipping a test that needs {tool} ({ALLOW_MISSING_ENV}): {how}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::allows;
+
+    #[test]
+    fn the_opt_out_names_tools_or_all() {
+        assert!(allows("moto_server", "moto_server"));
+        assert!(allows("kubectl, moto_server", "moto_server"));
+        assert!(allows("all", "chromium"));
+        assert!(!allows("", "moto_server"));
+        assert!(!allows("kubectl", "moto_server"));
+        assert!(!allows("moto", "moto_server"));
+    }
+}
