@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::str::FromStr;
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -28,8 +29,8 @@ use super::{
 use crate::clock::Millis;
 use crate::launch::{LaunchSpec, client_token};
 
-static POSTGRES: Migrator = sqlx::migrate!("../migrations/postgres");
-static SQLITE: Migrator = sqlx::migrate!("../migrations/sqlite");
+static POSTGRES: LazyLock<Migrator> = LazyLock::new(|| migrations::migrator(migrations::POSTGRES));
+static SQLITE: LazyLock<Migrator> = LazyLock::new(|| migrations::migrator(migrations::SQLITE));
 
 /// Columns of a claim row, as [`claim_from_row`] reads them (a macro so that `concat!` can
 /// build constant queries from it).
@@ -60,6 +61,7 @@ macro_rules! with_pool {
 }
 
 mod disruptions;
+mod migrations;
 
 /// The sqlx ledger (Postgres or SQLite).
 pub struct SqlLedger {
