@@ -40,6 +40,7 @@ use crate::cloud::SimCloud;
 
 pub mod catalog;
 pub mod ec2;
+mod ec2_network;
 pub mod events;
 pub mod network;
 mod query;

@@ -13,8 +13,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use cloud::{
     CapacityType, Catalog, CloudProvider, Error, Instance, InstanceState, InstanceType,
-    InterruptionEvent, InterruptionKind, InterruptionQueue, LaunchRequest, ListFilter, Offering,
-    OfferingKey, ProviderId, Result, Tags,
+    InterruptionEvent, InterruptionKind, InterruptionQueue, LaunchRequest, ListFilter, OfferingKey,
+    ProviderId, Result, Tags,
 };
 use tokio::sync::watch;
 
@@ -638,62 +638,13 @@ impl InterruptionQueue for SimCloud {
     }
 }
 
-/// A small catalog for tests that do not need the full AWS one: general-purpose and
-/// compute-optimized amd64 types plus one arm64 type, in three zones, on-demand and spot, with
-/// capacity and overhead from the simulator's EKS formulas ([`crate::instance_types`]).
-pub fn sample_catalog(region: &str) -> Catalog {
-    use crate::instance_types::{ROOT_VOLUME, instance_type};
-    use crate::resources::Resources;
-
-    let types = [
-        ("m5.large", 2, 8192, 29, "amd64", 0.096),
-        ("m5.xlarge", 4, 16384, 58, "amd64", 0.192),
-        ("m5.2xlarge", 8, 32768, 58, "amd64", 0.384),
-        ("c5.large", 2, 4096, 29, "amd64", 0.085),
-        ("c5.xlarge", 4, 8192, 58, "amd64", 0.17),
-        ("m6g.large", 2, 8192, 29, "arm64", 0.077),
-    ];
-    let zones = ["a", "b", "c"].map(|z| format!("{region}{z}"));
-    let instance_types = types
-        .iter()
-        .map(|(name, vcpu, mib, pods, arch, price)| {
-            let capacity = Resources {
-                cpu: vcpu * 1000,
-                memory: mib << 20,
-                ephemeral_storage: ROOT_VOLUME,
-                pods: *pods,
-                extended: BTreeMap::new(),
-            };
-            let mut offerings = Vec::new();
-            for z in &zones {
-                for (ct, p) in [("on-demand", *price), ("spot", price * 0.35)] {
-                    offerings.push(Offering {
-                        zone: z.clone(),
-                        capacity_type: ct.into(),
-                        price: p,
-                        available: true,
-                    });
-                }
-            }
-            let mut it = instance_type(name, arch, &capacity, *mib, offerings);
-            it.labels
-                .insert(crate::labels::REGION.into(), region.to_string());
-            it
-        })
-        .collect();
-    Catalog {
-        instance_types,
-        notes: vec!["simulator sample catalog".into()],
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn cloud() -> SimCloud {
         SimCloud::new(
-            sample_catalog("us-east-1"),
+            crate::instance_types::sample_catalog("us-east-1"),
             Clock::at(Duration::from_secs(1_800_000_000)),
             CloudConfig::default(),
         )

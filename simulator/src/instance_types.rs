@@ -363,6 +363,62 @@ fn kebab(s: &str) -> String {
     s.to_ascii_lowercase().replace([' ', '_'], "-")
 }
 
+/// The simulator's built-in us-east-1 catalog ([`builtin`]: the
+/// project's EC2 data with the simulator's own EKS formulas), or the small sample catalog should
+/// the data fail to parse.
+pub fn default_catalog() -> Catalog {
+    crate::instance_types::builtin().unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "Built-in AWS catalog unavailable; using the sample catalog");
+        sample_catalog("us-east-1")
+    })
+}
+
+/// A small catalog for tests that do not need the full AWS one: general-purpose and
+/// compute-optimized amd64 types plus one arm64 type, in three zones, on-demand and spot, with
+/// capacity and overhead from the simulator's EKS formulas (this module).
+pub fn sample_catalog(region: &str) -> Catalog {
+    let types = [
+        ("m5.large", 2, 8192, 29, "amd64", 0.096),
+        ("m5.xlarge", 4, 16384, 58, "amd64", 0.192),
+        ("m5.2xlarge", 8, 32768, 58, "amd64", 0.384),
+        ("c5.large", 2, 4096, 29, "amd64", 0.085),
+        ("c5.xlarge", 4, 8192, 58, "amd64", 0.17),
+        ("m6g.large", 2, 8192, 29, "arm64", 0.077),
+    ];
+    let zones = ["a", "b", "c"].map(|z| format!("{region}{z}"));
+    let instance_types = types
+        .iter()
+        .map(|(name, vcpu, mib, pods, arch, price)| {
+            let capacity = Resources {
+                cpu: vcpu * 1000,
+                memory: mib << 20,
+                ephemeral_storage: ROOT_VOLUME,
+                pods: *pods,
+                extended: BTreeMap::new(),
+            };
+            let mut offerings = Vec::new();
+            for z in &zones {
+                for (ct, p) in [("on-demand", *price), ("spot", price * 0.35)] {
+                    offerings.push(Offering {
+                        zone: z.clone(),
+                        capacity_type: ct.into(),
+                        price: p,
+                        available: true,
+                    });
+                }
+            }
+            let mut it = instance_type(name, arch, &capacity, *mib, offerings);
+            it.labels
+                .insert(crate::labels::REGION.into(), region.to_string());
+            it
+        })
+        .collect();
+    Catalog {
+        instance_types,
+        notes: vec!["simulator sample catalog".into()],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

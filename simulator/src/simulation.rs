@@ -13,7 +13,7 @@ use crate::api::server::{ApiState, router};
 use crate::api::{ApiError, Store, kinds};
 use crate::aws::{Aws, AwsConfig};
 use crate::clock::Clock;
-use crate::cloud::{CloudConfig, SimCloud, sample_catalog};
+use crate::cloud::{CloudConfig, SimCloud};
 use crate::controllers::kubelet::{Kubelet, KubeletConfig};
 use crate::controllers::{Ctx, scheduler, workloads};
 use crate::faults::Faults;
@@ -75,7 +75,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub struct Config {
     /// Port on 127.0.0.1 (0 picks a free one).
     pub port: u16,
-    /// The instance types the simulated cloud sells (default: [`default_catalog`]).
+    /// The instance types the simulated cloud sells (default: [`crate::instance_types::default_catalog`]).
     pub catalog: Catalog,
     /// Simulated cloud timings.
     pub cloud: CloudConfig,
@@ -101,7 +101,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             port: 0,
-            catalog: default_catalog(),
+            catalog: crate::instance_types::default_catalog(),
             cloud: CloudConfig::default(),
             kubelet: KubeletConfig::default(),
             scheduler: true,
@@ -312,16 +312,6 @@ impl Drop for Simulation {
             t.abort();
         }
     }
-}
-
-/// The simulator's built-in us-east-1 catalog ([`crate::instance_types::builtin`]: the
-/// project's EC2 data with the simulator's own EKS formulas), or the small sample catalog should
-/// the data fail to parse.
-pub fn default_catalog() -> Catalog {
-    crate::instance_types::builtin().unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "Built-in AWS catalog unavailable; using the sample catalog");
-        sample_catalog("us-east-1")
-    })
 }
 
 fn seed(store: &Store) -> Result<()> {

@@ -20,11 +20,11 @@ use std::fmt::Write as _;
 
 use thiserror::Error;
 
-use crate::catalog::Catalog;
-use crate::consolidation::cron::Schedule;
 use crate::labels;
 use crate::model::{BudgetNodes, ClusterSnapshot, NodePool, Requirement, Resources};
 use crate::requirements::well_known;
+use common::catalog::Catalog;
+use common::cron::Schedule;
 
 /// The longest duration accepted anywhere (100 years in seconds): far above any real
 /// `expireAfter` or `consolidateAfter`, and small enough that a timestamp plus it cannot wrap.

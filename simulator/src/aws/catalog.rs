@@ -10,9 +10,8 @@
 
 use cloud::InstanceType;
 
-use super::ec2::page;
 use super::network::{filters, matches};
-use super::query::Params;
+use super::query::{Params, page};
 use super::xml::Xml;
 use super::{Aws, AwsError};
 use crate::clock::rfc3339;

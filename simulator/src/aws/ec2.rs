@@ -8,8 +8,9 @@
 //!   `InsufficientInstanceCapacity`, unsold ones as `Unsupported`, as EC2 reports them.
 //! - DescribeInstances, TerminateInstances, CreateTags: the simulated instances (terminated ones
 //!   stay visible, as on EC2 for about an hour).
-//! - CreateLaunchTemplate, DescribeLaunchTemplates, DescribeSubnets, DescribeSecurityGroups,
-//!   DescribeImages, DescribeAvailabilityZones: the [`super::Network`].
+//! - CreateLaunchTemplate, DescribeLaunchTemplates: the [`super::Network`]'s templates;
+//!   DescribeSubnets, DescribeSecurityGroups, DescribeImages, DescribeAvailabilityZones: the
+//!   [`super::Network`] too (`super::ec2_network`).
 //! - DescribeInstanceTypes, DescribeInstanceTypeOfferings, DescribeSpotPriceHistory: the
 //!   simulator's catalog ([`super::catalog`]).
 //!
@@ -26,7 +27,7 @@ use cloud::{
 };
 
 use super::network::{Filter, Launch, LaunchTemplate, filters, matches};
-use super::query::Params;
+use super::query::{Params, page};
 use super::xml::{Xml, escape};
 use super::{ACCOUNT_ID, Aws, AwsError};
 use crate::clock::rfc3339;
@@ -91,10 +92,10 @@ async fn dispatch(aws: &Aws, action: &str, p: &Params, rid: &str) -> Result<Stri
         "CreateTags" => create_tags(aws, p, rid),
         "CreateLaunchTemplate" => create_launch_template(aws, p, rid),
         "DescribeLaunchTemplates" => describe_launch_templates(aws, p, rid),
-        "DescribeSubnets" => describe_subnets(aws, p, rid),
-        "DescribeSecurityGroups" => describe_security_groups(aws, p, rid),
-        "DescribeImages" => describe_images(aws, p, rid),
-        "DescribeAvailabilityZones" => describe_availability_zones(aws, p, rid),
+        "DescribeSubnets" => super::ec2_network::describe_subnets(aws, p, rid),
+        "DescribeSecurityGroups" => super::ec2_network::describe_security_groups(aws, p, rid),
+        "DescribeImages" => super::ec2_network::describe_images(aws, p, rid),
+        "DescribeAvailabilityZones" => super::ec2_network::describe_availability_zones(aws, p, rid),
         "DescribeInstanceTypes" => super::catalog::describe_instance_types(aws, p, rid),
         "DescribeInstanceTypeOfferings" => {
             super::catalog::describe_instance_type_offerings(aws, p, rid)
@@ -105,36 +106,6 @@ async fn dispatch(aws: &Aws, action: &str, p: &Params, rid: &str) -> Result<Stri
             format!("The action {other} is not valid for this web service."),
         )),
     }
-}
-
-/// `MaxResults` / `NextToken` paging over `items` (the token is an offset).
-pub(crate) fn page<T>(items: Vec<T>, p: &Params) -> Result<(Vec<T>, Option<String>)> {
-    let start = match p.get("NextToken") {
-        None | Some("") => 0,
-        Some(t) => t
-            .strip_prefix("sim-")
-            .and_then(|n| n.parse::<usize>().ok())
-            .ok_or_else(|| {
-                AwsError::client(
-                    "InvalidNextToken",
-                    format!("The token '{t}' is invalid for NextToken"),
-                )
-            })?,
-    };
-    let max = match p.int("MaxResults")? {
-        None => usize::MAX,
-        Some(n) if n >= 1 => n as usize,
-        Some(n) => {
-            return Err(AwsError::invalid_value(format!(
-                "Value ({n}) for parameter MaxResults is invalid. Expected a positive number."
-            )));
-        }
-    };
-    let total = items.len();
-    let out: Vec<T> = items.into_iter().skip(start).take(max).collect();
-    let end = start.saturating_add(out.len());
-    let next = (end < total).then(|| format!("sim-{end}"));
-    Ok((out, next))
 }
 
 // === CreateFleet ===
@@ -857,260 +828,5 @@ fn describe_launch_templates(aws: &Aws, p: &Params, rid: &str) -> Result<String>
     Ok(Xml::response("DescribeLaunchTemplates", rid, |x| {
         x.list("launchTemplates", &selected, template_xml);
         x.opt("nextToken", next.as_deref());
-    }))
-}
-
-// === Network ===
-
-fn describe_subnets(aws: &Aws, p: &Params, rid: &str) -> Result<String> {
-    let ids = p.strings("SubnetId");
-    let fs = filters(
-        p,
-        &[
-            "subnet-id",
-            "vpc-id",
-            "availability-zone",
-            "availability-zone-id",
-            "cidr-block",
-            "state",
-            "default-for-az",
-        ],
-        true,
-    )?;
-    let net = aws.network().clone();
-    if let Some(missing) = ids.iter().find(|id| net.subnet(id).is_none()) {
-        return Err(AwsError::client(
-            "InvalidSubnetID.NotFound",
-            format!("The subnet ID '{missing}' does not exist"),
-        ));
-    }
-    let selected: Vec<_> = net
-        .subnets
-        .iter()
-        .filter(|s| ids.is_empty() || ids.contains(&s.id))
-        .filter(|s| {
-            matches(&fs, &s.tags, |f| match f {
-                "subnet-id" => vec![s.id.clone()],
-                "vpc-id" => vec![net.vpc_id.clone()],
-                "availability-zone" => vec![s.zone.clone()],
-                "availability-zone-id" => vec![s.zone_id.clone()],
-                "cidr-block" => vec![s.cidr.clone()],
-                "state" => vec!["available".into()],
-                "default-for-az" => vec!["false".into()],
-                _ => vec![],
-            })
-        })
-        .cloned()
-        .collect();
-    let (selected, next) = page(selected, p)?;
-    let region = aws.region().to_string();
-    Ok(Xml::response("DescribeSubnets", rid, |x| {
-        x.list("subnetSet", &selected, |x, s| {
-            x.leaf("subnetId", &s.id);
-            x.leaf(
-                "subnetArn",
-                format!("arn:aws:ec2:{region}:{ACCOUNT_ID}:subnet/{}", s.id),
-            );
-            x.leaf("state", "available");
-            x.leaf("ownerId", ACCOUNT_ID);
-            x.leaf("vpcId", &net.vpc_id);
-            x.leaf("cidrBlock", &s.cidr);
-            x.leaf("availableIpAddressCount", s.available_ips);
-            x.leaf("availabilityZone", &s.zone);
-            x.leaf("availabilityZoneId", &s.zone_id);
-            x.leaf("defaultForAz", false);
-            x.leaf("mapPublicIpOnLaunch", false);
-            x.leaf("assignIpv6AddressOnCreation", false);
-            x.tags("tagSet", &s.tags);
-        });
-        x.opt("nextToken", next.as_deref());
-    }))
-}
-
-fn describe_security_groups(aws: &Aws, p: &Params, rid: &str) -> Result<String> {
-    let ids = p.strings("GroupId");
-    let names = p.strings("GroupName");
-    let fs = filters(
-        p,
-        &[
-            "group-id",
-            "group-name",
-            "vpc-id",
-            "description",
-            "owner-id",
-        ],
-        true,
-    )?;
-    let net = aws.network().clone();
-    if let Some(missing) = ids.iter().find(|id| net.security_group(id).is_none()) {
-        return Err(AwsError::client(
-            "InvalidGroup.NotFound",
-            format!("The security group '{missing}' does not exist"),
-        ));
-    }
-    if let Some(missing) = names
-        .iter()
-        .find(|n| !net.security_groups.iter().any(|g| &g.name == *n))
-    {
-        return Err(AwsError::client(
-            "InvalidGroup.NotFound",
-            format!(
-                "The security group '{missing}' does not exist in default VPC '{}'",
-                net.vpc_id
-            ),
-        ));
-    }
-    let selected: Vec<_> = net
-        .security_groups
-        .iter()
-        .filter(|g| ids.is_empty() || ids.contains(&g.id))
-        .filter(|g| names.is_empty() || names.contains(&g.name))
-        .filter(|g| {
-            matches(&fs, &g.tags, |f| match f {
-                "group-id" => vec![g.id.clone()],
-                "group-name" => vec![g.name.clone()],
-                "vpc-id" => vec![net.vpc_id.clone()],
-                "description" => vec![g.description.clone()],
-                "owner-id" => vec![ACCOUNT_ID.into()],
-                _ => vec![],
-            })
-        })
-        .cloned()
-        .collect();
-    let (selected, next) = page(selected, p)?;
-    let region = aws.region().to_string();
-    Ok(Xml::response("DescribeSecurityGroups", rid, |x| {
-        x.list("securityGroupInfo", &selected, |x, g| {
-            x.leaf("ownerId", ACCOUNT_ID);
-            x.leaf("groupId", &g.id);
-            x.leaf("groupName", &g.name);
-            x.leaf("groupDescription", &g.description);
-            x.leaf("vpcId", &net.vpc_id);
-            x.leaf(
-                "securityGroupArn",
-                format!("arn:aws:ec2:{region}:{ACCOUNT_ID}:security-group/{}", g.id),
-            );
-            x.elem("ipPermissions", |_| {});
-            x.elem("ipPermissionsEgress", |_| {});
-            x.tags("tagSet", &g.tags);
-        });
-        x.opt("nextToken", next.as_deref());
-    }))
-}
-
-fn describe_images(aws: &Aws, p: &Params, rid: &str) -> Result<String> {
-    let ids = p.strings("ImageId");
-    let owners = p.strings("Owner");
-    let fs = filters(
-        p,
-        &[
-            "image-id",
-            "name",
-            "architecture",
-            "owner-id",
-            "owner-alias",
-            "state",
-            "image-type",
-            "is-public",
-            "root-device-type",
-            "virtualization-type",
-            "platform-details",
-        ],
-        true,
-    )?;
-    let net = aws.network().clone();
-    if let Some(missing) = ids
-        .iter()
-        .find(|id| !net.images.iter().any(|i| &i.id == *id))
-    {
-        return Err(AwsError::client(
-            "InvalidAMIID.NotFound",
-            format!("The image id '[{missing}]' does not exist"),
-        ));
-    }
-    let selected: Vec<_> = net
-        .images
-        .iter()
-        .filter(|i| ids.is_empty() || ids.contains(&i.id))
-        .filter(|i| {
-            owners.is_empty()
-                || owners.iter().any(|o| {
-                    o == &i.owner || o == "amazon" || (o == "self" && i.owner == ACCOUNT_ID)
-                })
-        })
-        .filter(|i| {
-            matches(&fs, &i.tags, |f| match f {
-                "image-id" => vec![i.id.clone()],
-                "name" => vec![i.name.clone()],
-                "architecture" => vec![i.architecture.clone()],
-                "owner-id" => vec![i.owner.clone()],
-                "owner-alias" => vec!["amazon".into()],
-                "state" => vec!["available".into()],
-                "image-type" => vec!["machine".into()],
-                "is-public" => vec!["true".into()],
-                "root-device-type" => vec!["ebs".into()],
-                "virtualization-type" => vec!["hvm".into()],
-                "platform-details" => vec!["Linux/UNIX".into()],
-                _ => vec![],
-            })
-        })
-        .cloned()
-        .collect();
-    let (selected, next) = page(selected, p)?;
-    Ok(Xml::response("DescribeImages", rid, |x| {
-        x.list("imagesSet", &selected, |x, i| {
-            x.leaf("imageId", &i.id);
-            x.leaf("imageLocation", format!("amazon/{}", i.name));
-            x.leaf("imageState", "available");
-            x.leaf("imageOwnerId", &i.owner);
-            x.leaf("creationDate", &i.creation_date);
-            x.leaf("isPublic", true);
-            x.leaf("architecture", &i.architecture);
-            x.leaf("imageType", "machine");
-            x.leaf("name", &i.name);
-            x.leaf("description", format!("{} (simulated)", i.name));
-            x.leaf("imageOwnerAlias", "amazon");
-            x.leaf("rootDeviceType", "ebs");
-            x.leaf("rootDeviceName", "/dev/xvda");
-            x.leaf("virtualizationType", "hvm");
-            x.leaf("hypervisor", "xen");
-            x.leaf("enaSupport", true);
-            x.leaf("platformDetails", "Linux/UNIX");
-            x.tags("tagSet", &i.tags);
-        });
-        x.opt("nextToken", next.as_deref());
-    }))
-}
-
-fn describe_availability_zones(aws: &Aws, p: &Params, rid: &str) -> Result<String> {
-    let names = p.strings("ZoneName");
-    let fs = filters(p, &["zone-name", "zone-id", "region-name", "state"], false)?;
-    let net = aws.network().clone();
-    let region = aws.region().to_string();
-    let zones: Vec<_> = net
-        .subnets
-        .iter()
-        .filter(|s| names.is_empty() || names.contains(&s.zone))
-        .filter(|s| {
-            matches(&fs, &Tags::new(), |f| match f {
-                "zone-name" => vec![s.zone.clone()],
-                "zone-id" => vec![s.zone_id.clone()],
-                "region-name" => vec![region.clone()],
-                "state" => vec!["available".into()],
-                _ => vec![],
-            })
-        })
-        .collect();
-    Ok(Xml::response("DescribeAvailabilityZones", rid, |x| {
-        x.list("availabilityZoneInfo", &zones, |x, s| {
-            x.leaf("zoneName", &s.zone);
-            x.leaf("zoneId", &s.zone_id);
-            x.leaf("zoneState", "available");
-            x.leaf("regionName", &region);
-            x.leaf("zoneType", "availability-zone");
-            x.leaf("optInStatus", "opt-in-not-required");
-            x.leaf("groupName", &region);
-            x.leaf("networkBorderGroup", &region);
-        });
     }))
 }

@@ -132,6 +132,36 @@ impl Params {
     }
 }
 
+/// `MaxResults` / `NextToken` paging over `items` (the token is an offset).
+pub(crate) fn page<T>(items: Vec<T>, p: &Params) -> Result<(Vec<T>, Option<String>), AwsError> {
+    let start = match p.get("NextToken") {
+        None | Some("") => 0,
+        Some(t) => t
+            .strip_prefix("sim-")
+            .and_then(|n| n.parse::<usize>().ok())
+            .ok_or_else(|| {
+                AwsError::client(
+                    "InvalidNextToken",
+                    format!("The token '{t}' is invalid for NextToken"),
+                )
+            })?,
+    };
+    let max = match p.int("MaxResults")? {
+        None => usize::MAX,
+        Some(n) if n >= 1 => n as usize,
+        Some(n) => {
+            return Err(AwsError::invalid_value(format!(
+                "Value ({n}) for parameter MaxResults is invalid. Expected a positive number."
+            )));
+        }
+    };
+    let total = items.len();
+    let out: Vec<T> = items.into_iter().skip(start).take(max).collect();
+    let end = start.saturating_add(out.len());
+    let next = (end < total).then(|| format!("sim-{end}"));
+    Ok((out, next))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -108,7 +108,7 @@ impl Ec2KubeletConfig {
             poll_interval: Duration::from_millis(200),
             register_after: Duration::from_secs(1),
             ready_after: Duration::from_secs(1),
-            catalog: crate::simulation::default_catalog(),
+            catalog: crate::instance_types::default_catalog(),
         }
     }
 }
