@@ -21,6 +21,7 @@ pub mod cron;
 pub mod duration;
 pub mod ec2;
 pub mod hash;
+pub mod key;
 pub mod labels;
 pub mod quantity;
 pub mod resources;

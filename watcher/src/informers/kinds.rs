@@ -185,7 +185,7 @@ pub fn spawn_all(client: kube::Client, options: &Options, sinks: Sinks) -> Vec<J
             Kind::Namespace,
             stream,
             sinks.clone(),
-            |n| Converted::Keep(Box::new(Object::Namespace(convert::namespace(n)))),
+            |n| Converted::Keep(Box::new(Object::Namespace(convert::namespace(&n.metadata)))),
         )));
     }
     let dynamic = |group: &str, kind: &str| {

@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
 use k8s_openapi::api::scheduling::v1 as scheduling;
 use k8s_openapi::api::storage::v1 as storage;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use proto::v1 as pb;
 
@@ -56,12 +57,12 @@ pub fn node(n: &core::Node) -> Result<pb::Node> {
     })
 }
 
-/// Converts a Namespace (its labels are all the planner reads).
-pub fn namespace(n: &kube::core::PartialObjectMeta<core::Namespace>) -> pb::Namespace {
+/// Converts a Namespace from its metadata (its labels are all the planner reads).
+pub fn namespace(m: &meta::ObjectMeta) -> pb::Namespace {
     pb::Namespace {
-        name: name(&n.metadata),
-        labels: labels(&n.metadata).into_iter().collect(),
-        uid: uid(&n.metadata),
+        name: name(m),
+        labels: labels(m).into_iter().collect(),
+        uid: uid(m),
     }
 }
 

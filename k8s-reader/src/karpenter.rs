@@ -139,6 +139,26 @@ fn resource_map(v: Option<&Value>, base: &str) -> Result<BTreeMap<String, String
     Ok(out)
 }
 
+/// `spec.disruption.consolidationPolicy`, absent `WhenEmptyOrUnderutilized`; v1beta1's
+/// `WhenUnderutilized` is read as v1's `WhenEmptyOrUnderutilized`, which replaced it.
+fn consolidation_policy(v: Option<&Value>) -> Result<&'static str> {
+    const FIELD: &str = "spec.disruption.consolidationPolicy";
+    match v {
+        None | Some(Value::Null) => Ok("WhenEmptyOrUnderutilized"),
+        Some(Value::String(s)) => match s.as_str() {
+            "WhenEmpty" => Ok("WhenEmpty"),
+            "WhenEmptyOrUnderutilized" | "WhenUnderutilized" => Ok("WhenEmptyOrUnderutilized"),
+            other => Err(field_err(
+                FIELD,
+                format!(
+                    "unknown variant `{other}`, expected one of `WhenEmpty`, `WhenEmptyOrUnderutilized`, `WhenUnderutilized`"
+                ),
+            )),
+        },
+        Some(other) => Err(field_err(FIELD, format!("expected a string, got {other}"))),
+    }
+}
+
 /// Converts a NodePool.
 ///
 /// # Errors
@@ -232,10 +252,10 @@ pub fn node_pool(v: &Value) -> Result<pb::NodePool> {
             .map(|m| m.keys().cloned().collect())
             .unwrap_or_default(),
         disruption: Some(pb::Disruption {
-            consolidation_policy: disruption
-                .and_then(|d| str_at(d, &["consolidationPolicy"]))
-                .unwrap_or("WhenEmptyOrUnderutilized")
-                .into(),
+            consolidation_policy: consolidation_policy(
+                disruption.and_then(|d| d.get("consolidationPolicy")),
+            )?
+            .into(),
             consolidate_after: duration_field(
                 disruption.and_then(|d| d.get("consolidateAfter")),
                 "spec.disruption.consolidateAfter",
@@ -384,7 +404,18 @@ pub fn node_class(v: &Value) -> Result<pb::NodeClass> {
                 let text = threshold.as_str().unwrap_or_default();
                 match text.strip_suffix('%') {
                     Some(p) => {
-                        eviction_hard_percent.insert(resource.to_string(), p.to_string());
+                        // Kept as written (`5%`), the form the contract's percentages take.
+                        crate::quantity::parse_milli(p.trim())
+                            .ok()
+                            .filter(|m| (0..=100_000).contains(m))
+                            .ok_or_else(|| {
+                                field_err(
+                                    format!("spec.kubelet.evictionHard.{signal}"),
+                                    format!("{text:?} is not a percentage between 0% and 100%"),
+                                )
+                            })?;
+                        eviction_hard_percent
+                            .insert(resource.to_string(), format!("{}%", p.trim()));
                     }
                     None => {
                         crate::quantity::parse_milli(text).map_err(|e| {
@@ -481,6 +512,33 @@ mod tests {
     }
 
     #[test]
+    fn eviction_thresholds_keep_their_percent_sign() {
+        let class = |threshold: &str| {
+            serde_json::json!({
+                "metadata": {"name": "default"},
+                "spec": {"kubelet": {"evictionHard": {
+                    "memory.available": threshold, "nodefs.available": "1Gi"
+                }}}
+            })
+        };
+        let k = node_class(&class("5%"))
+            .expect("valid")
+            .kubelet
+            .expect("kubelet");
+        assert_eq!(k.eviction_hard_percent["memory"], "5%");
+        assert_eq!(
+            k.eviction_hard.expect("absolute").quantities["ephemeral-storage"],
+            "1Gi"
+        );
+        assert_eq!(
+            node_class(&class("150%"))
+                .expect_err("over 100%")
+                .to_string(),
+            "spec.kubelet.evictionHard.memory.available: \"150%\" is not a percentage between 0% and 100%"
+        );
+    }
+
+    #[test]
     fn node_pool_defaults_and_errors_name_the_field() {
         let np = serde_json::json!({
             "metadata": {"name": "default", "uid": "u"},
@@ -502,6 +560,20 @@ mod tests {
             node_pool(&bad).expect_err("bad operator").to_string(),
             "spec.template.spec.requirements[0].operator: unknown operator \"Near\""
         );
+        let mut bad = np.clone();
+        bad["spec"]["disruption"] = serde_json::json!({"consolidationPolicy": "Balanced"});
+        assert_eq!(
+            node_pool(&bad).expect_err("unknown policy").to_string(),
+            "spec.disruption.consolidationPolicy: unknown variant `Balanced`, expected one of `WhenEmpty`, `WhenEmptyOrUnderutilized`, `WhenUnderutilized`"
+        );
+        let mut legacy = np.clone();
+        legacy["spec"]["disruption"] =
+            serde_json::json!({"consolidationPolicy": "WhenUnderutilized"});
+        let d = node_pool(&legacy)
+            .expect("v1beta1's name")
+            .disruption
+            .expect("set");
+        assert_eq!(d.consolidation_policy, "WhenEmptyOrUnderutilized");
         let mut bad = np;
         bad["spec"]["weight"] = 0.into();
         assert!(

@@ -11,99 +11,69 @@ use super::{
     PriorityClasses, Result, field_err, label_selector, labels, name, node_selector_term,
     node_selector_terms, seconds, uid,
 };
-use crate::pending;
 use crate::quantity;
+use common::labels::{MIRROR_POD, POD_DELETION_COST};
 
-/// What the watcher does with a pod.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PodDisposition {
-    /// Mirrored: bound to a node, or pending as Karpenter defines it.
-    Keep(Box<pb::Pod>),
-    /// Not mirrored: finished, or unbound without being provisionable (not yet seen by the
-    /// scheduler, a DaemonSet or mirror pod, being preempted onto a node).
-    Ignore,
-    /// Pending, but it can never be planned; the reason goes on the pod as an Event once.
-    Invalid(super::Error),
-}
-
-/// Converts a pod, deciding whether the planner sees it at all.
-pub fn pod(p: &core::Pod, priorities: &PriorityClasses) -> PodDisposition {
-    let phase = p
+/// Converts a pod: its spec as the planner reads it, with the metadata the planner keys,
+/// selects and disrupts by. Whether the pod is pending, bound or not worth planning is the
+/// caller's to decide.
+///
+/// # Errors
+/// A missing `spec`, or a field the planner cannot use.
+pub fn pod(p: &core::Pod, priorities: &PriorityClasses) -> Result<pb::Pod> {
+    let Some(spec) = &p.spec else {
+        return Err(field_err("spec", "is required"));
+    };
+    let mut out = pod_spec(spec, "spec", priorities)?;
+    let m = &p.metadata;
+    out.namespace = m.namespace.clone().unwrap_or_else(|| "default".into());
+    out.name = name(m);
+    out.uid = uid(m);
+    out.labels = labels(m).into_iter().collect();
+    // Only the annotations the planner reads: an empty map allocates nothing, which matters
+    // at 100,000 pods.
+    out.annotations = m
+        .annotations
+        .iter()
+        .flatten()
+        .filter(|(k, _)| is_planner_annotation(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    out.owner = m
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| pb::OwnerRef {
+            kind: o.kind.clone(),
+            name: o.name.clone(),
+            controller: true,
+        });
+    out.phase = p
         .status
         .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("");
-    if matches!(phase, "Succeeded" | "Failed") {
-        return PodDisposition::Ignore;
-    }
-    let bound = p
-        .spec
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_default();
+    out.creation_time = m.creation_timestamp.as_ref().map(seconds);
+    out.deletion_time = m.deletion_timestamp.as_ref().map(seconds);
+    out.start_time = p
+        .status
         .as_ref()
-        .and_then(|s| s.node_name.as_deref())
-        .is_some_and(|n| !n.is_empty());
-    if !bound && !pending::is_provisionable(p) {
-        return PodDisposition::Ignore;
-    }
-    let Some(spec) = &p.spec else {
-        return PodDisposition::Invalid(field_err("spec", "is required"));
-    };
-    match pod_spec(spec, "spec", priorities) {
-        Ok(mut out) => {
-            let m = &p.metadata;
-            out.namespace = m.namespace.clone().unwrap_or_else(|| "default".into());
-            out.name = name(m);
-            out.uid = uid(m);
-            out.labels = labels(m).into_iter().collect();
-            // Only the annotations the planner reads: an empty map allocates nothing, which
-            // matters at 100,000 pods.
-            out.annotations = m
-                .annotations
-                .iter()
-                .flatten()
-                .filter(|(k, _)| is_planner_annotation(k))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            out.owner = m
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|o| o.controller == Some(true))
-                .map(|o| pb::OwnerRef {
-                    kind: o.kind.clone(),
-                    name: o.name.clone(),
-                    controller: true,
-                });
-            out.phase = phase.to_string();
-            out.creation_time = m.creation_timestamp.as_ref().map(seconds);
-            out.deletion_time = m.deletion_timestamp.as_ref().map(seconds);
-            out.start_time = p
-                .status
-                .as_ref()
-                .and_then(|s| s.start_time.as_ref())
-                .map(seconds);
-            // Generic ephemeral volumes are claimed as `<pod>-<volume>`.
-            for v in spec.volumes.iter().flatten() {
-                if v.ephemeral.is_some() {
-                    out.volume_claims.push(format!("{}-{}", out.name, v.name));
-                }
-            }
-            PodDisposition::Keep(Box::new(out))
+        .and_then(|s| s.start_time.as_ref())
+        .map(seconds);
+    // Generic ephemeral volumes are claimed as `<pod>-<volume>`.
+    for v in spec.volumes.iter().flatten() {
+        if v.ephemeral.is_some() {
+            out.volume_claims.push(format!("{}-{}", out.name, v.name));
         }
-        Err(e) if bound => {
-            // A bound pod still occupies its node; keep what can be read of it.
-            tracing::debug!(error = %e, "Bound pod with an unreadable spec");
-            PodDisposition::Ignore
-        }
-        Err(e) => PodDisposition::Invalid(e),
     }
+    Ok(out)
 }
 
 /// Pod annotations the planner reads: Karpenter's (`karpenter.sh/do-not-disrupt`), the
 /// mirror-pod marker and the pod deletion cost.
 fn is_planner_annotation(key: &str) -> bool {
-    key.starts_with("karpenter.sh/")
-        || key == "kubernetes.io/config.mirror"
-        || key == "controller.kubernetes.io/pod-deletion-cost"
+    key.starts_with("karpenter.sh/") || key == MIRROR_POD || key == POD_DELETION_COST
 }
 
 /// Converts a DaemonSet: its pod template, as a pod.
@@ -223,6 +193,12 @@ fn pod_spec(spec: &core::PodSpec, base: &str, priorities: &PriorityClasses) -> R
             return Err(field_err(
                 format!("{base}.topologySpreadConstraints[{i}].maxSkew"),
                 format!("must be at least 1, got {}", c.max_skew),
+            ));
+        }
+        if c.min_domains.is_some() && c.when_unsatisfiable != "DoNotSchedule" {
+            return Err(field_err(
+                format!("{base}.topologySpreadConstraints[{i}].minDomains"),
+                "may only be set with whenUnsatisfiable: DoNotSchedule",
             ));
         }
         pod.topology_spread.push(pb::TopologySpreadConstraint {
@@ -427,9 +403,7 @@ mod tests {
                 "overhead": {"cpu": "10m"}
             }
         }));
-        let PodDisposition::Keep(p) = pod(&p, &PriorityClasses::default()) else {
-            panic!("kept");
-        };
+        let p = pod(&p, &PriorityClasses::default()).expect("converts");
         // max(500+250+100, 2000+100) + 10 overhead.
         assert_eq!(p.requests["cpu"], "2110m");
         assert_eq!(p.requests["memory"], "1073741824");
@@ -449,31 +423,10 @@ mod tests {
             "metadata": {"name": "bad", "namespace": "default", "uid": "u2"},
             "spec": {"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}
         }));
-        let PodDisposition::Invalid(e) = pod(&p, &PriorityClasses::default()) else {
-            panic!("invalid");
-        };
+        let e = pod(&p, &PriorityClasses::default()).expect_err("invalid");
         assert_eq!(
             e.to_string(),
             "spec.containers[0].resources.requests.cpu: invalid quantity \"lots\": expected a number"
-        );
-    }
-
-    #[test]
-    fn finished_and_unmarked_unbound_pods_are_not_mirrored() {
-        let mut p = pending_pod(serde_json::json!({
-            "metadata": {"name": "x", "namespace": "default"},
-            "spec": {"containers": []}
-        }));
-        p.status.as_mut().expect("status").conditions = None;
-        assert_eq!(pod(&p, &PriorityClasses::default()), PodDisposition::Ignore);
-        let mut done = pending_pod(serde_json::json!({
-            "metadata": {"name": "y", "namespace": "default"},
-            "spec": {"containers": [], "nodeName": "n1"}
-        }));
-        done.status.as_mut().expect("status").phase = Some("Succeeded".into());
-        assert_eq!(
-            pod(&done, &PriorityClasses::default()),
-            PodDisposition::Ignore
         );
     }
 }
