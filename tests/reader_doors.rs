@@ -281,9 +281,17 @@ fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> T {
 /// The watcher's door: each object as the API gives it, converted one by one, gathered into a
 /// snapshot as the watcher's mirror sends it, decoded as a planner decodes a Session.
 fn through_the_watcher(text: &str) -> ClusterSnapshot {
-    let objects: Vec<Value> = serde_yaml::Deserializer::from_str(text)
+    watch(&documents(text))
+}
+
+fn documents(text: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(text)
         .map(|d| Value::deserialize(d).expect("YAML"))
-        .collect();
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn watch(objects: &[Value]) -> ClusterSnapshot {
     let mut classes = PriorityClasses::default();
     for o in objects.iter().filter(|o| o["kind"] == "PriorityClass") {
         let (name, value, global_default) = convert::priority_class(&typed(o));
@@ -291,7 +299,7 @@ fn through_the_watcher(text: &str) -> ClusterSnapshot {
     }
     let mut s = pb::ClusterSnapshot::default();
     let at = |kind: &str, e: convert::Error| -> ! { panic!("{kind}: {e}") };
-    for o in &objects {
+    for o in objects {
         let kind = o["kind"].as_str().expect("kind");
         match kind {
             "Pod" => match convert::pod(&typed(o), &classes) {
@@ -416,4 +424,84 @@ fn a_node_pool_the_manifests_refuse_the_watcher_refuses_alone() {
             .starts_with("spec.disruption.consolidationPolicy: unknown variant `Balanced`"),
         "{e}"
     );
+}
+
+/// The kinds the watcher has an informer for; the workload controllers' pods reach it as pods.
+const WATCHED: [&str; 12] = [
+    "Pod",
+    "Node",
+    "Namespace",
+    "DaemonSet",
+    "PodDisruptionBudget",
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "StorageClass",
+    "PriorityClass",
+    "NodePool",
+    "NodeClaim",
+    "EC2NodeClass",
+];
+
+/// The examples' objects of watched kinds, completed as the API server would hold them: an
+/// unbound pod marked unschedulable by the scheduler, a NodeClaim with the `expireAfter`
+/// Karpenter gave it from its NodePool (the CRD's 720h without one).
+fn as_the_api_holds(dir: &str) -> Vec<Value> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("the examples")
+        .map(|e| e.expect("an entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    let mut objects: Vec<Value> = files
+        .iter()
+        .flat_map(|f| documents(&std::fs::read_to_string(f).expect("readable")))
+        .filter(|o| WATCHED.contains(&o["kind"].as_str().unwrap_or_default()))
+        .collect();
+    let expiry: Vec<(Value, Value)> = objects
+        .iter()
+        .filter(|o| o["kind"] == "NodePool")
+        .map(|p| {
+            let e = &p["spec"]["template"]["spec"]["expireAfter"];
+            (
+                p["metadata"]["name"].clone(),
+                if e.is_null() {
+                    "720h".into()
+                } else {
+                    e.clone()
+                },
+            )
+        })
+        .collect();
+    for o in &mut objects {
+        if o["kind"] == "Pod" && o["spec"]["nodeName"].is_null() {
+            o["status"] = serde_json::json!({"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+            ]});
+        }
+        if o["kind"] == "NodeClaim" && o["spec"]["expireAfter"].is_null() {
+            let pool = &o["metadata"]["labels"]["karpenter.sh/nodepool"];
+            let e = expiry
+                .iter()
+                .find(|(name, _)| name == pool)
+                .map_or_else(|| "720h".into(), |(_, e)| e.clone());
+            o["spec"]["expireAfter"] = e;
+        }
+    }
+    objects
+}
+
+#[test]
+fn the_examples_read_the_same_through_both_doors() {
+    for dir in ["examples/minimal", "examples/realistic", "examples/demo"] {
+        let objects = as_the_api_holds(dir);
+        let text = objects
+            .iter()
+            .map(|o| serde_yaml::to_string(o).expect("YAML"))
+            .collect::<Vec<_>>()
+            .join("---\n");
+        let watcher = watch(&objects);
+        let manifests = through_the_manifests(&text);
+        assert!(!watcher.node_pools.is_empty(), "{dir}");
+        assert_same(&watcher, &manifests);
+    }
 }

@@ -161,11 +161,18 @@ pub fn storage_class(c: &storage::StorageClass) -> Result<pb::StorageClass> {
 }
 
 /// The PriorityClasses of the cluster, to resolve `priorityClassName` where admission has
-/// not already filled `spec.priority`.
-#[derive(Debug, Clone, Default)]
+/// not already filled `spec.priority`. The built-in `system-cluster-critical` and
+/// `system-node-critical` are always known, as the API server always has them.
+#[derive(Debug, Clone)]
 pub struct PriorityClasses {
     values: BTreeMap<String, (i32, bool)>,
 }
+
+/// The classes every API server creates, with their values.
+const BUILT_IN: [(&str, i32); 2] = [
+    ("system-cluster-critical", 2_000_000_000),
+    ("system-node-critical", 2_000_001_000),
+];
 
 /// One PriorityClass: its name, value and whether it is the global default.
 pub fn priority_class(c: &scheduling::PriorityClass) -> (String, i32, bool) {
@@ -174,15 +181,33 @@ pub fn priority_class(c: &scheduling::PriorityClass) -> (String, i32, bool) {
 
 // === impl PriorityClasses ===
 
+impl Default for PriorityClasses {
+    fn default() -> Self {
+        Self {
+            values: BUILT_IN
+                .iter()
+                .map(|(name, value)| ((*name).to_string(), (*value, false)))
+                .collect(),
+        }
+    }
+}
+
 impl PriorityClasses {
     /// Records or replaces a class.
     pub fn insert(&mut self, name: String, value: i32, global_default: bool) {
         self.values.insert(name, (value, global_default));
     }
 
-    /// Forgets a class.
+    /// Forgets a class (a built-in one keeps its value).
     pub fn remove(&mut self, name: &str) {
-        self.values.remove(name);
+        match BUILT_IN.iter().find(|(n, _)| *n == name) {
+            Some((_, value)) => {
+                self.values.insert(name.to_string(), (*value, false));
+            }
+            None => {
+                self.values.remove(name);
+            }
+        }
     }
 
     /// The value of a class; an unknown class is 0.
@@ -190,15 +215,34 @@ impl PriorityClasses {
         self.values.get(name).map_or(0, |v| v.0)
     }
 
-    /// The value of the global default class, else 0.
+    /// The value of the global default class, else 0. Kubernetes allows one; of several, the
+    /// highest value counts, so that the answer does not depend on the order they came in.
     pub fn default_value(&self) -> i32 {
-        self.values.values().find(|v| v.1).map_or(0, |v| v.0)
+        self.values
+            .values()
+            .filter(|v| v.1)
+            .map(|v| v.0)
+            .max()
+            .unwrap_or(0)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn priorities_resolve_with_the_built_in_classes_and_one_default() {
+        let mut c = PriorityClasses::default();
+        assert_eq!(c.value_of("system-node-critical"), 2_000_001_000);
+        assert_eq!(c.value_of("unknown"), 0);
+        assert_eq!(c.default_value(), 0);
+        c.insert("b".into(), 5, true);
+        c.insert("a".into(), 7, true);
+        assert_eq!(c.default_value(), 7, "the highest of several defaults");
+        c.remove("system-node-critical");
+        assert_eq!(c.value_of("system-node-critical"), 2_000_001_000);
+    }
 
     fn volume(local: bool, host_path: bool) -> core::PersistentVolume {
         serde_json::from_value(serde_json::json!({

@@ -372,23 +372,13 @@ fn host_ports(spec: &core::PodSpec) -> Vec<pb::HostPort> {
 mod tests {
     use super::*;
 
-    fn pending_pod(json: serde_json::Value) -> core::Pod {
-        let mut p: core::Pod = serde_json::from_value(json).expect("pod");
-        p.status = Some(core::PodStatus {
-            conditions: Some(vec![core::PodCondition {
-                type_: "PodScheduled".into(),
-                status: "False".into(),
-                reason: Some("Unschedulable".into()),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        });
-        p
+    fn a_pod(json: serde_json::Value) -> core::Pod {
+        serde_json::from_value(json).expect("pod")
     }
 
     #[test]
     fn effective_requests_fold_sidecars_init_containers_and_overhead() {
-        let p = pending_pod(serde_json::json!({
+        let p = a_pod(serde_json::json!({
             "metadata": {"name": "web", "namespace": "default", "uid": "u1",
                          "annotations": {"karpenter.sh/do-not-disrupt": "true", "kubectl.kubernetes.io/last-applied-configuration": "{}"}},
             "spec": {
@@ -419,7 +409,7 @@ mod tests {
 
     #[test]
     fn an_invalid_quantity_names_the_field() {
-        let p = pending_pod(serde_json::json!({
+        let p = a_pod(serde_json::json!({
             "metadata": {"name": "bad", "namespace": "default", "uid": "u2"},
             "spec": {"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}
         }));
