@@ -316,9 +316,10 @@ fn watch(objects: &[Value]) -> ClusterSnapshot {
                 convert::daemon_set(&typed::<apps::DaemonSet>(o), &classes)
                     .unwrap_or_else(|e| at(kind, e)),
             ),
-            "PodDisruptionBudget" => s
-                .pdbs
-                .push(convert::pdb(&typed::<policy::PodDisruptionBudget>(o))),
+            "PodDisruptionBudget" => s.pdbs.push(
+                convert::pdb(&typed::<policy::PodDisruptionBudget>(o))
+                    .unwrap_or_else(|e| at(kind, e)),
+            ),
             "PersistentVolumeClaim" => s
                 .pvcs
                 .push(convert::pvc(&typed::<core::PersistentVolumeClaim>(o))),
@@ -504,4 +505,194 @@ fn the_examples_read_the_same_through_both_doors() {
         assert!(!watcher.node_pools.is_empty(), "{dir}");
         assert_same(&watcher, &manifests);
     }
+}
+
+/// The object of `kind` in the fixture, with `value` put at the JSON pointer `at`.
+fn broken(kind: &str, at: &str, value: Value) -> Value {
+    let mut o = documents(OBJECTS)
+        .into_iter()
+        .find(|o| o["kind"] == kind && (kind != "Pod" || o["spec"]["nodeName"].is_null()))
+        .expect("the kind is in the fixture");
+    let (parent, last) = at.rsplit_once('/').expect("a pointer");
+    let slot = o.pointer_mut(parent).expect("the parent exists");
+    match slot {
+        Value::Array(a) => a[last.parse::<usize>().expect("an index")] = value,
+        Value::Object(m) => {
+            m.insert(last.to_string(), value);
+        }
+        _ => panic!("{parent} holds no fields"),
+    }
+    o
+}
+
+/// Why the watcher's door refuses one object, or `None` when it passes it on.
+fn watcher_refusal(o: &Value) -> Option<String> {
+    let classes = PriorityClasses::default();
+    let refused = |r: Result<(), convert::Error>| r.err().map(|e| e.to_string());
+    match o["kind"].as_str().expect("kind") {
+        "Pod" => match convert::pod(&typed(o), &classes) {
+            PodDisposition::Invalid(e) => Some(e.to_string()),
+            PodDisposition::Keep(_) => None,
+            PodDisposition::Ignore => Some("ignored".into()),
+        },
+        "Node" => refused(convert::node(&typed(o)).map(drop)),
+        "DaemonSet" => refused(convert::daemon_set(&typed(o), &classes).map(drop)),
+        "StorageClass" => refused(convert::storage_class(&typed(o)).map(drop)),
+        "PodDisruptionBudget" => refused(convert::pdb(&typed(o)).map(drop)),
+        "PersistentVolume" => refused(convert::pv(&typed(o)).map(drop)),
+        "NodePool" => refused(convert::node_pool(o).map(drop)),
+        "NodeClaim" => refused(convert::node_claim(o).map(drop)),
+        "EC2NodeClass" => refused(convert::node_class(o).map(drop)),
+        other => panic!("no case for {other}"),
+    }
+}
+
+#[test]
+fn what_dovetail_plan_refuses_the_watcher_refuses_naming_the_same_field() {
+    use serde_json::json;
+    let cases = [
+        (
+            "Pod",
+            "/spec/containers/0/resources/requests/cpu",
+            json!("lots"),
+        ),
+        ("Pod", "/spec/overhead/cpu", json!("-1")),
+        ("Pod", "/spec/topologySpreadConstraints/0/maxSkew", json!(0)),
+        (
+            "Pod",
+            "/spec/topologySpreadConstraints/0/whenUnsatisfiable",
+            json!("Maybe"),
+        ),
+        (
+            "Pod",
+            "/spec/topologySpreadConstraints/0/nodeAffinityPolicy",
+            json!("Maybe"),
+        ),
+        (
+            "Pod",
+            "/spec/tolerations",
+            json!([{"key": "k", "operator": "Sometimes"}]),
+        ),
+        (
+            "Pod",
+            "/spec/tolerations",
+            json!([{"key": "k", "effect": "NoWay"}]),
+        ),
+        (
+            "Pod",
+            "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/0/matchExpressions/0/operator",
+            json!("Near"),
+        ),
+        (
+            "Pod",
+            "/spec/affinity/podAntiAffinity/preferredDuringSchedulingIgnoredDuringExecution/0/podAffinityTerm/labelSelector/matchExpressions/0/operator",
+            json!("Has"),
+        ),
+        (
+            "Pod",
+            "/spec/affinity/nodeAffinity/preferredDuringSchedulingIgnoredDuringExecution/0/weight",
+            json!(0),
+        ),
+        ("Node", "/status/allocatable/cpu", json!("x")),
+        ("Node", "/spec/taints/0/effect", json!("Bad")),
+        (
+            "DaemonSet",
+            "/spec/template/spec/containers/0/resources/requests/cpu",
+            json!("x"),
+        ),
+        ("StorageClass", "/volumeBindingMode", json!("Later")),
+        ("PodDisruptionBudget", "/spec/maxUnavailable", json!("x%")),
+        ("PodDisruptionBudget", "/spec/maxUnavailable", json!("150%")),
+        (
+            "PodDisruptionBudget",
+            "/spec/selector/matchExpressions",
+            json!([{"key": "a", "operator": "Has"}]),
+        ),
+        ("Node", "/status/capacity/memory", json!("-1Gi")),
+        (
+            "Pod",
+            "/spec/affinity/podAntiAffinity/preferredDuringSchedulingIgnoredDuringExecution/0/podAffinityTerm/namespaceSelector",
+            json!({"matchExpressions": [{"key": "a", "operator": "Near"}]}),
+        ),
+        (
+            "NodePool",
+            "/spec/template/spec/requirements/0/operator",
+            json!("Within"),
+        ),
+        (
+            "NodePool",
+            "/spec/template/spec/requirements/1/minValues",
+            json!(-1),
+        ),
+        (
+            "NodePool",
+            "/spec/template/spec/taints/0/effect",
+            json!("Bad"),
+        ),
+        ("NodePool", "/spec/weight", json!(0)),
+        ("NodePool", "/spec/weight", json!(101)),
+        ("NodePool", "/spec/limits/cpu", json!("x")),
+        (
+            "NodePool",
+            "/spec/disruption/consolidationPolicy",
+            json!("Balanced"),
+        ),
+        (
+            "NodePool",
+            "/spec/disruption/consolidateAfter",
+            json!("soon"),
+        ),
+        (
+            "NodePool",
+            "/spec/disruption/budgets/0/nodes",
+            json!("150%"),
+        ),
+        ("NodePool", "/spec/disruption/budgets/0/nodes", json!("-1")),
+        (
+            "NodePool",
+            "/spec/disruption/budgets/1/reasons",
+            json!(["Sleepy"]),
+        ),
+        ("NodePool", "/spec/template/spec/expireAfter", json!("soon")),
+        ("NodeClaim", "/spec/resources/requests/cpu", json!("x")),
+        ("NodeClaim", "/spec/requirements/0/operator", json!("Near")),
+        (
+            "EC2NodeClass",
+            "/spec/amiSelectorTerms/0/alias",
+            json!("windows@latest"),
+        ),
+        ("EC2NodeClass", "/spec/kubelet/kubeReserved/cpu", json!("x")),
+        (
+            "EC2NodeClass",
+            "/spec/kubelet/evictionHard/memory.available",
+            json!("150%"),
+        ),
+    ];
+    let mut disagreements = Vec::new();
+    for (kind, at, value) in cases {
+        let o = broken(kind, at, value.clone());
+        let mut builder = SnapshotBuilder::new();
+        let manifests = builder
+            .add_document_text(&serde_yaml::to_string(&o).expect("YAML"), "o.yaml")
+            .err()
+            .map(|e| e.to_string());
+        let watcher = watcher_refusal(&o);
+        // The manifests' message is `o.yaml: document 1 (Kind name): path: reason`; the
+        // watcher's is `path: reason`. Both name the same path.
+        let path = |m: &str| m.split(": ").next().unwrap_or_default().to_string();
+        let agree = match (&manifests, &watcher) {
+            (Some(m), Some(w)) => {
+                let m = m.split_once("): ").map_or(m.as_str(), |(_, rest)| rest);
+                path(m) == path(w)
+            }
+            (None, None) => true,
+            _ => false,
+        };
+        if !agree {
+            disagreements.push(format!(
+                "{kind} {at} = {value}: dovetail plan {manifests:?}, watcher {watcher:?}"
+            ));
+        }
+    }
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
 }

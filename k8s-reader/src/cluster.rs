@@ -11,7 +11,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use proto::v1 as pb;
 
 use super::{
-    Result, label_selector, labels, name, node_selector_terms, quantities, seconds, taint, uid,
+    Result, int_or_percent, labels, name, node_selector_terms, one_of, opt_label_selector,
+    quantities, seconds, taint, uid,
 };
 
 /// Converts a Node.
@@ -35,8 +36,16 @@ pub fn node(n: &core::Node) -> Result<pb::Node> {
             .and_then(|s| s.taints.as_ref())
             .into_iter()
             .flatten()
-            .map(taint)
-            .collect(),
+            .enumerate()
+            .map(|(i, t)| {
+                taint(
+                    &t.key,
+                    t.value.as_deref().unwrap_or_default(),
+                    &t.effect,
+                    &format!("spec.taints[{i}]"),
+                )
+            })
+            .collect::<Result<_>>()?,
         allocatable: quantities(
             status.and_then(|s| s.allocatable.as_ref()),
             "status.allocatable",
@@ -66,30 +75,40 @@ pub fn namespace(m: &meta::ObjectMeta) -> pb::Namespace {
     }
 }
 
-fn int_or_string(v: &IntOrString) -> String {
+/// `minAvailable` / `maxUnavailable`: a count or a percentage, kept as written.
+fn int_or_string(v: Option<&IntOrString>, at: &str) -> Result<Option<String>> {
     match v {
-        IntOrString::Int(i) => i.to_string(),
-        IntOrString::String(s) => s.clone(),
+        None => Ok(None),
+        Some(IntOrString::Int(i)) => Ok(Some(i.to_string())),
+        Some(IntOrString::String(s)) => {
+            int_or_percent(s, at)?;
+            Ok(Some(s.clone()))
+        }
     }
 }
 
 /// Converts a PodDisruptionBudget.
-pub fn pdb(p: &policy::PodDisruptionBudget) -> pb::PodDisruptionBudget {
+///
+/// # Errors
+/// A selector with an unknown operator, a budget that is neither a count nor a percentage.
+pub fn pdb(p: &policy::PodDisruptionBudget) -> Result<pb::PodDisruptionBudget> {
     let m = &p.metadata;
     let spec = p.spec.as_ref();
-    pb::PodDisruptionBudget {
+    Ok(pb::PodDisruptionBudget {
         namespace: m.namespace.clone().unwrap_or_default(),
         name: name(m),
-        selector: spec.and_then(|s| s.selector.as_ref()).map(label_selector),
-        min_available: spec
-            .and_then(|s| s.min_available.as_ref())
-            .map(int_or_string),
-        max_unavailable: spec
-            .and_then(|s| s.max_unavailable.as_ref())
-            .map(int_or_string),
+        selector: opt_label_selector(spec.and_then(|s| s.selector.as_ref()), "spec.selector")?,
+        min_available: int_or_string(
+            spec.and_then(|s| s.min_available.as_ref()),
+            "spec.minAvailable",
+        )?,
+        max_unavailable: int_or_string(
+            spec.and_then(|s| s.max_unavailable.as_ref()),
+            "spec.maxUnavailable",
+        )?,
         disruptions_allowed: p.status.as_ref().map(|s| s.disruptions_allowed),
         uid: uid(m),
-    }
+    })
 }
 
 /// Converts a PersistentVolumeClaim.
@@ -131,9 +150,14 @@ pub fn pv(v: &core::PersistentVolume) -> Result<pb::PersistentVolume> {
 /// Converts a StorageClass.
 ///
 /// # Errors
-/// An allowed topology with an unknown operator.
+/// An unknown `volumeBindingMode`.
 pub fn storage_class(c: &storage::StorageClass) -> Result<pb::StorageClass> {
     let m = &c.metadata;
+    if let Some(mode) = &c.volume_binding_mode {
+        one_of(mode, &["Immediate", "WaitForFirstConsumer"], || {
+            "volumeBindingMode".to_string()
+        })?;
+    }
     let allowed = c
         .allowed_topologies
         .iter()

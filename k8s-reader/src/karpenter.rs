@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use proto::v1 as pb;
 use serde_json::Value;
 
-use super::{OPERATORS, Result, field_err};
+use super::{IntOrPercent, OPERATORS, Result, field_err, int_or_percent, one_of, taint};
 use common::hash::{
     ami_family_from_alias, ec2nodeclass_spec_hash, nodepool_template_hash, resolved_ami_family,
 };
@@ -64,16 +64,66 @@ fn duration_field(v: Option<&Value>, field: &str, default: Option<i64>) -> Resul
     }
 }
 
-fn taints(v: Option<&Value>) -> Vec<pb::Taint> {
+fn taints(v: Option<&Value>, base: &str) -> Result<Vec<pb::Taint>> {
     v.and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .map(|t| pb::Taint {
-            key: str_at(t, &["key"]).unwrap_or_default().into(),
-            value: str_at(t, &["value"]).unwrap_or_default().into(),
-            effect: str_at(t, &["effect"]).unwrap_or_default().into(),
+        .enumerate()
+        .map(|(i, t)| {
+            taint(
+                str_at(t, &["key"]).unwrap_or_default(),
+                str_at(t, &["value"]).unwrap_or_default(),
+                str_at(t, &["effect"]).unwrap_or_default(),
+                &format!("{base}[{i}]"),
+            )
         })
         .collect()
+}
+
+/// A budget's `nodes`: a count or a percentage up to 100%, absent 10%.
+fn budget_nodes(b: &Value, base: &str) -> Result<String> {
+    let at = || format!("{base}.nodes");
+    let text = match b.get("nodes") {
+        None | Some(Value::Null) => return Ok("10%".into()),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(other) => {
+            return Err(field_err(
+                at(),
+                format!("expected an integer or a percentage like \"50%\", got {other}"),
+            ));
+        }
+    };
+    match int_or_percent(&text, &at())? {
+        IntOrPercent::Percent(p) if !(0..=100).contains(&p) => Err(field_err(
+            at(),
+            format!("a percentage must be between 0% and 100%, got {p}%"),
+        )),
+        IntOrPercent::Int(n) if n < 0 => {
+            Err(field_err(at(), format!("must not be negative, got {n}")))
+        }
+        _ => Ok(text),
+    }
+}
+
+/// A budget's `reasons`, each one of Karpenter's disruption reasons.
+fn budget_reasons(b: &Value, base: &str) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for (i, r) in b
+        .get("reasons")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let at = || format!("{base}.reasons[{i}]");
+        let r = r
+            .as_str()
+            .ok_or_else(|| field_err(at(), format!("expected a string, got {r}")))?;
+        one_of(r, &["Underutilized", "Empty", "Drifted"], at)?;
+        out.push(r.to_string());
+    }
+    Ok(out)
 }
 
 fn requirements(v: Option<&Value>, base: &str) -> Result<Vec<pb::Requirement>> {
@@ -206,14 +256,8 @@ pub fn node_pool(v: &Value) -> Result<pb::NodePool> {
                     ));
                 }
                 budgets.push(pb::Budget {
-                    nodes: str_at(b, &["nodes"]).unwrap_or("10%").into(),
-                    reasons: b
-                        .get("reasons")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|r| r.as_str().map(String::from))
-                        .collect(),
+                    nodes: budget_nodes(b, &base)?,
+                    reasons: budget_reasons(b, &base)?,
                     schedule,
                     duration,
                 });
@@ -226,8 +270,14 @@ pub fn node_pool(v: &Value) -> Result<pb::NodePool> {
         weight,
         labels: string_map(at(v, &["spec", "template", "metadata", "labels"])),
         annotations: string_map(at(v, &["spec", "template", "metadata", "annotations"])),
-        taints: taints(tspec.and_then(|s| s.get("taints"))),
-        startup_taints: taints(tspec.and_then(|s| s.get("startupTaints"))),
+        taints: taints(
+            tspec.and_then(|s| s.get("taints")),
+            "spec.template.spec.taints",
+        )?,
+        startup_taints: taints(
+            tspec.and_then(|s| s.get("startupTaints")),
+            "spec.template.spec.startupTaints",
+        )?,
         requirements: requirements(
             tspec.and_then(|s| s.get("requirements")),
             "spec.template.spec.requirements",
@@ -285,8 +335,11 @@ pub fn node_claim(v: &Value) -> Result<pb::NodeClaim> {
             spec.and_then(|s| s.get("requirements")),
             "spec.requirements",
         )?,
-        taints: taints(spec.and_then(|s| s.get("taints"))),
-        startup_taints: taints(spec.and_then(|s| s.get("startupTaints"))),
+        taints: taints(spec.and_then(|s| s.get("taints")), "spec.taints")?,
+        startup_taints: taints(
+            spec.and_then(|s| s.get("startupTaints")),
+            "spec.startupTaints",
+        )?,
         requests: resource_map(
             at(v, &["spec", "resources", "requests"]),
             "spec.resources.requests",

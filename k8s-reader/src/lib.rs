@@ -81,33 +81,88 @@ fn quantities(
     Ok(out)
 }
 
-fn taint(t: &core::Taint) -> pb::Taint {
-    pb::Taint {
-        key: t.key.clone(),
-        value: t.value.clone().unwrap_or_default(),
-        effect: t.effect.clone(),
+/// Refuses a value that is not one of `allowed`, as a closed Kubernetes enum does.
+fn one_of(value: &str, allowed: &[&str], at: impl FnOnce() -> String) -> Result<()> {
+    if allowed.contains(&value) {
+        return Ok(());
+    }
+    let names: Vec<String> = allowed.iter().map(|a| format!("`{a}`")).collect();
+    let expected = match names.as_slice() {
+        [a, b] => format!("{a} or {b}"),
+        _ => format!("one of {}", names.join(", ")),
+    };
+    Err(field_err(
+        at(),
+        format!("unknown variant `{value}`, expected {expected}"),
+    ))
+}
+
+/// An int-or-string field that takes a count or a percentage (`1`, `"50%"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IntOrPercent {
+    /// A count.
+    Int(i64),
+    /// A percentage, `50` for `50%`.
+    Percent(i64),
+}
+
+fn int_or_percent(text: &str, at: &str) -> Result<IntOrPercent> {
+    let bad = || {
+        field_err(
+            at,
+            format!("invalid value {text:?}: expected an integer or a percentage like \"50%\""),
+        )
+    };
+    match text.strip_suffix('%') {
+        Some(p) => p.parse().map(IntOrPercent::Percent).map_err(|_| bad()),
+        None => text.parse().map(IntOrPercent::Int).map_err(|_| bad()),
     }
 }
 
-fn label_selector(s: &meta::LabelSelector) -> pb::LabelSelector {
-    pb::LabelSelector {
+/// The effects a taint may have.
+const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
+
+/// A taint, wherever it is written (a Node's `spec.taints`, a NodePool's or NodeClaim's
+/// `taints` and `startupTaints`); `at` is its path.
+fn taint(key: &str, value: &str, effect: &str, at: &str) -> Result<pb::Taint> {
+    one_of(effect, &TAINT_EFFECTS, || format!("{at}.effect"))?;
+    Ok(pb::Taint {
+        key: key.to_string(),
+        value: value.to_string(),
+        effect: effect.to_string(),
+    })
+}
+
+fn label_selector(s: &meta::LabelSelector, at: &str) -> Result<pb::LabelSelector> {
+    let mut match_expressions = Vec::new();
+    for (i, e) in s.match_expressions.iter().flatten().enumerate() {
+        one_of(
+            &e.operator,
+            &["In", "NotIn", "Exists", "DoesNotExist"],
+            || format!("{at}.matchExpressions[{i}].operator"),
+        )?;
+        match_expressions.push(pb::SelectorExpression {
+            key: e.key.clone(),
+            operator: e.operator.clone(),
+            values: e.values.clone().unwrap_or_default(),
+        });
+    }
+    Ok(pb::LabelSelector {
         match_labels: s
             .match_labels
             .clone()
             .unwrap_or_default()
             .into_iter()
             .collect(),
-        match_expressions: s
-            .match_expressions
-            .iter()
-            .flatten()
-            .map(|e| pb::SelectorExpression {
-                key: e.key.clone(),
-                operator: e.operator.clone(),
-                values: e.values.clone().unwrap_or_default(),
-            })
-            .collect(),
-    }
+        match_expressions,
+    })
+}
+
+fn opt_label_selector(
+    s: Option<&meta::LabelSelector>,
+    at: &str,
+) -> Result<Option<pb::LabelSelector>> {
+    s.map(|s| label_selector(s, at)).transpose()
 }
 
 const OPERATORS: [&str; 8] = [

@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1 as core;
 use proto::v1 as pb;
 
 use super::{
-    PriorityClasses, Result, field_err, label_selector, labels, name, node_selector_term,
-    node_selector_terms, seconds, uid,
+    PriorityClasses, Result, TAINT_EFFECTS, field_err, labels, name, node_selector_term,
+    node_selector_terms, one_of, opt_label_selector, seconds, uid,
 };
 use crate::quantity;
 use common::labels::{MIRROR_POD, POD_DELETION_COST};
@@ -120,13 +120,9 @@ fn pod_spec(spec: &core::PodSpec, base: &str, priorities: &PriorityClasses) -> R
             .tolerations
             .iter()
             .flatten()
-            .map(|t| pb::Toleration {
-                key: t.key.clone().unwrap_or_default(),
-                operator: t.operator.clone().unwrap_or_default(),
-                value: t.value.clone().unwrap_or_default(),
-                effect: t.effect.clone().unwrap_or_default(),
-            })
-            .collect(),
+            .enumerate()
+            .map(|(i, t)| toleration(t, &format!("{base}.tolerations[{i}]")))
+            .collect::<Result<_>>()?,
         host_ports: host_ports(spec),
         node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
         priority: match (&spec.priority, &spec.priority_class_name) {
@@ -166,21 +162,25 @@ fn pod_spec(spec: &core::PodSpec, base: &str, priorities: &PriorityClasses) -> R
             pod.pod_affinity = affinity_terms(
                 pa.required_during_scheduling_ignored_during_execution
                     .as_deref(),
-            );
+                &path("podAffinity.requiredDuringSchedulingIgnoredDuringExecution"),
+            )?;
             pod.preferred_pod_affinity = weighted_terms(
                 pa.preferred_during_scheduling_ignored_during_execution
                     .as_deref(),
-            );
+                &path("podAffinity.preferredDuringSchedulingIgnoredDuringExecution"),
+            )?;
         }
         if let Some(pa) = &a.pod_anti_affinity {
             pod.pod_anti_affinity = affinity_terms(
                 pa.required_during_scheduling_ignored_during_execution
                     .as_deref(),
-            );
+                &path("podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"),
+            )?;
             pod.preferred_pod_anti_affinity = weighted_terms(
                 pa.preferred_during_scheduling_ignored_during_execution
                     .as_deref(),
-            );
+                &path("podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution"),
+            )?;
         }
     }
     for (i, c) in spec
@@ -189,15 +189,29 @@ fn pod_spec(spec: &core::PodSpec, base: &str, priorities: &PriorityClasses) -> R
         .flatten()
         .enumerate()
     {
+        let at = format!("{base}.topologySpreadConstraints[{i}]");
         if c.max_skew < 1 {
             return Err(field_err(
-                format!("{base}.topologySpreadConstraints[{i}].maxSkew"),
+                format!("{at}.maxSkew"),
                 format!("must be at least 1, got {}", c.max_skew),
             ));
         }
+        one_of(
+            &c.when_unsatisfiable,
+            &["DoNotSchedule", "ScheduleAnyway"],
+            || format!("{at}.whenUnsatisfiable"),
+        )?;
+        for (field, policy) in [
+            ("nodeAffinityPolicy", &c.node_affinity_policy),
+            ("nodeTaintsPolicy", &c.node_taints_policy),
+        ] {
+            if let Some(policy) = policy {
+                one_of(policy, &["Honor", "Ignore"], || format!("{at}.{field}"))?;
+            }
+        }
         if c.min_domains.is_some() && c.when_unsatisfiable != "DoNotSchedule" {
             return Err(field_err(
-                format!("{base}.topologySpreadConstraints[{i}].minDomains"),
+                format!("{at}.minDomains"),
                 "may only be set with whenUnsatisfiable: DoNotSchedule",
             ));
         }
@@ -205,7 +219,10 @@ fn pod_spec(spec: &core::PodSpec, base: &str, priorities: &PriorityClasses) -> R
             max_skew: c.max_skew,
             topology_key: c.topology_key.clone(),
             when_unsatisfiable: c.when_unsatisfiable.clone(),
-            label_selector: c.label_selector.as_ref().map(label_selector),
+            label_selector: opt_label_selector(
+                c.label_selector.as_ref(),
+                &format!("{at}.labelSelector"),
+            )?,
             min_domains: c.min_domains,
             match_label_keys: c.match_label_keys.clone().unwrap_or_default(),
             node_affinity_policy: c.node_affinity_policy.clone().unwrap_or_default(),
@@ -220,32 +237,71 @@ fn pod_spec(spec: &core::PodSpec, base: &str, priorities: &PriorityClasses) -> R
     Ok(pod)
 }
 
-fn affinity_terms(terms: Option<&[core::PodAffinityTerm]>) -> Vec<pb::PodAffinityTerm> {
-    terms.into_iter().flatten().map(affinity_term).collect()
+/// A toleration; an empty operator is `Equal`, an empty effect every effect.
+fn toleration(t: &core::Toleration, at: &str) -> Result<pb::Toleration> {
+    let operator = t.operator.clone().unwrap_or_default();
+    one_of(&operator, &["", "Equal", "Exists"], || {
+        format!("{at}.operator")
+    })?;
+    let effect = t.effect.clone().unwrap_or_default();
+    if !effect.is_empty() {
+        one_of(&effect, &TAINT_EFFECTS, || format!("{at}.effect"))?;
+    }
+    Ok(pb::Toleration {
+        key: t.key.clone().unwrap_or_default(),
+        operator,
+        value: t.value.clone().unwrap_or_default(),
+        effect,
+    })
+}
+
+fn affinity_terms(
+    terms: Option<&[core::PodAffinityTerm]>,
+    at: &str,
+) -> Result<Vec<pb::PodAffinityTerm>> {
+    terms
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, t)| affinity_term(t, &format!("{at}[{i}]")))
+        .collect()
 }
 
 fn weighted_terms(
     terms: Option<&[core::WeightedPodAffinityTerm]>,
-) -> Vec<pb::WeightedPodAffinityTerm> {
+    at: &str,
+) -> Result<Vec<pb::WeightedPodAffinityTerm>> {
     terms
         .into_iter()
         .flatten()
-        .map(|w| pb::WeightedPodAffinityTerm {
-            weight: w.weight,
-            term: Some(affinity_term(&w.pod_affinity_term)),
+        .enumerate()
+        .map(|(i, w)| {
+            Ok(pb::WeightedPodAffinityTerm {
+                weight: w.weight,
+                term: Some(affinity_term(
+                    &w.pod_affinity_term,
+                    &format!("{at}[{i}].podAffinityTerm"),
+                )?),
+            })
         })
         .collect()
 }
 
-fn affinity_term(t: &core::PodAffinityTerm) -> pb::PodAffinityTerm {
-    pb::PodAffinityTerm {
-        label_selector: t.label_selector.as_ref().map(label_selector),
+fn affinity_term(t: &core::PodAffinityTerm, at: &str) -> Result<pb::PodAffinityTerm> {
+    Ok(pb::PodAffinityTerm {
+        label_selector: opt_label_selector(
+            t.label_selector.as_ref(),
+            &format!("{at}.labelSelector"),
+        )?,
         namespaces: t.namespaces.clone().unwrap_or_default(),
-        namespace_selector: t.namespace_selector.as_ref().map(label_selector),
+        namespace_selector: opt_label_selector(
+            t.namespace_selector.as_ref(),
+            &format!("{at}.namespaceSelector"),
+        )?,
         topology_key: t.topology_key.clone(),
         match_label_keys: t.match_label_keys.clone().unwrap_or_default(),
         mismatch_label_keys: t.mismatch_label_keys.clone().unwrap_or_default(),
-    }
+    })
 }
 
 type Amounts = BTreeMap<String, i128>;

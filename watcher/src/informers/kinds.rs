@@ -153,7 +153,7 @@ pub fn spawn_all(client: kube::Client, options: &Options, sinks: Sinks) -> Vec<J
         "poddisruptionbudgets",
         Kind::Pdb,
         PodDisruptionBudget,
-        |p: &PodDisruptionBudget| { Converted::Keep(Box::new(Object::Pdb(convert::pdb(p)))) }
+        |p: &PodDisruptionBudget| keep(convert::pdb(p), Object::Pdb)
     );
     typed!(
         "persistentvolumeclaims",
