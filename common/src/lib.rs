@@ -23,6 +23,7 @@ pub mod ec2;
 pub mod hash;
 pub mod key;
 pub mod labels;
+pub mod pod_requests;
 pub mod quantity;
 pub mod resources;
 

@@ -13,6 +13,7 @@ use super::{
 };
 use crate::quantity;
 use common::labels::{MIRROR_POD, POD_DELETION_COST};
+use common::pod_requests;
 
 /// Converts a pod: its spec as the planner reads it, with the metadata the planner keys,
 /// selects and disrupts by. Whether the pod is pending, bound or not worth planning is the
@@ -304,83 +305,66 @@ fn affinity_term(t: &core::PodAffinityTerm, at: &str) -> Result<pb::PodAffinityT
     })
 }
 
-type Amounts = BTreeMap<String, i128>;
+type Amounts = pod_requests::Amounts<i128>;
 
-/// A container's requests after defaulting: a resource with a limit but no request requests
-/// its limit.
-fn container_requests(c: &core::Container, at: &str) -> Result<Amounts> {
+/// A resource list in milli-units (`at` is its path).
+fn amounts(
+    list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+    at: &str,
+) -> Result<Amounts> {
     let mut out = Amounts::new();
-    let Some(r) = &c.resources else {
-        return Ok(out);
-    };
-    for (field, list) in [("limits", &r.limits), ("requests", &r.requests)] {
-        for (k, q) in list.iter().flatten() {
-            let v = quantity::parse_milli(&q.0)
-                .map_err(|e| field_err(format!("{at}.resources.{field}.{k}"), e.to_string()))?;
-            out.insert(k.clone(), v);
-        }
+    for (k, q) in list.into_iter().flatten() {
+        let v = quantity::parse_milli(&q.0)
+            .map_err(|e| field_err(format!("{at}.{k}"), e.to_string()))?;
+        out.insert(k.clone(), v);
     }
     Ok(out)
 }
 
-fn add(to: &mut Amounts, more: &Amounts) {
-    for (k, v) in more {
-        *to.entry(k.clone()).or_default() += v;
-    }
+/// Requests after defaulting, of a container's or the pod's `resources` at `at`.
+fn requests(r: Option<&core::ResourceRequirements>, at: &str) -> Result<Amounts> {
+    let Some(r) = r else {
+        return Ok(Amounts::new());
+    };
+    let limits = amounts(r.limits.as_ref(), &format!("{at}.resources.limits"))?;
+    let requests = amounts(r.requests.as_ref(), &format!("{at}.resources.requests"))?;
+    Ok(pod_requests::container(&limits, &requests))
 }
 
-fn max(to: &mut Amounts, other: &Amounts) {
-    for (k, v) in other {
-        let e = to.entry(k.clone()).or_default();
-        *e = (*e).max(*v);
-    }
-}
-
-/// The effective requests of a pod, as `k8s.io/component-helpers/resource.PodRequests`
-/// computes them: app containers summed; restartable init containers (sidecars) added and
-/// accumulated; each regular init container needs its own requests plus the sidecars before
-/// it; the larger of the two per resource; pod-level resources replace cpu, memory and
-/// hugepages; overhead added last; `pods` is 1.
+/// The effective requests of a pod, by Kubernetes' rule (`common::pod_requests::pod`), as
+/// quantities in a canonical form; resources that come to zero are left out.
 fn effective_requests(spec: &core::PodSpec, base: &str) -> Result<BTreeMap<String, String>> {
-    let mut reqs = Amounts::new();
-    for (i, c) in spec.containers.iter().enumerate() {
-        add(
-            &mut reqs,
-            &container_requests(c, &format!("{base}.containers[{i}]"))?,
-        );
-    }
-    let mut sidecars = Amounts::new();
-    let mut init_max = Amounts::new();
-    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        let own = container_requests(c, &format!("{base}.initContainers[{i}]"))?;
-        if c.restart_policy.as_deref() == Some("Always") {
-            add(&mut reqs, &own);
-            add(&mut sidecars, &own);
-            max(&mut init_max, &sidecars);
-        } else {
-            let mut need = own;
-            add(&mut need, &sidecars);
-            max(&mut init_max, &need);
-        }
-    }
-    max(&mut reqs, &init_max);
-    if let Some(r) = &spec.resources {
-        let pseudo = core::Container {
-            resources: Some(r.clone()),
-            ..Default::default()
-        };
-        for (k, v) in container_requests(&pseudo, base)? {
-            if k == "cpu" || k == "memory" || k.starts_with("hugepages-") {
-                reqs.insert(k, v);
-            }
-        }
-    }
-    for (k, q) in spec.overhead.iter().flatten() {
-        let v = quantity::parse_milli(&q.0)
-            .map_err(|e| field_err(format!("{base}.overhead.{k}"), e.to_string()))?;
-        *reqs.entry(k.clone()).or_default() += v;
-    }
-    reqs.insert("pods".into(), 1000);
+    let containers = spec
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| requests(c.resources.as_ref(), &format!("{base}.containers[{i}]")))
+        .collect::<Result<Vec<_>>>()?;
+    let init = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, c)| {
+            Ok(pod_requests::InitContainer {
+                requests: requests(c.resources.as_ref(), &format!("{base}.initContainers[{i}]"))?,
+                restartable: c.restart_policy.as_deref() == Some("Always"),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let pod_level = spec
+        .resources
+        .as_ref()
+        .map(|r| requests(Some(r), base))
+        .transpose()?;
+    let overhead = amounts(spec.overhead.as_ref(), &format!("{base}.overhead"))?;
+    let reqs = pod_requests::pod(
+        &containers,
+        &init,
+        pod_level.as_ref(),
+        Some(&overhead),
+        1000,
+    );
     Ok(reqs
         .into_iter()
         .filter(|(_, v)| *v != 0)
