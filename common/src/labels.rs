@@ -72,6 +72,10 @@ pub const CAPACITY_ON_DEMAND: &str = "on-demand";
 
 /// Annotation (on pods or nodes) that blocks voluntary disruption.
 pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// Annotation the kubelet puts on mirror pods (static pods it runs from files).
+pub const MIRROR_POD: &str = "kubernetes.io/config.mirror";
+/// Annotation ordering a ReplicaSet's pods for scale-down (Karpenter ranks evictions by it).
+pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 /// Annotation carrying the NodePool template hash on NodeClaims and Nodes.
 pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
 /// Annotation carrying the EC2NodeClass spec hash on NodeClaims and Nodes.

@@ -21,7 +21,9 @@ pub mod cron;
 pub mod duration;
 pub mod ec2;
 pub mod hash;
+pub mod key;
 pub mod labels;
+pub mod pod_requests;
 pub mod quantity;
 pub mod resources;
 

@@ -1,155 +1,114 @@
-//! Kubernetes objects into the compact `dovetail.v1` cluster messages, one object at a time.
-//!
-//! Only what the planner reads is kept; everything else of an object is dropped as soon as it
-//! arrives, which is what keeps a 100,000-pod mirror small. A conversion that fails names the
-//! field at fault (e.g. `spec.containers[0].resources.requests.cpu: invalid quantity "lots"`).
-
-mod cluster;
-mod karpenter;
-mod pod;
-
-use std::collections::BTreeMap;
+//! Objects as the watcher receives them, into `dovetail.v1` messages: the shared reader
+//! (`k8s-reader`, the one `dovetail plan` reads manifests through too) and what only a watcher
+//! decides, which pods to mirror.
 
 use k8s_openapi::api::core::v1 as core;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use proto::v1 as pb;
-use thiserror::Error;
 
-pub use cluster::{PriorityClasses, namespace, node, pdb, priority_class, pv, pvc, storage_class};
-pub use karpenter::{node_claim, node_class, node_pool, parse_duration};
-pub use pod::{PodDisposition, daemon_set, pod};
+pub use k8s_reader::{
+    Error, PriorityClasses, Result, daemon_set, namespace, node, node_claim, node_class, node_pool,
+    parse_duration, pdb, priority_class, pv, pvc, storage_class,
+};
 
-/// An object that cannot be converted.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum Error {
-    /// A field holds a value the planner cannot use.
-    #[error("{field}: {message}")]
-    Field {
-        /// Path of the field in the object, e.g. `spec.containers[0].resources.requests.cpu`.
-        field: String,
-        /// What is wrong with it.
-        message: String,
-    },
+use crate::pending;
+
+/// What the watcher does with a pod.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PodDisposition {
+    /// Mirrored: bound to a node, or pending as Karpenter defines it.
+    Keep(Box<pb::Pod>),
+    /// Not mirrored: finished, or unbound without being provisionable (not yet seen by the
+    /// scheduler, a DaemonSet or mirror pod, being preempted onto a node).
+    Ignore,
+    /// Pending, but it can never be planned; the reason goes on the pod as an Event once.
+    Invalid(Error),
 }
 
-/// Result of this module.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-fn field_err(field: impl Into<String>, message: impl Into<String>) -> Error {
-    Error::Field {
-        field: field.into(),
-        message: message.into(),
+/// Converts a pod, deciding whether the planner sees it at all.
+pub fn pod(p: &core::Pod, priorities: &PriorityClasses) -> PodDisposition {
+    let phase = p
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("");
+    if matches!(phase, "Succeeded" | "Failed") {
+        return PodDisposition::Ignore;
+    }
+    let bound = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    if !bound && !pending::is_provisionable(p) {
+        return PodDisposition::Ignore;
+    }
+    match k8s_reader::pod(p, priorities) {
+        Ok(out) => PodDisposition::Keep(Box::new(out)),
+        Err(e) if bound => {
+            // A bound pod whose spec cannot be read is left out: its node's allocatable and
+            // the pods that can be read are what the planner has of that node.
+            tracing::debug!(error = %e, "Bound pod with an unreadable spec");
+            PodDisposition::Ignore
+        }
+        Err(e) => PodDisposition::Invalid(e),
     }
 }
 
-/// Seconds since the epoch of a Kubernetes time.
-fn seconds(t: &meta::Time) -> i64 {
-    t.0.as_second()
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn uid(m: &meta::ObjectMeta) -> String {
-    m.uid.clone().unwrap_or_default()
-}
-
-fn name(m: &meta::ObjectMeta) -> String {
-    m.name.clone().unwrap_or_default()
-}
-
-fn labels(m: &meta::ObjectMeta) -> BTreeMap<String, String> {
-    m.labels.clone().unwrap_or_default()
-}
-
-/// Checks and copies a resource list (`at` is its path).
-fn quantities(
-    list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
-    at: &str,
-) -> Result<std::collections::BTreeMap<String, String>> {
-    let mut out = std::collections::BTreeMap::new();
-    for (k, q) in list.into_iter().flatten() {
-        crate::quantity::parse_milli(&q.0)
-            .map_err(|e| field_err(format!("{at}.{k}"), e.to_string()))?;
-        out.insert(k.clone(), q.0.clone());
+    fn pending_pod(json: serde_json::Value) -> core::Pod {
+        let mut p: core::Pod = serde_json::from_value(json).expect("pod");
+        p.status = Some(core::PodStatus {
+            conditions: Some(vec![core::PodCondition {
+                type_: "PodScheduled".into(),
+                status: "False".into(),
+                reason: Some("Unschedulable".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        p
     }
-    Ok(out)
-}
 
-fn taint(t: &core::Taint) -> pb::Taint {
-    pb::Taint {
-        key: t.key.clone(),
-        value: t.value.clone().unwrap_or_default(),
-        effect: t.effect.clone(),
+    #[test]
+    fn a_pending_pod_with_an_invalid_field_is_reported_once() {
+        let p = pending_pod(serde_json::json!({
+            "metadata": {"name": "bad", "namespace": "default", "uid": "u2"},
+            "spec": {"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}
+        }));
+        let PodDisposition::Invalid(e) = pod(&p, &PriorityClasses::default()) else {
+            panic!("invalid");
+        };
+        assert!(
+            e.to_string()
+                .starts_with("spec.containers[0].resources.requests.cpu:")
+        );
+        let mut bound = p;
+        bound.spec.as_mut().expect("spec").node_name = Some("n1".into());
+        assert_eq!(
+            pod(&bound, &PriorityClasses::default()),
+            PodDisposition::Ignore
+        );
     }
-}
 
-fn label_selector(s: &meta::LabelSelector) -> pb::LabelSelector {
-    pb::LabelSelector {
-        match_labels: s
-            .match_labels
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .collect(),
-        match_expressions: s
-            .match_expressions
-            .iter()
-            .flatten()
-            .map(|e| pb::SelectorExpression {
-                key: e.key.clone(),
-                operator: e.operator.clone(),
-                values: e.values.clone().unwrap_or_default(),
-            })
-            .collect(),
+    #[test]
+    fn finished_and_unmarked_unbound_pods_are_not_mirrored() {
+        let mut p = pending_pod(serde_json::json!({
+            "metadata": {"name": "x", "namespace": "default"},
+            "spec": {"containers": []}
+        }));
+        p.status.as_mut().expect("status").conditions = None;
+        assert_eq!(pod(&p, &PriorityClasses::default()), PodDisposition::Ignore);
+        let mut done = pending_pod(serde_json::json!({
+            "metadata": {"name": "y", "namespace": "default"},
+            "spec": {"containers": [], "nodeName": "n1"}
+        }));
+        done.status.as_mut().expect("status").phase = Some("Succeeded".into());
+        assert_eq!(
+            pod(&done, &PriorityClasses::default()),
+            PodDisposition::Ignore
+        );
     }
-}
-
-const OPERATORS: [&str; 8] = [
-    "In",
-    "NotIn",
-    "Exists",
-    "DoesNotExist",
-    "Gt",
-    "Lt",
-    "Gte",
-    "Lte",
-];
-
-fn requirement(r: &core::NodeSelectorRequirement, at: &str) -> Result<pb::Requirement> {
-    if !OPERATORS.contains(&r.operator.as_str()) {
-        return Err(field_err(
-            format!("{at}.operator"),
-            format!("unknown operator {:?}", r.operator),
-        ));
-    }
-    Ok(pb::Requirement {
-        key: r.key.clone(),
-        operator: r.operator.clone(),
-        values: r.values.clone().unwrap_or_default(),
-        min_values: None,
-    })
-}
-
-fn node_selector_term(t: &core::NodeSelectorTerm, at: &str) -> Result<pb::NodeSelectorTerm> {
-    let mut requirements = Vec::new();
-    for (i, r) in t.match_expressions.iter().flatten().enumerate() {
-        requirements.push(requirement(r, &format!("{at}.matchExpressions[{i}]"))?);
-    }
-    // matchFields (metadata.name) has no node label to match; the planner sees it as a
-    // requirement on the hostname label, which is what a node name pins.
-    for (i, r) in t.match_fields.iter().flatten().enumerate() {
-        let mut req = requirement(r, &format!("{at}.matchFields[{i}]"))?;
-        req.key = "kubernetes.io/hostname".to_string();
-        requirements.push(req);
-    }
-    Ok(pb::NodeSelectorTerm { requirements })
-}
-
-fn node_selector_terms(
-    terms: &[core::NodeSelectorTerm],
-    at: &str,
-) -> Result<Vec<pb::NodeSelectorTerm>> {
-    terms
-        .iter()
-        .enumerate()
-        .map(|(i, t)| node_selector_term(t, &format!("{at}[{i}]")))
-        .collect()
 }

@@ -118,12 +118,11 @@ pub struct Sinks {
 /// compact form.
 pub fn meta_key<K: Resource>(o: &K) -> String {
     let m = o.meta();
-    match (&m.uid, &m.namespace, &m.name) {
-        (Some(uid), _, _) if !uid.is_empty() => uid.clone(),
-        (_, Some(ns), Some(name)) => format!("{ns}/{name}"),
-        (_, _, Some(name)) => name.clone(),
-        _ => String::new(),
-    }
+    common::key::object(
+        m.uid.as_deref().unwrap_or_default(),
+        m.namespace.as_deref(),
+        m.name.as_deref().unwrap_or_default(),
+    )
 }
 
 /// Runs one informer until its stream ends: applies every event to the mirror.

@@ -69,7 +69,7 @@ fn micro(secs: i64) -> MicroTime {
 /// race.
 pub async fn try_acquire(api: &Api<Lease>, s: &Settings, clock: Clock) -> Result<bool, Error> {
     let err = |source| Error::Kube {
-        name: format!("{}/{}", s.namespace, s.name),
+        name: common::key::namespaced(&s.namespace, &s.name),
         source,
     };
     let now = clock.now();
@@ -171,7 +171,7 @@ pub async fn run(
 /// holds it already, which is fine).
 pub async fn release(api: &Api<Lease>, s: &Settings) -> Result<(), Error> {
     let err = |source| Error::Kube {
-        name: format!("{}/{}", s.namespace, s.name),
+        name: common::key::namespaced(&s.namespace, &s.name),
         source,
     };
     let Some(mut lease) = api.get_opt(&s.name).await.map_err(err)? else {

@@ -23,7 +23,6 @@ pub mod metrics;
 pub mod mirror;
 pub mod pending;
 pub mod publish;
-pub mod quantity;
 pub mod serve;
 
 /// Resolves once `flag` is true (or its sender is gone); holds no borrow of the value across

@@ -101,13 +101,7 @@ impl Kind {
 /// The key an object is upserted and deleted with: its uid, else `namespace/name` or `name`
 /// (the planner keys sessions the same way).
 pub fn key(o: &Object) -> String {
-    fn k(uid: &str, ns: Option<&str>, name: &str) -> String {
-        match (uid.is_empty(), ns) {
-            (false, _) => uid.to_string(),
-            (true, Some(ns)) => format!("{ns}/{name}"),
-            (true, None) => name.to_string(),
-        }
-    }
+    let k = common::key::object;
     match o {
         Object::Pod(p) => k(&p.uid, Some(&p.namespace), &p.name),
         Object::Node(n) => k(&n.uid, None, &n.name),
@@ -163,7 +157,7 @@ impl State {
         }
         let pending = is_pending(&o);
         if let Object::Pod(p) = &o {
-            let name = format!("{}/{}", p.namespace, p.name);
+            let name = common::key::namespaced(&p.namespace, &p.name);
             if pending {
                 self.pending.insert(name, k.clone());
             } else {
@@ -186,7 +180,8 @@ impl State {
             return false;
         };
         if let Object::Pod(p) = &old {
-            self.pending.remove(&format!("{}/{}", p.namespace, p.name));
+            self.pending
+                .remove(&common::key::namespaced(&p.namespace, &p.name));
         }
         self.delta.insert((kind, key.to_string()));
         true

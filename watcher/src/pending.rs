@@ -8,8 +8,7 @@
 
 use k8s_openapi::api::core::v1 as core;
 
-/// The annotation the kubelet puts on mirror pods.
-const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+use common::labels::MIRROR_POD;
 
 /// True when new capacity is what this pod waits for.
 pub fn is_provisionable(p: &core::Pod) -> bool {
@@ -41,7 +40,7 @@ pub fn is_provisionable(p: &core::Pod) -> bool {
         .metadata
         .annotations
         .as_ref()
-        .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION));
+        .is_some_and(|a| a.contains_key(MIRROR_POD));
     unbound && unschedulable && !nominated && !deleting && !daemon && !mirror
 }
 

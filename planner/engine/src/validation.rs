@@ -250,11 +250,7 @@ fn unique(
     if seen.insert((namespace.to_string(), name.to_string())) {
         return Ok(());
     }
-    let what = if namespace.is_empty() {
-        name.to_string()
-    } else {
-        format!("{namespace}/{name}")
-    };
+    let what = common::key::object("", (!namespace.is_empty()).then_some(namespace), name);
     Err(invalid(
         format!("{at}.name"),
         obj,

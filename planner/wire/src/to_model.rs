@@ -377,11 +377,7 @@ fn weighted_term(
 pub fn pod(p: pb::Pod, at: At<'_>) -> Result<model::Pod> {
     let namespace = non_empty(p.namespace, at.field("namespace"))?;
     let name = non_empty(p.name, at.field("name"))?;
-    let uid = if p.uid.is_empty() {
-        format!("{namespace}/{name}")
-    } else {
-        p.uid
-    };
+    let uid = common::key::object(&p.uid, Some(&namespace), &name);
     let phase = match p.phase.as_str() {
         "" => PodPhase::Pending,
         s => one_of(

@@ -127,11 +127,7 @@ impl Events {
         reason: &'static str,
         note: String,
     ) {
-        let key = if uid.is_empty() {
-            format!("{namespace}/{name}")
-        } else {
-            uid.to_string()
-        };
+        let key = common::key::object(uid, Some(namespace), name);
         let last = (reason.to_string(), note.clone());
         if self.sent.get(&key) == Some(&last) {
             return;
@@ -156,7 +152,7 @@ impl Events {
                 self.sent.insert(key, last);
             }
             Err(e) => {
-                tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, "Cannot write an Event")
+                tracing::warn!(pod = %common::key::namespaced(namespace, name), error = %e, "Cannot write an Event")
             }
         }
     }

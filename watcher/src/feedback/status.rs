@@ -12,10 +12,7 @@ use serde_json::{Value, json};
 use super::{Error, Result};
 use crate::informers::{Invalid, karpenter_resource};
 use crate::mirror::{Kind, Mirror};
-use crate::quantity;
-
-/// The NodePool label on nodes.
-const NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
+use k8s_reader::quantity;
 
 /// One condition, without its transition time.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,7 +64,7 @@ pub fn desired_status(
     let mut usage: HashMap<&str, (BTreeMap<String, i128>, u64)> = HashMap::new();
     for o in s.iter(Kind::Node) {
         let Object::Node(n) = o else { continue };
-        let Some(pool) = n.labels.get(NODEPOOL_LABEL) else {
+        let Some(pool) = n.labels.get(common::labels::NODEPOOL) else {
             continue;
         };
         let (sum, count) = usage.entry(pool.as_str()).or_default();

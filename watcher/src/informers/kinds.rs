@@ -153,7 +153,7 @@ pub fn spawn_all(client: kube::Client, options: &Options, sinks: Sinks) -> Vec<J
         "poddisruptionbudgets",
         Kind::Pdb,
         PodDisruptionBudget,
-        |p: &PodDisruptionBudget| { Converted::Keep(Box::new(Object::Pdb(convert::pdb(p)))) }
+        |p: &PodDisruptionBudget| keep(convert::pdb(p), Object::Pdb)
     );
     typed!(
         "persistentvolumeclaims",
@@ -185,7 +185,7 @@ pub fn spawn_all(client: kube::Client, options: &Options, sinks: Sinks) -> Vec<J
             Kind::Namespace,
             stream,
             sinks.clone(),
-            |n| Converted::Keep(Box::new(Object::Namespace(convert::namespace(n)))),
+            |n| Converted::Keep(Box::new(Object::Namespace(convert::namespace(&n.metadata)))),
         )));
     }
     let dynamic = |group: &str, kind: &str| {

@@ -17,7 +17,7 @@ use crate::requirements::Requirements;
 use common::duration::parse_go_duration;
 
 /// Annotation carrying Kubernetes' pod deletion cost (ReplicaSet scale-down order).
-pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+pub use common::labels::POD_DELETION_COST;
 
 /// Annotation with the NodePool hash version (`designs/drift-hash.md`).
 pub const NODEPOOL_HASH_VERSION: &str = crate::manifests::hash::NODEPOOL_HASH_VERSION_ANNOTATION;

@@ -13,6 +13,7 @@ use crate::model::{
     TaintEffect, Toleration, TolerationOperator, TopologySpreadConstraint, WeightedPodAffinityTerm,
     WhenUnsatisfiable,
 };
+use common::pod_requests;
 
 /// How a pod's priority is to be resolved once every PriorityClass has been read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -136,12 +137,9 @@ pub(super) fn convert_pod_spec(spec: &raw::PodSpec, base: &str) -> Result<PodPar
 
 // === requests ===
 
-/// A container's requests after defaulting: each resource that has a limit but no request
-/// requests its limit.
+/// A container's requests after defaulting (`common::pod_requests::container`).
 fn container_requests(r: &raw::ResourceRequirements) -> BTreeMap<String, i64> {
-    let mut out = r.limits.0.clone();
-    out.extend(r.requests.0.iter().map(|(k, v)| (k.clone(), *v)));
-    out
+    pod_requests::container(&r.limits.0, &r.requests.0)
 }
 
 fn to_resources(m: &BTreeMap<String, i64>) -> Resources {
@@ -152,44 +150,30 @@ fn to_resources(m: &BTreeMap<String, i64>) -> Resources {
     r
 }
 
-/// The effective requests of a pod, as `k8s.io/component-helpers/resource.PodRequests` computes
-/// them: app containers are summed; init containers are walked in order, restartable ones
-/// (sidecars, `restartPolicy: Always`) are added to the sum and accumulate, and each regular
-/// init container needs its own requests plus the sidecars started before it; the pod needs the
-/// larger of the two per resource. Pod-level `spec.resources` replace cpu, memory and hugepages
-/// when set. `spec.overhead` is added last, and `pods` is 1.
+/// The effective requests of a pod, by Kubernetes' rule (`common::pod_requests::pod`), in the
+/// planner's units.
 pub(super) fn effective_requests(spec: &raw::PodSpec) -> Resources {
-    let mut reqs = Resources::default();
-    for c in &spec.containers {
-        reqs.add(&to_resources(&container_requests(&c.resources)));
-    }
-    let mut sidecars = Resources::default();
-    let mut init_max = Resources::default();
-    for c in &spec.init_containers {
-        let own = to_resources(&container_requests(&c.resources));
-        if c.restart_policy.as_deref() == Some("Always") {
-            reqs.add(&own);
-            sidecars.add(&own);
-            init_max = init_max.max(&sidecars);
-        } else {
-            let mut need = own;
-            need.add(&sidecars);
-            init_max = init_max.max(&need);
-        }
-    }
-    reqs = reqs.max(&init_max);
-    if let Some(pod_level) = &spec.resources {
-        for (name, v) in container_requests(pod_level) {
-            if name == "cpu" || name == "memory" || name.starts_with("hugepages-") {
-                reqs.set(&name, v);
-            }
-        }
-    }
-    if let Some(overhead) = &spec.overhead {
-        reqs.add(&to_resources(&overhead.0));
-    }
-    reqs.pods = 1;
-    reqs
+    let containers: Vec<_> = spec
+        .containers
+        .iter()
+        .map(|c| container_requests(&c.resources))
+        .collect();
+    let init: Vec<_> = spec
+        .init_containers
+        .iter()
+        .map(|c| pod_requests::InitContainer {
+            requests: container_requests(&c.resources),
+            restartable: c.restart_policy.as_deref() == Some("Always"),
+        })
+        .collect();
+    let pod_level = spec.resources.as_ref().map(container_requests);
+    to_resources(&pod_requests::pod(
+        &containers,
+        &init,
+        pod_level.as_ref(),
+        spec.overhead.as_ref().map(|o| &o.0),
+        1,
+    ))
 }
 
 fn host_ports(spec: &raw::PodSpec) -> Vec<HostPort> {

@@ -59,10 +59,11 @@ pub(super) fn pod_from(raw: raw::Pod) -> Result<(Pod, PriorityRef), FieldError> 
     let parts = convert_pod_spec(&raw.spec, "spec")?;
     let mut pod = parts.pod;
     pod.namespace = namespace_or_default(&meta.namespace);
-    pod.uid = meta
-        .uid
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| format!("{}/{}", pod.namespace, meta.name));
+    pod.uid = common::key::object(
+        meta.uid.as_deref().unwrap_or_default(),
+        Some(&pod.namespace),
+        &meta.name,
+    );
     pod.owner = controller_owner(&meta.owner_references);
     for (v, _) in &parts.ephemeral_volumes {
         pod.volume_claims.push(format!("{}-{v}", meta.name));

@@ -171,7 +171,7 @@ pub struct Pod {
 impl Pod {
     /// `namespace/name`.
     pub fn key(&self) -> PodKey {
-        format!("{}/{}", self.namespace, self.name)
+        common::key::namespaced(&self.namespace, &self.name)
     }
 
     /// True when the pod waits to be placed: no node and not terminated.
@@ -193,7 +193,7 @@ impl Pod {
 
     /// True for a static (mirror) pod managed by the kubelet.
     pub fn is_mirror_pod(&self) -> bool {
-        self.annotations.contains_key("kubernetes.io/config.mirror")
+        self.annotations.contains_key(common::labels::MIRROR_POD)
             || self.owner.as_ref().is_some_and(|o| o.kind == "Node")
     }
 }

@@ -21,6 +21,7 @@ use super::convert::to_model as convert;
 use super::convert::{At, to_wire};
 use super::service::{PlannerService, blocking};
 use super::{Error, Result};
+use common::key::object as key;
 use planner::catalog::Catalog;
 use planner::model::{self, ClusterSnapshot, PlanOptions};
 
@@ -317,14 +318,6 @@ pub(crate) struct SessionState {
     pvcs: Store<model::PersistentVolumeClaim>,
     pvs: Store<model::PersistentVolume>,
     storage_classes: Store<model::StorageClass>,
-}
-
-fn key(uid: &str, namespace: Option<&str>, name: &str) -> String {
-    match (uid.is_empty(), namespace) {
-        (false, _) => uid.to_string(),
-        (true, Some(ns)) => format!("{ns}/{name}"),
-        (true, None) => name.to_string(),
-    }
 }
 
 /// Stores one object. Inside a snapshot a key may appear once: a second object with the same

@@ -10,12 +10,20 @@ pub use common::quantity::QuantityError as Error;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Parses a quantity into milli-units, rounded up as Kubernetes rounds requests up (widened
-/// so that sums over many containers cannot overflow).
+/// so that sums over many containers cannot overflow). No amount the planner reads (requests,
+/// capacity, limits, reservations) may be negative.
 ///
 /// # Errors
-/// When `s` is not a Kubernetes quantity, or is too large.
+/// When `s` is not a Kubernetes quantity, is negative, or is too large.
 pub fn parse_milli(s: &str) -> Result<i128> {
-    common::quantity::parse_milli(s).map(i128::from)
+    let m = common::quantity::parse_milli(s)?;
+    if m < 0 {
+        return Err(Error {
+            input: s.to_string(),
+            why: "quantities must not be negative",
+        });
+    }
+    Ok(i128::from(m))
 }
 
 /// Writes milli-units as a quantity: whole units without a suffix, the rest with `m`.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use proto::v1 as pb;
 use serde_json::Value;
 
-use super::{OPERATORS, Result, field_err};
+use super::{IntOrPercent, OPERATORS, Result, field_err, int_or_percent, one_of, taint};
 use common::hash::{
     ami_family_from_alias, ec2nodeclass_spec_hash, nodepool_template_hash, resolved_ami_family,
 };
@@ -64,16 +64,66 @@ fn duration_field(v: Option<&Value>, field: &str, default: Option<i64>) -> Resul
     }
 }
 
-fn taints(v: Option<&Value>) -> Vec<pb::Taint> {
+fn taints(v: Option<&Value>, base: &str) -> Result<Vec<pb::Taint>> {
     v.and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .map(|t| pb::Taint {
-            key: str_at(t, &["key"]).unwrap_or_default().into(),
-            value: str_at(t, &["value"]).unwrap_or_default().into(),
-            effect: str_at(t, &["effect"]).unwrap_or_default().into(),
+        .enumerate()
+        .map(|(i, t)| {
+            taint(
+                str_at(t, &["key"]).unwrap_or_default(),
+                str_at(t, &["value"]).unwrap_or_default(),
+                str_at(t, &["effect"]).unwrap_or_default(),
+                &format!("{base}[{i}]"),
+            )
         })
         .collect()
+}
+
+/// A budget's `nodes`: a count or a percentage up to 100%, absent 10%.
+fn budget_nodes(b: &Value, base: &str) -> Result<String> {
+    let at = || format!("{base}.nodes");
+    let text = match b.get("nodes") {
+        None | Some(Value::Null) => return Ok("10%".into()),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(other) => {
+            return Err(field_err(
+                at(),
+                format!("expected an integer or a percentage like \"50%\", got {other}"),
+            ));
+        }
+    };
+    match int_or_percent(&text, &at())? {
+        IntOrPercent::Percent(p) if !(0..=100).contains(&p) => Err(field_err(
+            at(),
+            format!("a percentage must be between 0% and 100%, got {p}%"),
+        )),
+        IntOrPercent::Int(n) if n < 0 => {
+            Err(field_err(at(), format!("must not be negative, got {n}")))
+        }
+        _ => Ok(text),
+    }
+}
+
+/// A budget's `reasons`, each one of Karpenter's disruption reasons.
+fn budget_reasons(b: &Value, base: &str) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for (i, r) in b
+        .get("reasons")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let at = || format!("{base}.reasons[{i}]");
+        let r = r
+            .as_str()
+            .ok_or_else(|| field_err(at(), format!("expected a string, got {r}")))?;
+        one_of(r, &["Underutilized", "Empty", "Drifted"], at)?;
+        out.push(r.to_string());
+    }
+    Ok(out)
 }
 
 fn requirements(v: Option<&Value>, base: &str) -> Result<Vec<pb::Requirement>> {
@@ -139,6 +189,26 @@ fn resource_map(v: Option<&Value>, base: &str) -> Result<BTreeMap<String, String
     Ok(out)
 }
 
+/// `spec.disruption.consolidationPolicy`, absent `WhenEmptyOrUnderutilized`; v1beta1's
+/// `WhenUnderutilized` is read as v1's `WhenEmptyOrUnderutilized`, which replaced it.
+fn consolidation_policy(v: Option<&Value>) -> Result<&'static str> {
+    const FIELD: &str = "spec.disruption.consolidationPolicy";
+    match v {
+        None | Some(Value::Null) => Ok("WhenEmptyOrUnderutilized"),
+        Some(Value::String(s)) => match s.as_str() {
+            "WhenEmpty" => Ok("WhenEmpty"),
+            "WhenEmptyOrUnderutilized" | "WhenUnderutilized" => Ok("WhenEmptyOrUnderutilized"),
+            other => Err(field_err(
+                FIELD,
+                format!(
+                    "unknown variant `{other}`, expected one of `WhenEmpty`, `WhenEmptyOrUnderutilized`, `WhenUnderutilized`"
+                ),
+            )),
+        },
+        Some(other) => Err(field_err(FIELD, format!("expected a string, got {other}"))),
+    }
+}
+
 /// Converts a NodePool.
 ///
 /// # Errors
@@ -186,14 +256,8 @@ pub fn node_pool(v: &Value) -> Result<pb::NodePool> {
                     ));
                 }
                 budgets.push(pb::Budget {
-                    nodes: str_at(b, &["nodes"]).unwrap_or("10%").into(),
-                    reasons: b
-                        .get("reasons")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|r| r.as_str().map(String::from))
-                        .collect(),
+                    nodes: budget_nodes(b, &base)?,
+                    reasons: budget_reasons(b, &base)?,
                     schedule,
                     duration,
                 });
@@ -206,8 +270,14 @@ pub fn node_pool(v: &Value) -> Result<pb::NodePool> {
         weight,
         labels: string_map(at(v, &["spec", "template", "metadata", "labels"])),
         annotations: string_map(at(v, &["spec", "template", "metadata", "annotations"])),
-        taints: taints(tspec.and_then(|s| s.get("taints"))),
-        startup_taints: taints(tspec.and_then(|s| s.get("startupTaints"))),
+        taints: taints(
+            tspec.and_then(|s| s.get("taints")),
+            "spec.template.spec.taints",
+        )?,
+        startup_taints: taints(
+            tspec.and_then(|s| s.get("startupTaints")),
+            "spec.template.spec.startupTaints",
+        )?,
         requirements: requirements(
             tspec.and_then(|s| s.get("requirements")),
             "spec.template.spec.requirements",
@@ -232,10 +302,10 @@ pub fn node_pool(v: &Value) -> Result<pb::NodePool> {
             .map(|m| m.keys().cloned().collect())
             .unwrap_or_default(),
         disruption: Some(pb::Disruption {
-            consolidation_policy: disruption
-                .and_then(|d| str_at(d, &["consolidationPolicy"]))
-                .unwrap_or("WhenEmptyOrUnderutilized")
-                .into(),
+            consolidation_policy: consolidation_policy(
+                disruption.and_then(|d| d.get("consolidationPolicy")),
+            )?
+            .into(),
             consolidate_after: duration_field(
                 disruption.and_then(|d| d.get("consolidateAfter")),
                 "spec.disruption.consolidateAfter",
@@ -265,8 +335,11 @@ pub fn node_claim(v: &Value) -> Result<pb::NodeClaim> {
             spec.and_then(|s| s.get("requirements")),
             "spec.requirements",
         )?,
-        taints: taints(spec.and_then(|s| s.get("taints"))),
-        startup_taints: taints(spec.and_then(|s| s.get("startupTaints"))),
+        taints: taints(spec.and_then(|s| s.get("taints")), "spec.taints")?,
+        startup_taints: taints(
+            spec.and_then(|s| s.get("startupTaints")),
+            "spec.startupTaints",
+        )?,
         requests: resource_map(
             at(v, &["spec", "resources", "requests"]),
             "spec.resources.requests",
@@ -384,7 +457,18 @@ pub fn node_class(v: &Value) -> Result<pb::NodeClass> {
                 let text = threshold.as_str().unwrap_or_default();
                 match text.strip_suffix('%') {
                     Some(p) => {
-                        eviction_hard_percent.insert(resource.to_string(), p.to_string());
+                        // Kept as written (`5%`), the form the contract's percentages take.
+                        crate::quantity::parse_milli(p.trim())
+                            .ok()
+                            .filter(|m| (0..=100_000).contains(m))
+                            .ok_or_else(|| {
+                                field_err(
+                                    format!("spec.kubelet.evictionHard.{signal}"),
+                                    format!("{text:?} is not a percentage between 0% and 100%"),
+                                )
+                            })?;
+                        eviction_hard_percent
+                            .insert(resource.to_string(), format!("{}%", p.trim()));
                     }
                     None => {
                         crate::quantity::parse_milli(text).map_err(|e| {
@@ -481,6 +565,33 @@ mod tests {
     }
 
     #[test]
+    fn eviction_thresholds_keep_their_percent_sign() {
+        let class = |threshold: &str| {
+            serde_json::json!({
+                "metadata": {"name": "default"},
+                "spec": {"kubelet": {"evictionHard": {
+                    "memory.available": threshold, "nodefs.available": "1Gi"
+                }}}
+            })
+        };
+        let k = node_class(&class("5%"))
+            .expect("valid")
+            .kubelet
+            .expect("kubelet");
+        assert_eq!(k.eviction_hard_percent["memory"], "5%");
+        assert_eq!(
+            k.eviction_hard.expect("absolute").quantities["ephemeral-storage"],
+            "1Gi"
+        );
+        assert_eq!(
+            node_class(&class("150%"))
+                .expect_err("over 100%")
+                .to_string(),
+            "spec.kubelet.evictionHard.memory.available: \"150%\" is not a percentage between 0% and 100%"
+        );
+    }
+
+    #[test]
     fn node_pool_defaults_and_errors_name_the_field() {
         let np = serde_json::json!({
             "metadata": {"name": "default", "uid": "u"},
@@ -502,6 +613,20 @@ mod tests {
             node_pool(&bad).expect_err("bad operator").to_string(),
             "spec.template.spec.requirements[0].operator: unknown operator \"Near\""
         );
+        let mut bad = np.clone();
+        bad["spec"]["disruption"] = serde_json::json!({"consolidationPolicy": "Balanced"});
+        assert_eq!(
+            node_pool(&bad).expect_err("unknown policy").to_string(),
+            "spec.disruption.consolidationPolicy: unknown variant `Balanced`, expected one of `WhenEmpty`, `WhenEmptyOrUnderutilized`, `WhenUnderutilized`"
+        );
+        let mut legacy = np.clone();
+        legacy["spec"]["disruption"] =
+            serde_json::json!({"consolidationPolicy": "WhenUnderutilized"});
+        let d = node_pool(&legacy)
+            .expect("v1beta1's name")
+            .disruption
+            .expect("set");
+        assert_eq!(d.consolidation_policy, "WhenEmptyOrUnderutilized");
         let mut bad = np;
         bad["spec"]["weight"] = 0.into();
         assert!(

@@ -6,11 +6,13 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
 use k8s_openapi::api::scheduling::v1 as scheduling;
 use k8s_openapi::api::storage::v1 as storage;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use proto::v1 as pb;
 
 use super::{
-    Result, label_selector, labels, name, node_selector_terms, quantities, seconds, taint, uid,
+    Result, int_or_percent, labels, name, node_selector_terms, one_of, opt_label_selector,
+    quantities, seconds, taint, uid,
 };
 
 /// Converts a Node.
@@ -34,8 +36,16 @@ pub fn node(n: &core::Node) -> Result<pb::Node> {
             .and_then(|s| s.taints.as_ref())
             .into_iter()
             .flatten()
-            .map(taint)
-            .collect(),
+            .enumerate()
+            .map(|(i, t)| {
+                taint(
+                    &t.key,
+                    t.value.as_deref().unwrap_or_default(),
+                    &t.effect,
+                    &format!("spec.taints[{i}]"),
+                )
+            })
+            .collect::<Result<_>>()?,
         allocatable: quantities(
             status.and_then(|s| s.allocatable.as_ref()),
             "status.allocatable",
@@ -56,39 +66,49 @@ pub fn node(n: &core::Node) -> Result<pb::Node> {
     })
 }
 
-/// Converts a Namespace (its labels are all the planner reads).
-pub fn namespace(n: &kube::core::PartialObjectMeta<core::Namespace>) -> pb::Namespace {
+/// Converts a Namespace from its metadata (its labels are all the planner reads).
+pub fn namespace(m: &meta::ObjectMeta) -> pb::Namespace {
     pb::Namespace {
-        name: name(&n.metadata),
-        labels: labels(&n.metadata).into_iter().collect(),
-        uid: uid(&n.metadata),
+        name: name(m),
+        labels: labels(m).into_iter().collect(),
+        uid: uid(m),
     }
 }
 
-fn int_or_string(v: &IntOrString) -> String {
+/// `minAvailable` / `maxUnavailable`: a count or a percentage, kept as written.
+fn int_or_string(v: Option<&IntOrString>, at: &str) -> Result<Option<String>> {
     match v {
-        IntOrString::Int(i) => i.to_string(),
-        IntOrString::String(s) => s.clone(),
+        None => Ok(None),
+        Some(IntOrString::Int(i)) => Ok(Some(i.to_string())),
+        Some(IntOrString::String(s)) => {
+            int_or_percent(s, at)?;
+            Ok(Some(s.clone()))
+        }
     }
 }
 
 /// Converts a PodDisruptionBudget.
-pub fn pdb(p: &policy::PodDisruptionBudget) -> pb::PodDisruptionBudget {
+///
+/// # Errors
+/// A selector with an unknown operator, a budget that is neither a count nor a percentage.
+pub fn pdb(p: &policy::PodDisruptionBudget) -> Result<pb::PodDisruptionBudget> {
     let m = &p.metadata;
     let spec = p.spec.as_ref();
-    pb::PodDisruptionBudget {
+    Ok(pb::PodDisruptionBudget {
         namespace: m.namespace.clone().unwrap_or_default(),
         name: name(m),
-        selector: spec.and_then(|s| s.selector.as_ref()).map(label_selector),
-        min_available: spec
-            .and_then(|s| s.min_available.as_ref())
-            .map(int_or_string),
-        max_unavailable: spec
-            .and_then(|s| s.max_unavailable.as_ref())
-            .map(int_or_string),
+        selector: opt_label_selector(spec.and_then(|s| s.selector.as_ref()), "spec.selector")?,
+        min_available: int_or_string(
+            spec.and_then(|s| s.min_available.as_ref()),
+            "spec.minAvailable",
+        )?,
+        max_unavailable: int_or_string(
+            spec.and_then(|s| s.max_unavailable.as_ref()),
+            "spec.maxUnavailable",
+        )?,
         disruptions_allowed: p.status.as_ref().map(|s| s.disruptions_allowed),
         uid: uid(m),
-    }
+    })
 }
 
 /// Converts a PersistentVolumeClaim.
@@ -130,9 +150,14 @@ pub fn pv(v: &core::PersistentVolume) -> Result<pb::PersistentVolume> {
 /// Converts a StorageClass.
 ///
 /// # Errors
-/// An allowed topology with an unknown operator.
+/// An unknown `volumeBindingMode`.
 pub fn storage_class(c: &storage::StorageClass) -> Result<pb::StorageClass> {
     let m = &c.metadata;
+    if let Some(mode) = &c.volume_binding_mode {
+        one_of(mode, &["Immediate", "WaitForFirstConsumer"], || {
+            "volumeBindingMode".to_string()
+        })?;
+    }
     let allowed = c
         .allowed_topologies
         .iter()
@@ -160,11 +185,18 @@ pub fn storage_class(c: &storage::StorageClass) -> Result<pb::StorageClass> {
 }
 
 /// The PriorityClasses of the cluster, to resolve `priorityClassName` where admission has
-/// not already filled `spec.priority`.
-#[derive(Debug, Clone, Default)]
+/// not already filled `spec.priority`. The built-in `system-cluster-critical` and
+/// `system-node-critical` are always known, as the API server always has them.
+#[derive(Debug, Clone)]
 pub struct PriorityClasses {
     values: BTreeMap<String, (i32, bool)>,
 }
+
+/// The classes every API server creates, with their values.
+const BUILT_IN: [(&str, i32); 2] = [
+    ("system-cluster-critical", 2_000_000_000),
+    ("system-node-critical", 2_000_001_000),
+];
 
 /// One PriorityClass: its name, value and whether it is the global default.
 pub fn priority_class(c: &scheduling::PriorityClass) -> (String, i32, bool) {
@@ -173,15 +205,33 @@ pub fn priority_class(c: &scheduling::PriorityClass) -> (String, i32, bool) {
 
 // === impl PriorityClasses ===
 
+impl Default for PriorityClasses {
+    fn default() -> Self {
+        Self {
+            values: BUILT_IN
+                .iter()
+                .map(|(name, value)| ((*name).to_string(), (*value, false)))
+                .collect(),
+        }
+    }
+}
+
 impl PriorityClasses {
     /// Records or replaces a class.
     pub fn insert(&mut self, name: String, value: i32, global_default: bool) {
         self.values.insert(name, (value, global_default));
     }
 
-    /// Forgets a class.
+    /// Forgets a class (a built-in one keeps its value).
     pub fn remove(&mut self, name: &str) {
-        self.values.remove(name);
+        match BUILT_IN.iter().find(|(n, _)| *n == name) {
+            Some((_, value)) => {
+                self.values.insert(name.to_string(), (*value, false));
+            }
+            None => {
+                self.values.remove(name);
+            }
+        }
     }
 
     /// The value of a class; an unknown class is 0.
@@ -189,15 +239,34 @@ impl PriorityClasses {
         self.values.get(name).map_or(0, |v| v.0)
     }
 
-    /// The value of the global default class, else 0.
+    /// The value of the global default class, else 0. Kubernetes allows one; of several, the
+    /// highest value counts, so that the answer does not depend on the order they came in.
     pub fn default_value(&self) -> i32 {
-        self.values.values().find(|v| v.1).map_or(0, |v| v.0)
+        self.values
+            .values()
+            .filter(|v| v.1)
+            .map(|v| v.0)
+            .max()
+            .unwrap_or(0)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn priorities_resolve_with_the_built_in_classes_and_one_default() {
+        let mut c = PriorityClasses::default();
+        assert_eq!(c.value_of("system-node-critical"), 2_000_001_000);
+        assert_eq!(c.value_of("unknown"), 0);
+        assert_eq!(c.default_value(), 0);
+        c.insert("b".into(), 5, true);
+        c.insert("a".into(), 7, true);
+        assert_eq!(c.default_value(), 7, "the highest of several defaults");
+        c.remove("system-node-critical");
+        assert_eq!(c.value_of("system-node-critical"), 2_000_001_000);
+    }
 
     fn volume(local: bool, host_path: bool) -> core::PersistentVolume {
         serde_json::from_value(serde_json::json!({
