@@ -152,6 +152,7 @@ impl<'a> Scheduler<'a> {
             notes,
             snapshot_selectors: std::sync::OnceLock::new(),
             topology: Default::default(),
+            topology_classes: Default::default(),
         };
         Self { tables }
     }
