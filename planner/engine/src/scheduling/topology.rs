@@ -227,6 +227,9 @@ struct Cluster {
     bound_ids: FxHashMap<String, Vec<u32>>,
     /// Bound pods with required anti-affinity: index into the snapshot's pods and into `bound`.
     anti: Vec<(usize, u32)>,
+    /// Indices into `bound` by namespace and labels (selectors look at nothing else), in
+    /// order of first appearance.
+    bound_by_labels: Vec<(u32, Vec<u32>)>,
     /// Per group spec, the bound pods it counts when every node is there (see
     /// [`Cluster::counted`]), filled as runs build groups.
     counted: Mutex<HashMap<GroupKey, Arc<[u32]>>>,
@@ -289,12 +292,26 @@ impl Cluster {
                 node: node as usize,
             });
         }
+        let mut by_labels: HashMap<(&str, &Labels), usize> = HashMap::new();
+        let mut bound_by_labels: Vec<(u32, Vec<u32>)> = Vec::new();
+        for (i, b) in bound.iter().enumerate() {
+            let i = u32::try_from(i).unwrap_or(u32::MAX);
+            let k = *by_labels
+                .entry((b.namespace.as_str(), &b.labels))
+                .or_insert_with(|| {
+                    bound_by_labels.push((i, Vec::new()));
+                    bound_by_labels.len() - 1
+                });
+            bound_by_labels[k].1.push(i);
+        }
+        drop(by_labels);
         Self {
             nodes,
             node_ids,
             bound,
             bound_ids,
             anti,
+            bound_by_labels,
             counted: Mutex::new(HashMap::new()),
             domains: Mutex::new(HashMap::new()),
         }
@@ -333,18 +350,27 @@ impl Cluster {
         if let Some(c) = cache.get(&g.spec) {
             return Arc::clone(c);
         }
-        let list: Arc<[u32]> = self
-            .bound
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| {
-                let node = &self.nodes[b.node];
-                g.selects(&b.namespace, &b.labels, ns_labels)
-                    && node.domain(&g.spec.key).is_some()
-                    && g.node_counts(&node.taints, &node.reqs)
-            })
-            .map(|(i, _)| u32::try_from(i).unwrap_or(u32::MAX))
-            .collect();
+        // The selector once per distinct namespace and labels, the node filter once per node.
+        let mut node_counts: Vec<Option<bool>> = vec![None; self.nodes.len()];
+        let mut list: Vec<u32> = Vec::new();
+        for (first, members) in &self.bound_by_labels {
+            let b = &self.bound[*first as usize];
+            if !g.selects(&b.namespace, &b.labels, ns_labels) {
+                continue;
+            }
+            for &i in members {
+                let n = self.bound[i as usize].node;
+                let counts = *node_counts[n].get_or_insert_with(|| {
+                    let node = &self.nodes[n];
+                    node.domain(&g.spec.key).is_some() && g.node_counts(&node.taints, &node.reqs)
+                });
+                if counts {
+                    list.push(i);
+                }
+            }
+        }
+        list.sort_unstable();
+        let list: Arc<[u32]> = list.into();
         cache.insert(g.spec.clone(), Arc::clone(&list));
         list
     }
