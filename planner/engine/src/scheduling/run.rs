@@ -18,6 +18,7 @@ use super::node_claim::{Claim, Reject};
 use super::pools::Pool;
 use super::preferences::Preferences;
 use super::queue::Queue;
+use super::room::Room;
 use super::signature::{Sig, Sigs};
 use super::topology::{self, Topology, TopologyInput};
 use super::volumes::VolumeTopology;
@@ -54,6 +55,10 @@ pub(super) struct Tables<'a> {
     /// anti-affinity terms, required and preferred), built on first use and shared by every
     /// simulation of this scheduler (see `packing::fill_gaps`).
     pub(super) snapshot_selectors: std::sync::OnceLock<Vec<crate::model::LabelSelector>>,
+    /// The selectors of the snapshot's terms that count pods by more than their zone, built on
+    /// first use and shared by every simulation of this scheduler (see
+    /// `packing::empty_zoned_claims`).
+    pub(super) zone_blind_selectors: std::sync::OnceLock<Vec<crate::model::LabelSelector>>,
     /// What every run's topology reads of the snapshot (nodes, bound pods, NodePools, the
     /// domain universe), built by the first run that needs it.
     pub(super) topology: topology::Shared,
@@ -124,6 +129,8 @@ pub(super) struct Run<'s, 'a> {
     pub(super) items: Vec<Item<'a>>,
     /// The scheduler's existing nodes minus the removed ones, with what this run placed.
     pub(super) existing: Vec<Target<'s>>,
+    /// Their free room, to skip the nodes a pod does not fit on.
+    room: Room,
     pub(super) claims: Vec<Claim>,
     /// Per pool: (slot, amount left under the limit).
     pub(super) remaining: Vec<Vec<(usize, i64)>>,
@@ -211,11 +218,13 @@ impl<'s, 'a> Run<'s, 'a> {
             existing.iter().filter_map(|t| t.node.hostname.as_deref()),
         );
         let n_items = items.len();
+        let room = Room::new(existing.iter().map(|t| &t.node.available[..]), s.dims.len());
         let mut run = Run {
             s,
             sigs,
             items,
             existing,
+            room,
             claims: Vec::new(),
             remaining,
             topology,
@@ -311,7 +320,13 @@ impl<'s, 'a> Run<'s, 'a> {
         let mut answers = std::mem::take(&mut self.answers);
         answers.clear();
         let mut placed = false;
-        for n in start..self.existing.len() {
+        let mut next = start;
+        while let Some(n) = self.room.next(next, &self.sigs.get(sig_id).requests) {
+            // The nodes skipped lack room: rejected for good, as the check would.
+            if advance {
+                self.cur_existing[sig_id as usize] = n as u32;
+            }
+            next = n + 1;
             // Resources and requirements first: they reject for good and are cheaper.
             let mut res: Result<(), bool> = self.existing[n]
                 .check(self.sigs.get(sig_id), None)
@@ -344,6 +359,7 @@ impl<'s, 'a> Run<'s, 'a> {
                 Ok(()) => {
                     let node = &mut self.existing[n];
                     node.commit(self.sigs.get(sig_id), i);
+                    self.room.set(n, &node.free());
                     let pod = &self.items[i as usize].pod;
                     self.topology
                         .record(pod, &node.node.reqs, &node.node.taints);
@@ -358,6 +374,10 @@ impl<'s, 'a> Run<'s, 'a> {
                     }
                 }
             }
+        }
+        if !placed && advance {
+            // Every node left lacks room or rejected the pod for good.
+            self.cur_existing[sig_id as usize] = self.existing.len() as u32;
         }
         self.answers = answers;
         placed

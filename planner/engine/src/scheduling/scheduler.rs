@@ -151,6 +151,7 @@ impl<'a> Scheduler<'a> {
             volumes: VolumeTopology::new(snapshot),
             notes,
             snapshot_selectors: std::sync::OnceLock::new(),
+            zone_blind_selectors: std::sync::OnceLock::new(),
             topology: Default::default(),
             topology_classes: Default::default(),
         };
