@@ -12,7 +12,10 @@
 //! valid candidate; one command per pass, passes repeated until none is found.
 //!
 //! Run: `cargo bench -p planner --bench disruption` (`-- --quick` skips 5,000 nodes;
-//! `-- --nodes=N` runs one size; `-- --verbose` lists the decisions; `-- --spread` gives every pod a zone spread).
+//! `-- --nodes=N` runs one size; `-- --verbose` lists the decisions; `-- --spread` gives every pod a zone spread;
+//! `-- --pods-per-node=N` sets the pods per node (default 15; 12 gives the 1,000-node,
+//! ~12k-pod cluster of a whole `dovetail plan`); `-- --plan` also times the whole plan,
+//! `planner::plan`, on each cluster: what `dovetail plan` runs after reading the manifests).
 
 // A bench measures wall time; the clock ban is for the planner code, not for this.
 #![allow(clippy::disallowed_methods)]
@@ -323,6 +326,38 @@ fn dovetail(s: &ClusterSnapshot, catalog: &Catalog, o: &PlanOptions) -> Figures 
     figures(&out, time, first_pass)
 }
 
+/// The whole plan of the snapshot (`planner::plan`: the launch plan, then disruption), timed,
+/// with its peak resident memory so far.
+fn plan(s: &ClusterSnapshot, catalog: &Catalog, o: &PlanOptions, base_cost: f64) {
+    let (start, cpu) = (Instant::now(), cpu_time());
+    let plan = planner::plan(s, catalog, o);
+    let (time, cpu) = (start.elapsed(), cpu_time() - cpu);
+    audit(s, &plan.disruptions);
+    let savings: f64 = plan.disruptions.iter().map(|d| d.savings_per_hour).sum();
+    let peak = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|st| {
+            st.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or_else(|| "?".to_string(), |kb| format!("{}", kb / 1024));
+    println!(
+        "  {:<10} time {time:>8.2?} cpu {cpu:>8.2?}  decisions {:>4}  nodes removed {:>4}  new nodes {:>3}  saves {savings:>8.3}/h ({:.1}% of {base_cost:.2}/h)  peak {peak} MB",
+        "plan",
+        plan.disruptions.len(),
+        plan.disruptions
+            .iter()
+            .map(|d| d.nodes.len())
+            .sum::<usize>(),
+        plan.disruptions
+            .iter()
+            .map(|d| d.replacements.len())
+            .sum::<usize>(),
+        100.0 * savings / base_cost,
+    );
+}
+
 /// Replays the decisions from the plan alone (nodes, replacements, `destinations`) and prints
 /// how many pods were displaced, how many of them a decision gives no destination, and how many
 /// end on a node the plan removes; also how many moved pods appear in no replacement (what an
@@ -460,8 +495,15 @@ fn main() {
             d.savings - k.savings
         );
     }
+    let pods_per_node: usize = std::env::args()
+        .find_map(|a| {
+            a.strip_prefix("--pods-per-node=")
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(15);
+    let whole_plan = std::env::args().any(|a| a == "--plan");
     for n in sizes {
-        let s = cluster(&catalog, n, 15, 42, spread);
+        let s = cluster(&catalog, n, pods_per_node, 42, spread);
         let base = cost(&s, &catalog);
         println!(
             "disruption bench: {n} nodes, {} bound pods, 30% slack, built-in us-east-1 catalog ({} types)",
@@ -481,6 +523,9 @@ fn main() {
             "  cost now {base:.2}/h; lower bound for these pods on c5/m5/r5 {lb:.2}/h: at most {:.2}/h can be saved",
             base - lb
         );
+        if whole_plan {
+            plan(&s, &catalog, &o, base);
+        }
         let d = dovetail(&s, &catalog, &o);
         report("dovetail", &d, base);
         let (k, passes) = karpenter(&s, &catalog, &o);
