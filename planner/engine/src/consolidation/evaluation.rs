@@ -149,10 +149,11 @@ impl<'a> Evaluation<'a> {
             unusable,
             simulations: Cell::new(0),
             rebuilds: Cell::new(0),
-            prices_nonnegative: catalog
-                .instance_types
-                .iter()
-                .all(|t| t.offerings.iter().all(|o| !(o.price < 0.0))),
+            prices_nonnegative: catalog.instance_types.iter().all(|t| {
+                t.offerings
+                    .iter()
+                    .all(|o| o.price >= 0.0 || o.price.is_nan())
+            }),
         })
     }
 

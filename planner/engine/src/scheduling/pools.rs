@@ -164,12 +164,16 @@ impl<'a> Pool<'a> {
                 return pool;
             }
         }
-        pool.custom_keys = catalog
+        // Each distinct key once: the catalog's types repeat the same few label keys.
+        let keys: BTreeSet<&str> = catalog
             .instance_types
             .iter()
-            .flat_map(|it| it.labels.keys())
+            .flat_map(|it| it.labels.keys().map(String::as_str))
+            .collect();
+        pool.custom_keys = keys
+            .into_iter()
             .filter(|k| !well_known::is_well_known(k) && !pool.reqs.has(k))
-            .cloned()
+            .map(str::to_string)
             .collect();
         let pool_daemons: Vec<&DaemonInfo<'_>> = daemons
             .iter()
