@@ -12,7 +12,10 @@
 //! valid candidate; one command per pass, passes repeated until none is found.
 //!
 //! Run: `cargo bench -p planner --bench disruption` (`-- --quick` skips 5,000 nodes;
-//! `-- --nodes=N` runs one size; `-- --verbose` lists the decisions; `-- --spread` gives every pod a zone spread).
+//! `-- --nodes=N` runs one size; `-- --verbose` lists the decisions; `-- --spread` gives every pod a zone spread;
+//! `-- --pods-per-node=N` sets the pods per node (default 15; 12 gives the 1,000-node,
+//! ~12k-pod cluster of a whole `dovetail plan`); `-- --plan` also times the whole plan,
+//! `planner::plan`, on each cluster: what `dovetail plan` runs after reading the manifests).
 
 // A bench measures wall time; the clock ban is for the planner code, not for this.
 #![allow(clippy::disallowed_methods)]
@@ -221,9 +224,28 @@ fn cost(s: &ClusterSnapshot, catalog: &Catalog) -> f64 {
         .sum()
 }
 
+/// CPU time of the calling thread so far, from `/proc/thread-self/stat` (utime + stime in
+/// clock ticks of 10 ms; zero where that file does not exist): on a shared, loaded machine it
+/// moves far less than wall time.
+fn cpu_time() -> Duration {
+    let Ok(stat) = std::fs::read_to_string("/proc/thread-self/stat") else {
+        return Duration::ZERO;
+    };
+    // Fields after the command name (which may hold spaces) start at the state, field 3.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    Duration::from_millis(10 * f.iter().sum::<u64>())
+}
+
 struct Figures {
     shape: Vec<(String, usize, usize, f64)>,
     time: Duration,
+    cpu: Duration,
     first_pass: Duration,
     simulations: usize,
     rebuilds: usize,
@@ -243,7 +265,11 @@ fn digest(out: &consolidation::Outcome) -> u64 {
     })
 }
 
-fn figures(out: &consolidation::Outcome, time: Duration, first_pass: Duration) -> Figures {
+fn figures(
+    out: &consolidation::Outcome,
+    (time, cpu): (Duration, Duration),
+    first_pass: Duration,
+) -> Figures {
     Figures {
         shape: out
             .decisions
@@ -258,6 +284,7 @@ fn figures(out: &consolidation::Outcome, time: Duration, first_pass: Duration) -
             })
             .collect(),
         time,
+        cpu,
         first_pass,
         simulations: out.stats.simulations,
         rebuilds: out.stats.rebuilds,
@@ -273,10 +300,10 @@ fn figures(out: &consolidation::Outcome, time: Duration, first_pass: Duration) -
 /// (deletions, then many→k), until nothing more is found. The first pass is timed alone by
 /// running a session that stops after one scheduler state.
 fn dovetail(s: &ClusterSnapshot, catalog: &Catalog, o: &PlanOptions) -> Figures {
-    let start = Instant::now();
+    let (start, cpu) = (Instant::now(), cpu_time());
     let out =
         consolidation::disrupt(s, catalog, o, &consolidation::with_scheduler).expect("valid input");
-    let time = start.elapsed();
+    let time = (start.elapsed(), cpu_time() - cpu);
     audit(s, &out.decisions);
     // One state: build the scheduler, evaluate every candidate alone, one prefix search.
     let start = Instant::now();
@@ -297,6 +324,38 @@ fn dovetail(s: &ClusterSnapshot, catalog: &Catalog, o: &PlanOptions) -> Figures 
     }
     let first_pass = start.elapsed();
     figures(&out, time, first_pass)
+}
+
+/// The whole plan of the snapshot (`planner::plan`: the launch plan, then disruption), timed,
+/// with its peak resident memory so far.
+fn plan(s: &ClusterSnapshot, catalog: &Catalog, o: &PlanOptions, base_cost: f64) {
+    let (start, cpu) = (Instant::now(), cpu_time());
+    let plan = planner::plan(s, catalog, o);
+    let (time, cpu) = (start.elapsed(), cpu_time() - cpu);
+    audit(s, &plan.disruptions);
+    let savings: f64 = plan.disruptions.iter().map(|d| d.savings_per_hour).sum();
+    let peak = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|st| {
+            st.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or_else(|| "?".to_string(), |kb| format!("{}", kb / 1024));
+    println!(
+        "  {:<10} time {time:>8.2?} cpu {cpu:>8.2?}  decisions {:>4}  nodes removed {:>4}  new nodes {:>3}  saves {savings:>8.3}/h ({:.1}% of {base_cost:.2}/h)  peak {peak} MB",
+        "plan",
+        plan.disruptions.len(),
+        plan.disruptions
+            .iter()
+            .map(|d| d.nodes.len())
+            .sum::<usize>(),
+        plan.disruptions
+            .iter()
+            .map(|d| d.replacements.len())
+            .sum::<usize>(),
+        100.0 * savings / base_cost,
+    );
 }
 
 /// Replays the decisions from the plan alone (nodes, replacements, `destinations`) and prints
@@ -348,7 +407,7 @@ fn audit(s: &ClusterSnapshot, decisions: &[planner::plan::DisruptionDecision]) {
 
 /// The Karpenter-style baseline (see the header).
 fn karpenter(s: &ClusterSnapshot, catalog: &Catalog, o: &PlanOptions) -> (Figures, usize) {
-    let start = Instant::now();
+    let (start, cpu) = (Instant::now(), cpu_time());
     let mut session = Evaluation::new(s, catalog, o).expect("valid input");
     // Karpenter takes any strictly cheaper command.
     session.set_min_repack_saving(0.0);
@@ -376,7 +435,7 @@ fn karpenter(s: &ClusterSnapshot, catalog: &Catalog, o: &PlanOptions) -> (Figure
             None => break,
         }
     }
-    let time = start.elapsed();
+    let time = (start.elapsed(), cpu_time() - cpu);
     let out = session.finish();
     (figures(&out, time, first_pass.unwrap_or_default()), passes)
 }
@@ -388,8 +447,9 @@ fn report(name: &str, f: &Figures, base_cost: f64) {
         }
     }
     println!(
-        "  {name:<10} time {:>8.2?} (first pass {:>8.2?})  simulations {:>6}  scheduler builds {:>4}  decisions {:>4}  nodes removed {:>4}  new nodes {:>3}  saves {:>8.3}/h ({:.1}% of {:.2}/h)  digest {:016x}",
+        "  {name:<10} time {:>8.2?} cpu {:>8.2?} (first pass {:>8.2?})  simulations {:>6}  scheduler builds {:>4}  decisions {:>4}  nodes removed {:>4}  new nodes {:>3}  saves {:>8.3}/h ({:.1}% of {:.2}/h)  digest {:016x}",
         f.time,
+        f.cpu,
         f.first_pass,
         f.simulations,
         f.rebuilds,
@@ -435,8 +495,15 @@ fn main() {
             d.savings - k.savings
         );
     }
+    let pods_per_node: usize = std::env::args()
+        .find_map(|a| {
+            a.strip_prefix("--pods-per-node=")
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(15);
+    let whole_plan = std::env::args().any(|a| a == "--plan");
     for n in sizes {
-        let s = cluster(&catalog, n, 15, 42, spread);
+        let s = cluster(&catalog, n, pods_per_node, 42, spread);
         let base = cost(&s, &catalog);
         println!(
             "disruption bench: {n} nodes, {} bound pods, 30% slack, built-in us-east-1 catalog ({} types)",
@@ -456,6 +523,9 @@ fn main() {
             "  cost now {base:.2}/h; lower bound for these pods on c5/m5/r5 {lb:.2}/h: at most {:.2}/h can be saved",
             base - lb
         );
+        if whole_plan {
+            plan(&s, &catalog, &o, base);
+        }
         let d = dovetail(&s, &catalog, &o);
         report("dovetail", &d, base);
         let (k, passes) = karpenter(&s, &catalog, &o);

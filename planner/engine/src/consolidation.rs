@@ -106,6 +106,22 @@ pub trait Simulate {
         self.simulate(removed, displaced)
     }
 
+    /// As [`Simulate::simulate`], for a caller that rejects any result in which a pod fits
+    /// nowhere and any result whose new claims cost more than `max_new_cost` per hour at their
+    /// cheapest offerings (infinite: no price limit): an implementation may skip its cost
+    /// improvement for such results, returning them unimproved, as long as it never turns a
+    /// result the caller would reject into one it accepts. Where the pods go on existing
+    /// capacity, and which fit nowhere, must be as [`Simulate::simulate`] says.
+    fn simulate_within(
+        &self,
+        removed: &[&str],
+        displaced: &[&Pod],
+        max_new_cost: f64,
+    ) -> Relocation {
+        let _ = max_new_cost;
+        self.simulate(removed, displaced)
+    }
+
     /// True once the plan's caller cancelled it: the searches stop between candidates (their
     /// partial outcome is dropped by the caller). Never, unless the simulator says so.
     fn is_cancelled(&self) -> bool {
@@ -131,6 +147,21 @@ impl Simulate for crate::scheduling::Scheduler<'_> {
 
     fn simulate_without_new_claims(&self, removed: &[&str], displaced: &[&Pod]) -> Relocation {
         let r = crate::scheduling::Scheduler::simulate_placement(self, removed, displaced);
+        Relocation {
+            new_claims: r.new_claims,
+            existing: r.existing,
+            unschedulable: r.unschedulable,
+        }
+    }
+
+    fn simulate_within(
+        &self,
+        removed: &[&str],
+        displaced: &[&Pod],
+        max_new_cost: f64,
+    ) -> Relocation {
+        let r =
+            crate::scheduling::Scheduler::simulate_within(self, removed, displaced, max_new_cost);
         Relocation {
             new_claims: r.new_claims,
             existing: r.existing,

@@ -34,6 +34,7 @@ mod ports;
 pub(crate) mod preferences;
 mod queue;
 mod results;
+mod room;
 mod run;
 mod scheduler;
 mod signature;

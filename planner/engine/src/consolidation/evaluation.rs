@@ -81,6 +81,10 @@ pub struct Evaluation<'a> {
     unusable: BTreeMap<String, String>,
     simulations: Cell<usize>,
     rebuilds: Cell<usize>,
+    /// No offering of the catalog has a negative price: the scheduler's lower bound on new
+    /// claims (which prices at offerings a NodePool can use, never below 0) then also bounds
+    /// what the replacement price filter charges.
+    prices_nonnegative: bool,
 }
 
 // === impl Evaluation ===
@@ -145,6 +149,11 @@ impl<'a> Evaluation<'a> {
             unusable,
             simulations: Cell::new(0),
             rebuilds: Cell::new(0),
+            prices_nonnegative: catalog.instance_types.iter().all(|t| {
+                t.offerings
+                    .iter()
+                    .all(|o| o.price >= 0.0 || o.price.is_nan())
+            }),
         })
     }
 
@@ -375,8 +384,10 @@ impl<'a> Evaluation<'a> {
             if max_claims == Some(0) {
                 // Any new claim rejects the group, whatever it costs.
                 sim.simulate_without_new_claims(&removed, &displaced)
-            } else {
+            } else if reason == Reason::Expired {
                 sim.simulate(&removed, &displaced)
+            } else {
+                sim.simulate_within(&removed, &displaced, self.max_new_cost(group, reason))
             }
         };
         if reason != Reason::Expired
@@ -447,6 +458,26 @@ impl<'a> Evaluation<'a> {
             savings_per_hour: price - cost,
             unschedulable: result.unschedulable,
         })
+    }
+
+    /// The most new claims may cost (at their cheapest offerings) for `group` not to be
+    /// rejected as not cheaper (Underutilized: strictly below the nodes' price, a repack at
+    /// least [`MIN_REPACK_SAVING`]'s share below it), with a margin for rounding; infinite when
+    /// the reason has no price check.
+    fn max_new_cost(&self, group: &[usize], reason: Reason) -> f64 {
+        if reason != Reason::Underutilized || !self.prices_nonnegative {
+            return f64::INFINITY;
+        }
+        let price: f64 = group
+            .iter()
+            .map(|&c| self.candidates[c].price.unwrap_or(0.0))
+            .sum();
+        let limit = if group.len() >= 2 {
+            price - self.min_repack_saving * price
+        } else {
+            price
+        };
+        limit + 1e-9 * (1.0 + price.abs())
     }
 
     /// Every displaced pod is covered by at most one PDB, and no PDB is asked for more

@@ -126,6 +126,21 @@ impl<'s> Target<'s> {
         Ok(())
     }
 
+    /// The room left for pods' requests: available minus what this run placed, as
+    /// [`Target::check`] compares them.
+    pub(crate) fn free(&self) -> Vector {
+        match &self.placed {
+            None => self.node.available.clone(),
+            Some(p) => self
+                .node
+                .available
+                .iter()
+                .zip(&p.used)
+                .map(|(a, u)| a.saturating_sub(*u))
+                .collect(),
+        }
+    }
+
     /// Records a placed pod.
     pub(crate) fn commit(&mut self, sig: &Sig, item: u32) {
         let placed = self.placed.get_or_insert_with(|| {

@@ -164,12 +164,16 @@ impl<'a> Pool<'a> {
                 return pool;
             }
         }
-        pool.custom_keys = catalog
+        // Each distinct key once: the catalog's types repeat the same few label keys.
+        let keys: BTreeSet<&str> = catalog
             .instance_types
             .iter()
-            .flat_map(|it| it.labels.keys())
+            .flat_map(|it| it.labels.keys().map(String::as_str))
+            .collect();
+        pool.custom_keys = keys
+            .into_iter()
             .filter(|k| !well_known::is_well_known(k) && !pool.reqs.has(k))
-            .cloned()
+            .map(str::to_string)
             .collect();
         let pool_daemons: Vec<&DaemonInfo<'_>> = daemons
             .iter()
@@ -345,6 +349,28 @@ fn type_entry(it: &InstanceType, pool_reqs: &Requirements, d: &Dims) -> Option<T
         .collect();
     if offerings.is_empty() {
         return None;
+    }
+    // Most types of a catalog fall to the pool's requirements on labels they carry (family,
+    // arch, size): the check at the end sees exactly `key In [label]` on those keys, so it is
+    // made here first, before the entry is built (the scheduler is rebuilt for every state of a
+    // disruption plan, over every type of the catalog).
+    for r in pool_reqs.iter() {
+        let key = r.key();
+        if key == labels::OS || key == labels::ZONE || key == labels::CAPACITY_TYPE {
+            // The entry narrows these further; left to the full check.
+            continue;
+        }
+        let value = if key == labels::INSTANCE_TYPE {
+            Some(&it.name)
+        } else {
+            it.labels.get(key)
+        };
+        if let Some(v) = value {
+            let label = Requirement::is_in(key, [v.as_str()]);
+            if !(r.intersects(&label) || r.allows_absent() && label.allows_absent()) {
+                return None;
+            }
+        }
     }
     let mut type_labels = it.labels.clone();
     type_labels.insert(labels::INSTANCE_TYPE.to_string(), it.name.clone());

@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::labels;
 use crate::model::{ClusterSnapshot, PlanOptions, Pod};
@@ -17,6 +18,7 @@ use super::node_claim::{Claim, Reject};
 use super::pools::Pool;
 use super::preferences::Preferences;
 use super::queue::Queue;
+use super::room::Room;
 use super::signature::{Sig, Sigs};
 use super::topology::{self, Topology, TopologyInput};
 use super::volumes::VolumeTopology;
@@ -53,9 +55,61 @@ pub(super) struct Tables<'a> {
     /// anti-affinity terms, required and preferred), built on first use and shared by every
     /// simulation of this scheduler (see `packing::fill_gaps`).
     pub(super) snapshot_selectors: std::sync::OnceLock<Vec<crate::model::LabelSelector>>,
+    /// The selectors of the snapshot's terms that count pods by more than their zone, built on
+    /// first use and shared by every simulation of this scheduler (see
+    /// `packing::empty_zoned_claims`).
+    pub(super) zone_blind_selectors: std::sync::OnceLock<Vec<crate::model::LabelSelector>>,
     /// What every run's topology reads of the snapshot (nodes, bound pods, NodePools, the
     /// domain universe), built by the first run that needs it.
     pub(super) topology: topology::Shared,
+    /// Existing nodes by what topology reads of them, per set of keys groups look at (see
+    /// [`Classes`]), built by the first run with that set.
+    pub(super) topology_classes: std::sync::Mutex<HashMap<Vec<String>, Arc<Classes>>>,
+}
+
+/// Existing nodes grouped by their requirements on the keys topology groups look at: topology
+/// answers a pod the same on every node of one class, so a pod trying nodes asks once per
+/// class.
+#[derive(Debug, Default)]
+pub(super) struct Classes {
+    /// Per existing node of the scheduler: its class.
+    of_node: Vec<u32>,
+    /// Per class: the node half of [`Topology::node_requirements`].
+    reqs: Vec<Requirements>,
+}
+
+// === impl Tables ===
+
+impl Tables<'_> {
+    /// The [`Classes`] of the existing nodes under `topology`'s current keys.
+    fn classes(&self, topology: &Topology) -> Arc<Classes> {
+        let keys = topology.keys();
+        let mut cache = self
+            .topology_classes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(c) = cache.get(&keys) {
+            return Arc::clone(c);
+        }
+        let mut c = Classes::default();
+        let mut ids: HashMap<Requirements, u32> = HashMap::new();
+        for n in &self.existing {
+            let reqs = topology.node_key_requirements(&n.reqs);
+            let id = match ids.get(&reqs) {
+                Some(&id) => id,
+                None => {
+                    let id = u32::try_from(c.reqs.len()).unwrap_or(u32::MAX);
+                    ids.insert(reqs.clone(), id);
+                    c.reqs.push(reqs);
+                    id
+                }
+            };
+            c.of_node.push(id);
+        }
+        let c = Arc::new(c);
+        cache.insert(keys, Arc::clone(&c));
+        c
+    }
 }
 
 /// The types of a pool a signature can use on its own, or why none.
@@ -75,6 +129,8 @@ pub(super) struct Run<'s, 'a> {
     pub(super) items: Vec<Item<'a>>,
     /// The scheduler's existing nodes minus the removed ones, with what this run placed.
     pub(super) existing: Vec<Target<'s>>,
+    /// Their free room, to skip the nodes a pod does not fit on.
+    room: Room,
     pub(super) claims: Vec<Claim>,
     /// Per pool: (slot, amount left under the limit).
     pub(super) remaining: Vec<Vec<(usize, i64)>>,
@@ -88,6 +144,13 @@ pub(super) struct Run<'s, 'a> {
     /// Items that could not be placed, with reasons.
     pub(super) unschedulable: Vec<(u32, String)>,
     prefs: Preferences,
+    /// Per entry of `existing`: its index among the scheduler's existing nodes.
+    existing_ids: Vec<u32>,
+    /// The [`Classes`] of the existing nodes, with the [`Topology::key_count`] they are for.
+    classes: Option<(usize, Arc<Classes>)>,
+    /// Per class, during one pod's pass over the existing nodes: topology's answer (`Err`:
+    /// whether the rejection is permanent).
+    answers: Vec<Option<Result<Requirements, bool>>>,
 }
 
 // === impl Run ===
@@ -112,12 +175,13 @@ impl<'s, 'a> Run<'s, 'a> {
                 gone[i as usize] = true;
             }
         }
-        let existing: Vec<Target<'s>> = s
-            .existing
+        let existing_ids: Vec<u32> = (0..s.existing.len())
+            .filter(|&i| !gone[i])
+            .map(|i| u32::try_from(i).unwrap_or(u32::MAX))
+            .collect();
+        let existing: Vec<Target<'s>> = existing_ids
             .iter()
-            .zip(&gone)
-            .filter(|(_, gone)| !**gone)
-            .map(|(n, _)| Target::new(n))
+            .map(|&i| Target::new(&s.existing[i as usize]))
             .collect();
         let mut remaining: Vec<Vec<(usize, i64)>> =
             s.pools.iter().map(|p| p.limits.clone()).collect();
@@ -154,11 +218,13 @@ impl<'s, 'a> Run<'s, 'a> {
             existing.iter().filter_map(|t| t.node.hostname.as_deref()),
         );
         let n_items = items.len();
+        let room = Room::new(existing.iter().map(|t| &t.node.available[..]), s.dims.len());
         let mut run = Run {
             s,
             sigs,
             items,
             existing,
+            room,
             claims: Vec::new(),
             remaining,
             topology,
@@ -168,6 +234,9 @@ impl<'s, 'a> Run<'s, 'a> {
             placeholder: 0,
             unschedulable: Vec::new(),
             prefs: s.prefs,
+            existing_ids,
+            classes: None,
+            answers: Vec::new(),
         };
         let mut errors: Vec<Option<String>> = vec![None; n_items];
         let mut q = Queue::new(0..n_items as u32);
@@ -242,50 +311,63 @@ impl<'s, 'a> Run<'s, 'a> {
         self.add_new(i, sig_id)
     }
 
-    fn topo_reqs(
-        &self,
-        i: u32,
-        sig_id: u32,
-        base: &Requirements,
-    ) -> Option<Result<Requirements, Reject>> {
-        let sig = self.sigs.get(sig_id);
-        if !sig.constrained {
-            return None;
-        }
-        let node_reqs = self.topology.node_requirements(base, &sig.reqs);
-        // Existing nodes' rejections are only asked whether they are permanent.
-        Some(
-            self.topology
-                .add_requirements_brief(&self.items[i as usize].pod, &sig.strict, &node_reqs)
-                .map_err(Reject::topology),
-        )
-    }
-
     fn add_existing(&mut self, i: u32, sig_id: u32) -> bool {
         let mut advance = true;
         let start = self.cur_existing[sig_id as usize] as usize;
-        for n in start..self.existing.len() {
+        let constrained = self.sigs.get(sig_id).constrained;
+        // Nothing is placed while this pod looks, so topology's answer on a node depends only
+        // on the node's class: asked once per class.
+        let mut answers = std::mem::take(&mut self.answers);
+        answers.clear();
+        let mut placed = false;
+        let mut next = start;
+        while let Some(n) = self.room.next(next, &self.sigs.get(sig_id).requests) {
+            // The nodes skipped lack room: rejected for good, as the check would.
+            if advance {
+                self.cur_existing[sig_id as usize] = n as u32;
+            }
+            next = n + 1;
             // Resources and requirements first: they reject for good and are cheaper.
-            let res = self.existing[n]
+            let mut res: Result<(), bool> = self.existing[n]
                 .check(self.sigs.get(sig_id), None)
-                .and_then(
-                    |()| match self.topo_reqs(i, sig_id, &self.existing[n].node.reqs) {
-                        Some(Err(r)) => Err(r),
-                        Some(Ok(t)) => self.existing[n].check(self.sigs.get(sig_id), Some(&t)),
-                        None => Ok(()),
-                    },
-                );
+                .map_err(|r| r.permanent);
+            if res.is_ok() && constrained {
+                let (class, classes) = self.topology_class(n);
+                if answers.len() <= class {
+                    answers.resize(class + 1, None);
+                }
+                let answer = answers[class].get_or_insert_with(|| {
+                    let node = self
+                        .topology
+                        .narrowed_by_pod(classes.reqs[class].clone(), &self.sigs.get(sig_id).reqs);
+                    self.topology
+                        .add_requirements_brief(
+                            &self.items[i as usize].pod,
+                            &self.sigs.get(sig_id).strict,
+                            &node,
+                        )
+                        .map_err(|e| Reject::topology(e).permanent)
+                });
+                res = match answer {
+                    Err(permanent) => Err(*permanent),
+                    Ok(t) => self.existing[n]
+                        .check(self.sigs.get(sig_id), Some(t))
+                        .map_err(|r| r.permanent),
+                };
+            }
             match res {
                 Ok(()) => {
                     let node = &mut self.existing[n];
                     node.commit(self.sigs.get(sig_id), i);
+                    self.room.set(n, &node.free());
                     let pod = &self.items[i as usize].pod;
                     self.topology
                         .record(pod, &node.node.reqs, &node.node.taints);
-                    return true;
+                    placed = true;
+                    break;
                 }
-                Err(r) => {
-                    if r.permanent && advance {
+                Err(permanent) => {
+                    if permanent && advance {
                         self.cur_existing[sig_id as usize] = n as u32 + 1;
                     } else {
                         advance = false;
@@ -293,7 +375,30 @@ impl<'s, 'a> Run<'s, 'a> {
                 }
             }
         }
-        false
+        if !placed && advance {
+            // Every node left lacks room or rejected the pod for good.
+            self.cur_existing[sig_id as usize] = self.existing.len() as u32;
+        }
+        self.answers = answers;
+        placed
+    }
+
+    /// The class of existing node `n` (see [`Classes`]) under the current groups, and the
+    /// classes.
+    fn topology_class(&mut self, n: usize) -> (usize, Arc<Classes>) {
+        let keys = self.topology.key_count();
+        let classes = match &self.classes {
+            Some((k, c)) if *k == keys => Arc::clone(c),
+            _ => {
+                let c = self.s.classes(&self.topology);
+                self.classes = Some((keys, Arc::clone(&c)));
+                c
+            }
+        };
+        (
+            classes.of_node[self.existing_ids[n] as usize] as usize,
+            classes,
+        )
     }
 
     fn add_claims(&mut self, i: u32, sig_id: u32) -> bool {

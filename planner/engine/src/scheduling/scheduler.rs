@@ -151,7 +151,9 @@ impl<'a> Scheduler<'a> {
             volumes: VolumeTopology::new(snapshot),
             notes,
             snapshot_selectors: std::sync::OnceLock::new(),
+            zone_blind_selectors: std::sync::OnceLock::new(),
             topology: Default::default(),
+            topology_classes: Default::default(),
         };
         Self { tables }
     }
@@ -205,6 +207,33 @@ impl<'a> Scheduler<'a> {
         if !self.tables.cancel.is_cancelled() {
             super::packing::improve(&mut run);
         }
+        run.results()
+    }
+
+    /// As [`Scheduler::simulate`], for a caller that rejects every result in which some pod
+    /// fits nowhere and every result whose new claims cost more than `max_new_cost` per hour
+    /// (at their cheapest offerings): such results come back as first fit packed them, without
+    /// the cost improvement. The improvement never places a pod that fits nowhere, and no
+    /// packing of the pods on new claims costs less than the lower bound of
+    /// [`super::lower_bound`] (a proven bound), so when that bound exceeds `max_new_cost` the
+    /// improved claims would be rejected too.
+    pub fn simulate_within(
+        &self,
+        removed: &[&str],
+        displaced: &[&Pod],
+        max_new_cost: f64,
+    ) -> Results {
+        let mut run = self.simulation(removed, displaced);
+        if self.tables.cancel.is_cancelled() || !run.unschedulable.is_empty() {
+            return run.results();
+        }
+        if !run.claims.is_empty()
+            && max_new_cost.is_finite()
+            && super::lower_bound::for_run(&run) > max_new_cost
+        {
+            return run.results();
+        }
+        super::packing::improve(&mut run);
         run.results()
     }
 

@@ -227,9 +227,23 @@ struct Cluster {
     bound_ids: FxHashMap<String, Vec<u32>>,
     /// Bound pods with required anti-affinity: index into the snapshot's pods and into `bound`.
     anti: Vec<(usize, u32)>,
+    /// Indices into `bound` by namespace and labels (selectors look at nothing else), in
+    /// order of first appearance.
+    bound_by_labels: Vec<(u32, Vec<u32>)>,
     /// Per group spec, the bound pods it counts when every node is there (see
     /// [`Cluster::counted`]), filled as runs build groups.
     counted: Mutex<HashMap<GroupKey, Arc<[u32]>>>,
+    /// Per topology key, every node's domain (see [`Cluster::domains`]), filled as runs add
+    /// keys.
+    domains: Mutex<HashMap<String, Arc<NodeDomains>>>,
+}
+
+/// The domains of every node of a [`Cluster`] on one key: its distinct values, and per node
+/// the index of its value (`u32::MAX`: the node has no domain on the key).
+#[derive(Debug, Default)]
+struct NodeDomains {
+    values: Vec<String>,
+    of_node: Vec<u32>,
 }
 
 impl Cluster {
@@ -278,14 +292,53 @@ impl Cluster {
                 node: node as usize,
             });
         }
+        let mut by_labels: HashMap<(&str, &Labels), usize> = HashMap::new();
+        let mut bound_by_labels: Vec<(u32, Vec<u32>)> = Vec::new();
+        for (i, b) in bound.iter().enumerate() {
+            let i = u32::try_from(i).unwrap_or(u32::MAX);
+            let k = *by_labels
+                .entry((b.namespace.as_str(), &b.labels))
+                .or_insert_with(|| {
+                    bound_by_labels.push((i, Vec::new()));
+                    bound_by_labels.len() - 1
+                });
+            bound_by_labels[k].1.push(i);
+        }
+        drop(by_labels);
         Self {
             nodes,
             node_ids,
             bound,
             bound_ids,
             anti,
+            bound_by_labels,
             counted: Mutex::new(HashMap::new()),
+            domains: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Every node's domain on `key` ([`NodeInfo::domain`]), computed once per key: each run
+    /// (thousands per disruption plan) then reads indices instead of looking labels up.
+    fn domains(&self, key: &str) -> Arc<NodeDomains> {
+        let mut cache = self.domains.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(d) = cache.get(key) {
+            return Arc::clone(d);
+        }
+        let mut index: HashMap<&str, u32> = HashMap::new();
+        let mut d = NodeDomains::default();
+        for n in &self.nodes {
+            let vi = match n.domain(key) {
+                None => u32::MAX,
+                Some(v) => *index.entry(v).or_insert_with(|| {
+                    d.values.push(v.to_string());
+                    u32::try_from(d.values.len() - 1).unwrap_or(u32::MAX)
+                }),
+            };
+            d.of_node.push(vi);
+        }
+        let d = Arc::new(d);
+        cache.insert(key.to_string(), Arc::clone(&d));
+        d
     }
 
     /// The bound pods `g` counts, as indices into `bound`: those it selects, on a node that
@@ -297,18 +350,27 @@ impl Cluster {
         if let Some(c) = cache.get(&g.spec) {
             return Arc::clone(c);
         }
-        let list: Arc<[u32]> = self
-            .bound
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| {
-                let node = &self.nodes[b.node];
-                g.selects(&b.namespace, &b.labels, ns_labels)
-                    && node.domain(&g.spec.key).is_some()
-                    && g.node_counts(&node.taints, &node.reqs)
-            })
-            .map(|(i, _)| u32::try_from(i).unwrap_or(u32::MAX))
-            .collect();
+        // The selector once per distinct namespace and labels, the node filter once per node.
+        let mut node_counts: Vec<Option<bool>> = vec![None; self.nodes.len()];
+        let mut list: Vec<u32> = Vec::new();
+        for (first, members) in &self.bound_by_labels {
+            let b = &self.bound[*first as usize];
+            if !g.selects(&b.namespace, &b.labels, ns_labels) {
+                continue;
+            }
+            for &i in members {
+                let n = self.bound[i as usize].node;
+                let counts = *node_counts[n].get_or_insert_with(|| {
+                    let node = &self.nodes[n];
+                    node.domain(&g.spec.key).is_some() && g.node_counts(&node.taints, &node.reqs)
+                });
+                if counts {
+                    list.push(i);
+                }
+            }
+        }
+        list.sort_unstable();
+        let list: Arc<[u32]> = list.into();
         cache.insert(g.spec.clone(), Arc::clone(&list));
         list
     }
@@ -370,6 +432,9 @@ pub(crate) struct Topology {
 
     keys: Vec<KeyDomains>,
     key_ids: FxHashMap<String, u32>,
+    /// Per key: every node's domain, and per distinct value its index in `keys` (`u32::MAX`
+    /// for values only nodes that do not count carry).
+    key_nodes: Vec<(Arc<NodeDomains>, Vec<u32>)>,
     /// Regular and inverse groups per key, to register new domains.
     key_groups: Vec<(Vec<u32>, Vec<u32>)>,
 
@@ -456,6 +521,7 @@ impl Topology {
             bound_live,
             keys: Vec::new(),
             key_ids: FxHashMap::default(),
+            key_nodes: Vec::new(),
             key_groups: Vec::new(),
             groups: Vec::new(),
             group_ids: HashMap::new(),
@@ -511,16 +577,49 @@ impl Topology {
         node: &Requirements,
         pod: &Requirements,
     ) -> Requirements {
+        self.narrowed_by_pod(self.node_key_requirements(node), pod)
+    }
+
+    /// The node half of [`Topology::node_requirements`]: `node` on the keys some group looks
+    /// at. Valid while [`Topology::key_count`] is unchanged, so a caller trying many pods on
+    /// the same nodes may keep it per node.
+    pub(crate) fn node_key_requirements(&self, node: &Requirements) -> Requirements {
         let mut out = Requirements::new();
         for key in self.key_ids.keys() {
             if let Some(r) = node.get(key) {
                 out.add(r.clone());
             }
-            if let Some(r) = pod.get(key) {
-                out.add(r.clone());
-            }
         }
         out
+    }
+
+    /// [`Topology::node_requirements`] from its node half ([`Topology::node_key_requirements`]).
+    pub(crate) fn narrowed_by_pod(
+        &self,
+        mut node: Requirements,
+        pod: &Requirements,
+    ) -> Requirements {
+        if pod.is_empty() {
+            return node;
+        }
+        for key in self.key_ids.keys() {
+            if let Some(r) = pod.get(key) {
+                node.add(r.clone());
+            }
+        }
+        node
+    }
+
+    /// The keys groups look at, sorted.
+    pub(crate) fn keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.key_ids.keys().cloned().collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    /// Number of keys groups look at (it grows as groups on new keys are added).
+    pub(crate) fn key_count(&self) -> usize {
+        self.key_ids.len()
     }
 
     /// Extra requirements a node must satisfy so that `pod` can go there without breaking any
@@ -963,11 +1062,26 @@ impl Topology {
                 }
             }
         }
-        for (i, n) in self.live_nodes() {
-            if let Some(v) = n.domain(key) {
-                let id = kd.intern(v);
-                kd.add_node(id, u32::try_from(i).unwrap_or(u32::MAX));
+        let nd = if self.cluster.nodes.is_empty() {
+            Arc::default()
+        } else {
+            self.cluster.domains(key)
+        };
+        let mut value_ids = vec![u32::MAX; nd.values.len()];
+        for (i, _) in self.live_nodes() {
+            let vi = nd.of_node[i];
+            if vi == u32::MAX {
+                continue;
             }
+            let id = match value_ids[vi as usize] {
+                u32::MAX => {
+                    let id = kd.intern(&nd.values[vi as usize]);
+                    value_ids[vi as usize] = id;
+                    id
+                }
+                id => id,
+            };
+            kd.add_node(id, u32::try_from(i).unwrap_or(u32::MAX));
         }
         for pl in &self.placements {
             if let Some(r) = pl.reqs.get(key).filter(|r| !r.is_complement()) {
@@ -978,6 +1092,7 @@ impl Topology {
         }
         let k = u32::try_from(self.keys.len()).unwrap_or(u32::MAX);
         self.keys.push(kd);
+        self.key_nodes.push((nd, value_ids));
         self.key_ids.insert(key.to_string(), k);
         self.key_groups.push((Vec::new(), Vec::new()));
         k
@@ -1016,15 +1131,14 @@ impl Topology {
         // Bound pods: those the group counts with every node there, minus the ones this run
         // does not count (on removed nodes, or being placed).
         if !self.bound_live.is_empty() {
+            // A counted pod's node counts, so its value was interned with the key.
+            let (nd, value_ids) = &self.key_nodes[k as usize];
             for &b in self.cluster.counted(&g, &self.base.ns_labels).iter() {
                 if !self.bound_live[b as usize] {
                     continue;
                 }
-                let b = &self.cluster.bound[b as usize];
-                if let Some(id) = self.cluster.nodes[b.node]
-                    .domain(&g.spec.key)
-                    .and_then(|v| kd.id(v))
-                {
+                let vi = nd.of_node[self.cluster.bound[b as usize].node];
+                if let Some(&id) = value_ids.get(vi as usize).filter(|&&id| id != u32::MAX) {
                     g.add(id, 1);
                 }
             }

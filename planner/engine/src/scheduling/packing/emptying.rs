@@ -17,37 +17,11 @@ use super::lp_guided::{Target, lp_pack};
 pub(super) fn empty_zoned_claims(run: &mut Run<'_, '_>) {
     let zone_key = crate::labels::ZONE;
     let s = run.s;
-    let mut other_keyed: Vec<crate::model::LabelSelector> = Vec::new();
-    for p in s
-        .snapshot
-        .pods
-        .iter()
-        .chain(run.items.iter().map(|it| it.pod.as_ref()))
-    {
-        // A zone spread that counts only pods on nodes matching its pod's node affinity
-        // could count a pod differently on another node of the zone.
-        let narrowed = !p.node_selector.is_empty() || !p.required_node_affinity.is_empty();
-        for t in &p.topology_spread {
-            if t.topology_key != zone_key
-                || (narrowed && t.node_affinity_policy == crate::model::NodeInclusionPolicy::Honor)
-            {
-                other_keyed.extend(t.label_selector.iter().cloned());
-            }
-        }
-        let terms = p
-            .pod_affinity
-            .iter()
-            .chain(&p.pod_anti_affinity)
-            .chain(p.preferred_pod_affinity.iter().map(|w| &w.term))
-            .chain(p.preferred_pod_anti_affinity.iter().map(|w| &w.term));
-        for t in terms {
-            if t.topology_key != zone_key {
-                other_keyed.extend(t.label_selector.iter().cloned());
-            }
-        }
-    }
-    other_keyed.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
-    other_keyed.dedup();
+    // The snapshot's part is the same for every run of the scheduler.
+    let base = s
+        .zone_blind_selectors
+        .get_or_init(|| other_keyed_selectors(s.snapshot.pods.iter()));
+    let own = other_keyed_selectors(run.items.iter().map(|it| it.pod.as_ref()));
     let zone_only = |pod: &crate::model::Pod| -> bool {
         pod.topology_spread
             .iter()
@@ -59,7 +33,7 @@ pub(super) fn empty_zoned_claims(run: &mut Run<'_, '_>) {
                 .chain(pod.preferred_pod_affinity.iter().map(|w| &w.term))
                 .chain(pod.preferred_pod_anti_affinity.iter().map(|w| &w.term))
                 .all(|t| t.topology_key == zone_key)
-            && !other_keyed.iter().any(|sel| sel.matches(&pod.labels))
+            && !base.iter().chain(&own).any(|sel| sel.matches(&pod.labels))
     };
     let movable: Vec<bool> = run.items.iter().map(|it| zone_only(&it.pod)).collect();
     let may_empty: Vec<bool> = run
@@ -97,6 +71,41 @@ pub(super) fn empty_zoned_claims(run: &mut Run<'_, '_>) {
         })
         .collect();
     empty_claims(run, &may_empty, &group);
+}
+
+/// The selectors of the spread and (anti-)affinity terms of `pods` that count pods by
+/// something other than their zone: terms on another key, and zone spreads that count only
+/// pods on nodes matching their pod's node affinity (which could count a pod differently on
+/// another node of the zone). Sorted, without duplicates.
+fn other_keyed_selectors<'p>(
+    pods: impl Iterator<Item = &'p crate::model::Pod>,
+) -> Vec<crate::model::LabelSelector> {
+    let zone_key = crate::labels::ZONE;
+    let mut other_keyed: Vec<crate::model::LabelSelector> = Vec::new();
+    for p in pods {
+        let narrowed = !p.node_selector.is_empty() || !p.required_node_affinity.is_empty();
+        for t in &p.topology_spread {
+            if t.topology_key != zone_key
+                || (narrowed && t.node_affinity_policy == crate::model::NodeInclusionPolicy::Honor)
+            {
+                other_keyed.extend(t.label_selector.iter().cloned());
+            }
+        }
+        let terms = p
+            .pod_affinity
+            .iter()
+            .chain(&p.pod_anti_affinity)
+            .chain(p.preferred_pod_affinity.iter().map(|w| &w.term))
+            .chain(p.preferred_pod_anti_affinity.iter().map(|w| &w.term));
+        for t in terms {
+            if t.topology_key != zone_key {
+                other_keyed.extend(t.label_selector.iter().cloned());
+            }
+        }
+    }
+    other_keyed.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    other_keyed.dedup();
+    other_keyed
 }
 
 /// Per NodePool and zone: the pods of the claims that may be emptied (see
