@@ -275,7 +275,7 @@ async fn start_services(
     .await?;
     let mut watcher = watcher;
     watcher
-        .wait_serving(health, watcher::serve::WATCHER_SERVICE, ready)
+        .wait_serving(health, watcher::WATCHER_SERVICE, ready)
         .await?;
     Ok(Running {
         actuator,

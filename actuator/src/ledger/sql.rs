@@ -25,8 +25,8 @@ use super::{
     ClaimRecord, ClaimState, Error, Event, InstanceRecord, Ledger, Outcome, Result, Submission,
     Transition,
 };
-use crate::clock::Millis;
 use crate::launch::{LaunchSpec, client_token};
+use service_shell::clock::Millis;
 
 static POSTGRES: Migrator = sqlx::migrate!("../migrations/postgres");
 static SQLITE: Migrator = sqlx::migrate!("../migrations/sqlite");
