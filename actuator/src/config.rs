@@ -513,16 +513,8 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use super::*;
-
-    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use service_shell::config::vars as env;
 
     fn flags(args: &[&str]) -> Flags {
         let mut all = vec!["dovetail-actuator"];

@@ -34,6 +34,14 @@ impl Source for HashMap<String, String> {
     }
 }
 
+/// An environment of `pairs`, for tests.
+pub fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// A configuration that cannot be used.
 #[derive(Debug, Error)]
 pub enum Error {
@@ -263,12 +271,7 @@ pub fn positive_or(input: Option<Input>, default: usize) -> Result<usize> {
 mod tests {
     use super::*;
 
-    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use super::vars as env;
 
     #[test]
     fn a_flag_wins_over_its_variable_which_wins_over_the_default() {

@@ -123,15 +123,10 @@ impl KubeSource {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use super::*;
 
     fn load(value: Option<&str>, env: &[(&str, &str)]) -> config::Result<KubeSource> {
-        let env: HashMap<String, String> = env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let env = config::vars(env);
         let input = value.map(|v| Input {
             key: "--kubeconfig".into(),
             value: v.into(),

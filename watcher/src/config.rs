@@ -280,10 +280,9 @@ mod tests {
 
     /// `pairs` on a machine with a `KUBECONFIG`.
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        std::iter::once(&("KUBECONFIG", "/tmp/kubeconfig"))
-            .chain(pairs)
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        let mut vars = service_shell::config::vars(pairs);
+        vars.insert("KUBECONFIG".into(), "/tmp/kubeconfig".into());
+        vars
     }
 
     #[test]

@@ -300,18 +300,10 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use service_shell::auth::ENV_AUTH_TOKEN;
+    use service_shell::config::vars as env;
 
     use super::*;
-
-    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
 
     fn flags(args: &[&str]) -> Flags {
         let mut all = vec!["dovetail-planner"];
