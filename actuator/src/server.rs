@@ -33,14 +33,13 @@ pub async fn start(
     service: ActuatorService,
     metrics: Metrics,
 ) -> server::Result<Running> {
-    let spec = Spec {
-        listen: config.listen,
-        metrics_listen: config.metrics_listen,
-        tls: config.tls.clone(),
-        service: ACTUATOR_SERVICE,
-        request_timeout: Some(REQUEST_TIMEOUT),
-        grace: REQUEST_TIMEOUT + Duration::from_secs(5),
-    };
+    let spec = Spec::new(
+        ACTUATOR_SERVICE,
+        config.listen,
+        config.metrics_listen,
+        config.tls.clone(),
+    )
+    .with_request_timeout(REQUEST_TIMEOUT);
     let bound = server::bind(spec, Arc::new(metrics)).await?;
     let actuator = InterceptedService::new(service.into_server(), config.auth.require());
     bound.serve(Some(Routes::new(actuator))).await

@@ -72,6 +72,43 @@ pub struct Spec {
     pub grace: Duration,
 }
 
+// === impl Spec ===
+
+impl Spec {
+    /// `service` on `listen`, metrics on `metrics_listen`, with `tls`; no server-wide request
+    /// deadline, and 5 s for requests to finish after the server stops accepting.
+    pub fn new(
+        service: &'static str,
+        listen: SocketAddr,
+        metrics_listen: Option<SocketAddr>,
+        tls: Option<ServerTls>,
+    ) -> Self {
+        Self {
+            listen,
+            metrics_listen,
+            tls,
+            service,
+            request_timeout: None,
+            grace: Duration::from_secs(5),
+        }
+    }
+
+    /// A deadline on every request of the port; in-flight requests then get it plus 5 s to
+    /// finish at shutdown.
+    pub fn with_request_timeout(self, timeout: Duration) -> Self {
+        Self {
+            request_timeout: Some(timeout),
+            grace: timeout + Duration::from_secs(5),
+            ..self
+        }
+    }
+
+    /// How long requests may go on after the server stops accepting.
+    pub fn with_grace(self, grace: Duration) -> Self {
+        Self { grace, ..self }
+    }
+}
+
 /// Both ports bound, metrics served; nothing on the gRPC port yet.
 pub struct Bound {
     spec: Spec,

@@ -52,14 +52,12 @@ async fn run(config: Config, planners: Arc<PlannerClient>) -> anyhow::Result<()>
     let metrics = Metrics::new();
     // Health (and reflection) on the health port, /metrics on its own; the watcher serves no
     // other gRPC service.
-    let spec = Spec {
-        listen: config.health_listen,
-        metrics_listen: Some(config.metrics_listen),
-        tls: None,
-        service: WATCHER_SERVICE,
-        request_timeout: None,
-        grace: Duration::from_secs(5),
-    };
+    let spec = Spec::new(
+        WATCHER_SERVICE,
+        config.health_listen,
+        Some(config.metrics_listen),
+        None,
+    );
     let health = server::bind(spec, Arc::new(metrics.clone()))
         .await?
         .serve(None)

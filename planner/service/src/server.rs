@@ -39,15 +39,14 @@ pub async fn start(
     service: PlannerService,
     metrics: Metrics,
 ) -> server::Result<Running> {
-    let spec = Spec {
-        listen: config.listen,
-        metrics_listen: config.metrics_listen,
-        tls: config.tls.clone(),
-        service: PLANNER_SERVICE,
-        // The guard times out `dovetail.v1` calls; a server-wide deadline would end Sessions.
-        request_timeout: None,
-        grace: config.request_timeout + Duration::from_secs(5),
-    };
+    // The guard times out Planner calls; a server-wide deadline would end Sessions.
+    let spec = Spec::new(
+        PLANNER_SERVICE,
+        config.listen,
+        config.metrics_listen,
+        config.tls.clone(),
+    )
+    .with_grace(config.request_timeout + Duration::from_secs(5));
     let bound = server::bind(spec, Arc::new(metrics.clone())).await?;
     let service = service.with_draining(bound.draining());
     // The bearer check first: a request without the token takes no permit.
