@@ -41,7 +41,7 @@ pub const ENV_AWS_ENDPOINT: &str = "DOVETAIL_AWS_ENDPOINT";
 /// `DOVETAIL_AWS_SSM_PREFIX`: prefix of the SSM parameters AMI aliases resolve under.
 pub const ENV_AWS_SSM_PREFIX: &str = "DOVETAIL_AWS_SSM_PREFIX";
 /// `DOVETAIL_INTERRUPTION_QUEUE`: the SQS queue of interruption events (name or URL); unset,
-/// interruptions are not handled. Needs `--cloud aws` and a cluster (`DOVETAIL_KUBECONFIG`).
+/// interruptions are not handled. Needs `--cloud aws` and a cluster (`DOVETAIL_KUBECONFIG` not `none`).
 pub const ENV_INTERRUPTION_QUEUE: &str = "DOVETAIL_INTERRUPTION_QUEUE";
 /// `DOVETAIL_CLUSTER_ENDPOINT`: the API server URL the nodes' bootstrap joins.
 pub const ENV_CLUSTER_ENDPOINT: &str = "DOVETAIL_CLUSTER_ENDPOINT";
@@ -118,7 +118,7 @@ pub struct Flags {
     /// `--cloud aws`: SSM parameter prefix of AMI aliases [env DOVETAIL_AWS_SSM_PREFIX, default /aws/service]
     #[arg(long)]
     pub aws_ssm_prefix: Option<String>,
-    /// `--cloud aws`: SQS queue (name or URL) of spot interruptions, rebalance recommendations, scheduled changes and state changes; needs --kubeconfig [env DOVETAIL_INTERRUPTION_QUEUE]
+    /// `--cloud aws`: SQS queue (name or URL) of spot interruptions, rebalance recommendations, scheduled changes and state changes; needs a cluster (not --kubeconfig none) [env DOVETAIL_INTERRUPTION_QUEUE]
     #[arg(long)]
     pub interruption_queue: Option<String>,
     /// `--cloud aws`: API server URL nodes join [env DOVETAIL_CLUSTER_ENDPOINT, required]
