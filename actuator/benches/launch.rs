@@ -17,11 +17,11 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actuator::clock::Clock;
 use actuator::ledger::{ClaimState, Ledger};
 use actuator::metrics::Metrics;
 use actuator::standin::StandIn;
 use actuator::worker::{Options, Worker};
+use service_shell::clock::Clock;
 use support::{TestDb, plan};
 
 const CLAIMS: usize = 1_000;

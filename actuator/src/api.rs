@@ -23,9 +23,9 @@ use tokio::sync::Notify;
 use tonic::{Request, Response, Status};
 
 use crate::catalog::LiveCatalog;
-use crate::clock::{Clock, millis};
 use crate::ledger::{Ledger, Outcome, ProposalOutcome, Proposals};
 use crate::metrics::Metrics;
+use service_shell::clock::{Clock, millis};
 
 pub use convert::{Invalid, submission};
 

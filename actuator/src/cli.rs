@@ -15,48 +15,25 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::clock::Clock;
-use crate::config::{Auth, CloudChoice, Config, Env, Flags, KubeSource};
+use crate::config::{CloudChoice, Config};
 use crate::metrics::Metrics;
 use crate::{
     api, catalog, disruption, gc, interruption, ledger, lifecycle, node_class_status, server,
     standin, worker,
 };
-use clap::Parser;
+use anyhow::Context;
 use cloud::CloudProvider;
-use tracing_subscriber::EnvFilter;
-
-/// Configuration errors exit with EX_USAGE.
-const EXIT_CONFIG: u8 = 64;
+use service_shell::clock::Clock;
+use service_shell::kube::KubeSource;
 
 /// Runs the actuator with this process's flags and environment; returns the exit code (64 for
 /// a bad configuration, 1 when the service fails, 0 after a clean shutdown).
 #[tokio::main]
 pub async fn main() -> ExitCode {
-    let flags = match Flags::try_parse() {
-        Ok(f) => f,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(EXIT_CONFIG)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
-    };
-    let config = match Config::load(flags, &Env) {
+    let config = match service_shell::cli::start("dovetail-actuator", Config::load) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("dovetail-actuator: invalid configuration: {e}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
+        Err(code) => return code,
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     match run(config).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -150,9 +127,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     };
     let lifecycle = match &config.lifecycle {
         None => {
-            tracing::warn!(
-                "No cluster configured (DOVETAIL_KUBECONFIG): no NodeClaims, no garbage collection"
-            );
+            tracing::warn!("No cluster (--kubeconfig none): no NodeClaims, no garbage collection");
             None
         }
         Some(lc) => {
@@ -222,10 +197,10 @@ async fn run(config: Config) -> anyhow::Result<()> {
         service = service.with_catalog(live.clone());
     }
     let running = server::start(&config, service, metrics.clone()).await?;
-    tracing::info!(grpc = %running.grpc_addr, metrics = ?running.metrics_addr, ledger = ledger.backend(), auth = auth_kind(&config), "Listening; NOT_SERVING until the ledger is migrated");
+    tracing::info!(grpc = %running.grpc_addr, metrics = ?running.metrics_addr, ledger = ledger.backend(), auth = config.auth.kind(), "Listening; NOT_SERVING until the ledger is migrated");
 
     // Ready means the ledger is reachable and migrated; wait for the database.
-    let mut signal = Box::pin(shutdown_signal());
+    let mut signal = Box::pin(service_shell::signal::shutdown());
     loop {
         tokio::select! {
             r = ledger.migrate() => match r {
@@ -243,12 +218,10 @@ async fn run(config: Config) -> anyhow::Result<()> {
         }
     }
     running.set_serving().await;
-    let metrics_addr = running
-        .metrics_addr
-        .map_or_else(|| "off".to_string(), |a| a.to_string());
     println!(
-        "dovetail-actuator listening grpc={} metrics={metrics_addr}",
-        running.grpc_addr
+        "dovetail-actuator listening grpc={} metrics={}",
+        running.grpc_addr,
+        running.metrics_addr_text()
     );
     tracing::info!(owner = %worker.options().owner, "SERVING");
 
@@ -340,35 +313,14 @@ async fn run(config: Config) -> anyhow::Result<()> {
 /// off (it would retry a PodDisruptionBudget's 429 itself for minutes; the drain owns that
 /// backoff).
 async fn kube_clients(source: &KubeSource) -> anyhow::Result<(kube::Client, kube::Client)> {
-    let config = match source {
-        KubeSource::InCluster => kube::Config::incluster()?,
-        KubeSource::File(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
-        }
-    };
+    let config = source
+        .config()
+        .await?
+        .context("the lifecycle runs only with a cluster")?;
     let mut no_retry = config.clone();
     no_retry.default_retry = false;
     Ok((
         kube::Client::try_from(config)?,
         kube::Client::try_from(no_retry)?,
     ))
-}
-
-fn auth_kind(config: &Config) -> &'static str {
-    match config.auth {
-        Auth::Bearer(_) => "bearer",
-        Auth::MutualTls => "mtls",
-        Auth::Disabled => "disabled",
-    }
-}
-
-async fn shutdown_signal() -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    tokio::select! {
-        _ = term.recv() => {}
-        r = tokio::signal::ctrl_c() => r?,
-    }
-    Ok(())
 }

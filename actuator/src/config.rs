@@ -2,17 +2,23 @@
 //! at start-up and validated before any port is bound (bad configuration exits 64, the message
 //! naming the setting).
 //!
-//! A flag wins over its environment variable, which wins over the default. Environment is read
-//! through [`Source`] so that tests never touch the process environment. The helpers follow the
-//! planner's `config.rs` (copied, not shared: the actuator must not depend on the planner).
+//! The settings are the actuator's own; how they are read is the service shell's
+//! (`service_shell::config`: a flag wins over its environment variable, which wins over the
+//! default; the environment comes through a [`Source`] that tests replace; durations are Go
+//! durations), and so are the authentication and TLS flags ([`AuthFlags`]) and the meaning of
+//! `--kubeconfig` ([`KubeSource`]).
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use thiserror::Error;
+use service_shell::auth::{Auth, AuthFlags};
+use service_shell::config::{
+    self, Error, Input, Settings, Source, addr_or, addr_or_off, duration_or, positive_duration_or,
+};
+use service_shell::kube::{ENV_KUBECONFIG, KubeSource};
+use service_shell::tls::ServerTls;
 
 use crate::worker::Step;
 
@@ -35,7 +41,7 @@ pub const ENV_AWS_ENDPOINT: &str = "DOVETAIL_AWS_ENDPOINT";
 /// `DOVETAIL_AWS_SSM_PREFIX`: prefix of the SSM parameters AMI aliases resolve under.
 pub const ENV_AWS_SSM_PREFIX: &str = "DOVETAIL_AWS_SSM_PREFIX";
 /// `DOVETAIL_INTERRUPTION_QUEUE`: the SQS queue of interruption events (name or URL); unset,
-/// interruptions are not handled. Needs `--cloud aws` and a cluster (`DOVETAIL_KUBECONFIG`).
+/// interruptions are not handled. Needs `--cloud aws` and a cluster (`DOVETAIL_KUBECONFIG` not `none`).
 pub const ENV_INTERRUPTION_QUEUE: &str = "DOVETAIL_INTERRUPTION_QUEUE";
 /// `DOVETAIL_CLUSTER_ENDPOINT`: the API server URL the nodes' bootstrap joins.
 pub const ENV_CLUSTER_ENDPOINT: &str = "DOVETAIL_CLUSTER_ENDPOINT";
@@ -56,25 +62,10 @@ pub const ENV_POLL_INTERVAL: &str = "DOVETAIL_POLL_INTERVAL";
 pub const ENV_CATALOG_REFRESH: &str = "DOVETAIL_CATALOG_REFRESH";
 /// `DOVETAIL_DRAIN_DELAY`: time between NOT_SERVING and closing the listener on SIGTERM.
 pub const ENV_DRAIN_DELAY: &str = "DOVETAIL_DRAIN_DELAY";
-/// `DOVETAIL_AUTH_TOKEN`: bearer token clients must send.
-pub const ENV_AUTH_TOKEN: &str = "DOVETAIL_AUTH_TOKEN";
-/// `DOVETAIL_AUTH_TOKEN_FILE`: file holding the bearer token.
-pub const ENV_AUTH_TOKEN_FILE: &str = "DOVETAIL_AUTH_TOKEN_FILE";
-/// `DOVETAIL_TLS_CERT`: server certificate chain (PEM).
-pub const ENV_TLS_CERT: &str = "DOVETAIL_TLS_CERT";
-/// `DOVETAIL_TLS_KEY`: server private key (PEM).
-pub const ENV_TLS_KEY: &str = "DOVETAIL_TLS_KEY";
-/// `DOVETAIL_TLS_CLIENT_CA`: CA that client certificates must chain to (enables mTLS).
-pub const ENV_TLS_CLIENT_CA: &str = "DOVETAIL_TLS_CLIENT_CA";
-/// `DOVETAIL_INSECURE_NO_AUTH`: `true` to serve without authentication (local use only).
-pub const ENV_INSECURE_NO_AUTH: &str = "DOVETAIL_INSECURE_NO_AUTH";
 /// `DOVETAIL_TEST_PAUSE_AT`: crash tests only: the worker stops for good at this launch step
 /// (`requested`, `launching`, `created`, `launched`) so that the test can SIGKILL it there.
 pub const ENV_TEST_PAUSE_AT: &str = "DOVETAIL_TEST_PAUSE_AT";
 
-/// `DOVETAIL_KUBECONFIG`: the kubeconfig of the cluster whose NodeClaims the actuator manages, or
-/// `in-cluster`; unset, the NodeClaim lifecycle and garbage collection are off.
-pub const ENV_KUBECONFIG: &str = "DOVETAIL_KUBECONFIG";
 /// `DOVETAIL_REGISTRATION_TIMEOUT`: a launched claim with no Node after this long is terminated.
 pub const ENV_REGISTRATION_TIMEOUT: &str = "DOVETAIL_REGISTRATION_TIMEOUT";
 /// `DOVETAIL_LIFECYCLE_INTERVAL`: time between NodeClaim lifecycle passes.
@@ -127,7 +118,7 @@ pub struct Flags {
     /// `--cloud aws`: SSM parameter prefix of AMI aliases [env DOVETAIL_AWS_SSM_PREFIX, default /aws/service]
     #[arg(long)]
     pub aws_ssm_prefix: Option<String>,
-    /// `--cloud aws`: SQS queue (name or URL) of spot interruptions, rebalance recommendations, scheduled changes and state changes; needs --kubeconfig [env DOVETAIL_INTERRUPTION_QUEUE]
+    /// `--cloud aws`: SQS queue (name or URL) of spot interruptions, rebalance recommendations, scheduled changes and state changes; needs a cluster (not --kubeconfig none) [env DOVETAIL_INTERRUPTION_QUEUE]
     #[arg(long)]
     pub interruption_queue: Option<String>,
     /// `--cloud aws`: API server URL nodes join [env DOVETAIL_CLUSTER_ENDPOINT, required]
@@ -154,25 +145,10 @@ pub struct Flags {
     /// Time between NOT_SERVING and closing the listener on SIGTERM [env DOVETAIL_DRAIN_DELAY, default 5s]
     #[arg(long)]
     pub drain_delay: Option<String>,
-    /// Bearer token clients must send [env DOVETAIL_AUTH_TOKEN]
-    #[arg(long)]
-    pub auth_token: Option<String>,
-    /// File holding the bearer token [env DOVETAIL_AUTH_TOKEN_FILE]
-    #[arg(long)]
-    pub auth_token_file: Option<String>,
-    /// Server certificate chain, PEM [env DOVETAIL_TLS_CERT]
-    #[arg(long)]
-    pub tls_cert: Option<String>,
-    /// Server private key, PEM [env DOVETAIL_TLS_KEY]
-    #[arg(long)]
-    pub tls_key: Option<String>,
-    /// CA for client certificates, PEM; enables mTLS [env DOVETAIL_TLS_CLIENT_CA]
-    #[arg(long)]
-    pub tls_client_ca: Option<String>,
-    /// Serve without any authentication (local use only) [env DOVETAIL_INSECURE_NO_AUTH=true]
-    #[arg(long)]
-    pub insecure_no_auth: bool,
-    /// Kubeconfig file or `in-cluster`; unset: no NodeClaim lifecycle [env DOVETAIL_KUBECONFIG]
+    /// Authentication and TLS of the gRPC port.
+    #[command(flatten)]
+    pub auth: AuthFlags,
+    /// The cluster whose NodeClaims the actuator manages: a kubeconfig PATH, `in-cluster`, or `none` (no NodeClaim lifecycle, no garbage collection); unset: KUBECONFIG, ~/.kube/config, then in-cluster, refused when none exists [env DOVETAIL_KUBECONFIG]
     #[arg(long)]
     pub kubeconfig: Option<String>,
     /// Launched claims with no Node after this are failed [env DOVETAIL_REGISTRATION_TIMEOUT, default 15m]
@@ -193,49 +169,6 @@ pub struct Flags {
     /// Delay after its first proposal before a plan may confirm a disruption [env DOVETAIL_DISRUPTION_CONFIRM_AFTER, default 15s]
     #[arg(long)]
     pub disruption_confirm_after: Option<String>,
-}
-
-/// Where environment variables come from.
-pub trait Source {
-    /// The value of `key`, if set.
-    fn get(&self, key: &str) -> Option<String>;
-}
-
-/// The process environment.
-pub struct Env;
-
-impl Source for Env {
-    fn get(&self, key: &str) -> Option<String> {
-        std::env::var(key).ok()
-    }
-}
-
-impl Source for HashMap<String, String> {
-    fn get(&self, key: &str) -> Option<String> {
-        HashMap::get(self, key).cloned()
-    }
-}
-
-/// TLS material, read at start-up.
-#[derive(Clone, Debug)]
-pub struct Tls {
-    /// Certificate chain, PEM.
-    pub cert: Vec<u8>,
-    /// Private key, PEM.
-    pub key: Vec<u8>,
-    /// Client CA, PEM; set means mTLS.
-    pub client_ca: Option<Vec<u8>>,
-}
-
-/// How clients are authenticated.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Auth {
-    /// A bearer token (possibly on top of mTLS).
-    Bearer(String),
-    /// Client certificates only.
-    MutualTls,
-    /// Nothing: `--insecure-no-auth`.
-    Disabled,
 }
 
 /// Which cloud the actuator launches in.
@@ -270,19 +203,10 @@ pub struct AwsSettings {
     pub kubernetes_version: String,
 }
 
-/// Where the Kubernetes API of the managed cluster is.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum KubeSource {
-    /// The service account of the pod the actuator runs in.
-    InCluster,
-    /// A kubeconfig file.
-    File(PathBuf),
-}
-
 /// The NodeClaim lifecycle and garbage collection settings ([`crate::lifecycle`], [`crate::gc`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LifecycleConfig {
-    /// The cluster's API.
+    /// The cluster's API (never [`KubeSource::None`]).
     pub kube: KubeSource,
     /// Registration timeout (liveness).
     pub registration_timeout: Duration,
@@ -322,7 +246,7 @@ pub struct Config {
     /// Authentication.
     pub auth: Auth,
     /// TLS, when configured.
-    pub tls: Option<Tls>,
+    pub tls: Option<ServerTls>,
     /// Crash tests only: pause the worker at this step.
     pub pause_at: Option<Step>,
     /// The NodeClaim lifecycle; `None` when no cluster is configured.
@@ -333,131 +257,12 @@ pub struct Config {
     pub interruption_queue: Option<String>,
 }
 
-/// A configuration that cannot be used.
-#[derive(Debug, Error)]
-pub enum Error {
-    /// A setting has a value that cannot be used.
-    #[error("{key}: {value:?} is invalid: {reason}")]
-    Invalid {
-        /// The flag or variable (`--listen` / `DOVETAIL_LISTEN`).
-        key: String,
-        /// The value given.
-        value: String,
-        /// Why it cannot be used.
-        reason: String,
-    },
-    /// A required setting is missing.
-    #[error("{flag} (or {env}) is required: {what}")]
-    Missing {
-        /// The flag.
-        flag: &'static str,
-        /// The variable.
-        env: &'static str,
-        /// What it takes.
-        what: &'static str,
-    },
-    /// A file named by a setting cannot be read.
-    #[error("{key}: cannot read {path}")]
-    Read {
-        /// The flag or variable.
-        key: String,
-        /// The file.
-        path: PathBuf,
-        /// The IO error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// Settings that do not go together, or a required choice left open.
-    #[error("{0}")]
-    Conflict(String),
-}
-
-/// Result of loading configuration.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-struct Lookup<'a> {
-    env: &'a dyn Source,
-}
-
-impl Lookup<'_> {
-    /// The flag's value, else the variable's, with the name to blame on error.
-    fn get(&self, flag: Option<String>, flag_name: &str, env: &str) -> Option<(String, String)> {
-        match flag {
-            Some(v) => Some((format!("--{flag_name}"), v)),
-            None => self
-                .env
-                .get(env)
-                .filter(|v| !v.is_empty())
-                .map(|v| (env.to_string(), v)),
-        }
+fn missing(flag: &str, env: &str, what: &str) -> Error {
+    Error::Missing {
+        flag: flag.into(),
+        env: env.into(),
+        what: what.into(),
     }
-
-    fn flag_bool(&self, flag: bool, env: &str) -> Result<bool> {
-        if flag {
-            return Ok(true);
-        }
-        match self.env.get(env).as_deref() {
-            None | Some("" | "false" | "0") => Ok(false),
-            Some("true" | "1") => Ok(true),
-            Some(other) => Err(invalid(env, other, "expected true or false")),
-        }
-    }
-}
-
-fn invalid(key: &str, value: &str, reason: impl Into<String>) -> Error {
-    Error::Invalid {
-        key: key.to_string(),
-        value: value.to_string(),
-        reason: reason.into(),
-    }
-}
-
-fn addr(v: Option<(String, String)>, default: &str) -> Result<SocketAddr> {
-    let (key, value) = v.unwrap_or_else(|| ("default".into(), default.into()));
-    value
-        .parse()
-        .map_err(|e| invalid(&key, &value, format!("expected IP:PORT ({e})")))
-}
-
-/// Parses `30s`, `500ms`, `2m`, `1h` or a plain number of seconds.
-pub fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let (num, unit) = s
-        .find(|c: char| !c.is_ascii_digit())
-        .map_or((s, ""), |i| s.split_at(i));
-    let n: u64 = num.parse().ok()?;
-    match unit {
-        "" | "s" => Some(Duration::from_secs(n)),
-        "ms" => Some(Duration::from_millis(n)),
-        "m" => Some(Duration::from_secs(n.checked_mul(60)?)),
-        "h" => Some(Duration::from_secs(n.checked_mul(3600)?)),
-        _ => None,
-    }
-}
-
-fn duration(v: Option<(String, String)>, default: Duration) -> Result<Duration> {
-    match v {
-        None => Ok(default),
-        Some((key, value)) => match parse_duration(&value) {
-            Some(d) if !d.is_zero() => Ok(d),
-            _ => Err(invalid(
-                &key,
-                &value,
-                "expected a positive duration like 30s, 500ms or 2m",
-            )),
-        },
-    }
-}
-
-fn read(v: Option<(String, String)>) -> Result<Option<Vec<u8>>> {
-    v.map(|(key, path)| {
-        std::fs::read(&path).map_err(|source| Error::Read {
-            key,
-            path: PathBuf::from(path),
-            source,
-        })
-    })
-    .transpose()
 }
 
 // === impl Config ===
@@ -468,241 +273,169 @@ impl Config {
     ///
     /// # Errors
     /// The first setting that is invalid, missing, unreadable or in conflict with another.
-    pub fn load(flags: Flags, env: &dyn Source) -> Result<Config> {
-        let l = Lookup { env };
-        let listen = addr(l.get(flags.listen, "listen", ENV_LISTEN), "0.0.0.0:50052")?;
-        let metrics_listen = match l.get(flags.metrics_listen, "metrics-listen", ENV_METRICS_LISTEN)
-        {
-            Some((_, v)) if v == "off" => None,
-            other => Some(addr(other, "0.0.0.0:9091")?),
-        };
-        let ledger = match l.get(flags.ledger, "ledger", ENV_LEDGER) {
+    pub fn load(flags: Flags, env: &dyn Source) -> config::Result<Config> {
+        let s = Settings::new(env);
+        let listen = addr_or(
+            s.get(flags.listen, "listen", ENV_LISTEN),
+            SocketAddr::from(([0, 0, 0, 0], 50052)),
+        )?;
+        let metrics_listen = addr_or_off(
+            s.get(flags.metrics_listen, "metrics-listen", ENV_METRICS_LISTEN),
+            SocketAddr::from(([0, 0, 0, 0], 9091)),
+        )?;
+        let ledger = match s.get(flags.ledger, "ledger", ENV_LEDGER) {
             None => {
-                return Err(Error::Missing {
-                    flag: "--ledger",
-                    env: ENV_LEDGER,
-                    what: "postgres://USER@HOST:PORT/DB or sqlite://PATH",
-                });
+                return Err(missing(
+                    "--ledger",
+                    ENV_LEDGER,
+                    "postgres://USER@HOST:PORT/DB or sqlite://PATH",
+                ));
             }
-            Some((key, v)) => {
+            Some(i) => {
                 let ok = ["postgres://", "postgresql://", "sqlite://"]
                     .iter()
-                    .any(|p| v.starts_with(p) && v.len() > p.len());
+                    .any(|p| i.value.starts_with(p) && i.value.len() > p.len());
                 if !ok {
-                    return Err(invalid(
-                        &key,
-                        &v,
-                        "expected postgres://USER@HOST:PORT/DB or sqlite://PATH",
-                    ));
+                    return Err(i.invalid("expected postgres://USER@HOST:PORT/DB or sqlite://PATH"));
                 }
-                v
+                i.value
             }
         };
         let ignore_client_token =
-            l.flag_bool(flags.sim_ignore_client_token, ENV_SIM_IGNORE_CLIENT_TOKEN)?;
-        let state_file = l
+            s.switch(flags.sim_ignore_client_token, ENV_SIM_IGNORE_CLIENT_TOKEN)?;
+        let state_file = s
             .get(flags.cloud_state, "cloud-state", ENV_CLOUD_STATE)
-            .map(|(_, v)| PathBuf::from(v));
-        let cloud = match l.get(flags.cloud, "cloud", ENV_CLOUD) {
-            None => {
-                return Err(Error::Missing {
-                    flag: "--cloud",
-                    env: ENV_CLOUD,
-                    what: "sim or aws",
-                });
-            }
-            Some((_, v)) if v == "sim" => CloudChoice::Sim {
+            .map(|i| PathBuf::from(i.value));
+        let cloud = match s.get(flags.cloud, "cloud", ENV_CLOUD) {
+            None => return Err(missing("--cloud", ENV_CLOUD, "sim or aws")),
+            Some(i) if i.value == "sim" => CloudChoice::Sim {
                 state_file,
                 ignore_client_token,
             },
-            Some((_, v)) if v == "aws" => {
-                let Some((_, region)) = l.get(flags.aws_region, "aws-region", ENV_AWS_REGION)
-                else {
-                    return Err(Error::Missing {
-                        flag: "--aws-region",
-                        env: ENV_AWS_REGION,
-                        what: "the AWS region (--cloud aws)",
-                    });
+            Some(i) if i.value == "aws" => {
+                let Some(region) = s.get(flags.aws_region, "aws-region", ENV_AWS_REGION) else {
+                    return Err(missing(
+                        "--aws-region",
+                        ENV_AWS_REGION,
+                        "the AWS region (--cloud aws)",
+                    ));
                 };
-                let Some((_, cluster_endpoint)) = l.get(
+                let Some(cluster_endpoint) = s.get(
                     flags.cluster_endpoint,
                     "cluster-endpoint",
                     ENV_CLUSTER_ENDPOINT,
                 ) else {
-                    return Err(Error::Missing {
-                        flag: "--cluster-endpoint",
-                        env: ENV_CLUSTER_ENDPOINT,
-                        what: "the API server URL nodes join (--cloud aws)",
-                    });
+                    return Err(missing(
+                        "--cluster-endpoint",
+                        ENV_CLUSTER_ENDPOINT,
+                        "the API server URL nodes join (--cloud aws)",
+                    ));
                 };
-                let endpoint = match l.get(flags.aws_endpoint, "aws-endpoint", ENV_AWS_ENDPOINT) {
-                    Some((key, v)) if !(v.starts_with("http://") || v.starts_with("https://")) => {
-                        return Err(invalid(&key, &v, "expected an http:// or https:// URL"));
+                let endpoint = match s.get(flags.aws_endpoint, "aws-endpoint", ENV_AWS_ENDPOINT) {
+                    Some(i)
+                        if !(i.value.starts_with("http://") || i.value.starts_with("https://")) =>
+                    {
+                        return Err(i.invalid("expected an http:// or https:// URL"));
                     }
-                    other => other.map(|(_, v)| v),
+                    other => other.map(|i| i.value),
                 };
                 CloudChoice::Aws(AwsSettings {
-                    region,
+                    region: region.value,
                     endpoint,
-                    ssm_prefix: l
+                    ssm_prefix: s
                         .get(flags.aws_ssm_prefix, "aws-ssm-prefix", ENV_AWS_SSM_PREFIX)
-                        .map(|(_, v)| v),
-                    cluster_endpoint,
-                    cluster_ca_bundle: l
+                        .map(|i| i.value),
+                    cluster_endpoint: cluster_endpoint.value,
+                    cluster_ca_bundle: s
                         .get(
                             flags.cluster_ca_bundle,
                             "cluster-ca-bundle",
                             ENV_CLUSTER_CA_BUNDLE,
                         )
-                        .map(|(_, v)| v)
+                        .map(|i| i.value)
                         // An empty value (the deploy/ base's default) is no CA bundle.
                         .filter(|v| !v.is_empty()),
-                    kubernetes_version: l
+                    kubernetes_version: s
                         .get(
                             flags.kubernetes_version,
                             "kubernetes-version",
                             ENV_KUBERNETES_VERSION,
                         )
-                        .map_or_else(|| "1.33".to_string(), |(_, v)| v),
+                        .map_or_else(|| "1.33".to_string(), |i| i.value),
                 })
             }
-            Some((key, v)) => return Err(invalid(&key, &v, "expected sim or aws")),
+            Some(i) => return Err(i.invalid("expected sim or aws")),
         };
-        let cluster_name = l
+        let cluster_name = s
             .get(flags.cluster_name, "cluster-name", ENV_CLUSTER_NAME)
-            .map_or_else(|| "dovetail".to_string(), |(_, v)| v);
-        let instance = l
+            .map_or_else(|| "dovetail".to_string(), |i| i.value);
+        let instance = s
             .get(flags.instance, "instance", ENV_INSTANCE)
-            .map(|(_, v)| v)
-            .or_else(|| env.get("HOSTNAME"))
+            .map(|i| i.value)
+            .or_else(|| s.env("HOSTNAME"))
             .unwrap_or_else(|| "actuator".to_string());
-        let lease = duration(
-            l.get(flags.lease, "lease", ENV_LEASE),
+        let lease = positive_duration_or(
+            s.get(flags.lease, "lease", ENV_LEASE),
             Duration::from_secs(15),
         )?;
-        let poll_interval = duration(
-            l.get(flags.poll_interval, "poll-interval", ENV_POLL_INTERVAL),
+        let poll_interval = positive_duration_or(
+            s.get(flags.poll_interval, "poll-interval", ENV_POLL_INTERVAL),
             Duration::from_secs(1),
         )?;
-        let catalog_refresh = duration(
-            l.get(
+        let catalog_refresh = positive_duration_or(
+            s.get(
                 flags.catalog_refresh,
                 "catalog-refresh",
                 ENV_CATALOG_REFRESH,
             ),
             Duration::from_secs(5 * 60),
         )?;
-        let drain_delay = match l.get(flags.drain_delay, "drain-delay", ENV_DRAIN_DELAY) {
-            Some((_, v)) if v.trim() == "0" || v.trim() == "0s" => Duration::ZERO,
-            other => duration(other, Duration::from_secs(5))?,
-        };
-        let pause_at = match env.get(ENV_TEST_PAUSE_AT).filter(|v| !v.is_empty()) {
+        let drain_delay = duration_or(
+            s.get(flags.drain_delay, "drain-delay", ENV_DRAIN_DELAY),
+            Duration::from_secs(5),
+        )?;
+        let pause_at = match s.env(ENV_TEST_PAUSE_AT) {
             None => None,
             Some(v) => Some(Step::parse(&v).ok_or_else(|| {
-                invalid(
-                    ENV_TEST_PAUSE_AT,
-                    &v,
-                    "expected requested, launching, created or launched",
-                )
+                Input {
+                    key: ENV_TEST_PAUSE_AT.into(),
+                    value: v.clone(),
+                }
+                .invalid("expected requested, launching, created or launched")
             })?),
         };
-
-        let token = match (
-            l.get(flags.auth_token, "auth-token", ENV_AUTH_TOKEN),
-            l.get(
-                flags.auth_token_file,
-                "auth-token-file",
-                ENV_AUTH_TOKEN_FILE,
-            ),
-        ) {
-            (Some(_), Some(_)) => {
-                return Err(Error::Conflict(
-                    "set either an auth token or an auth token file, not both".into(),
-                ));
-            }
-            (Some((_, t)), None) => Some(t),
-            (None, Some(f)) => {
-                read(Some(f))?.map(|b| String::from_utf8_lossy(&b).trim().to_string())
-            }
-            (None, None) => None,
-        };
-        if let Some(t) = &token
-            && (t.is_empty() || !t.bytes().all(|b| b.is_ascii_graphic()))
-        {
-            return Err(Error::Conflict(
-                "the auth token must be non-empty printable ASCII without spaces".into(),
-            ));
-        }
-        let cert = read(l.get(flags.tls_cert, "tls-cert", ENV_TLS_CERT))?;
-        let key = read(l.get(flags.tls_key, "tls-key", ENV_TLS_KEY))?;
-        let client_ca = read(l.get(flags.tls_client_ca, "tls-client-ca", ENV_TLS_CLIENT_CA))?;
-        let tls = match (cert, key) {
-            (Some(cert), Some(key)) => Some(Tls {
-                cert,
-                key,
-                client_ca,
-            }),
-            (None, None) if client_ca.is_none() => None,
-            _ => {
-                return Err(Error::Conflict(
-                    "TLS needs both a certificate and a key (and a client CA only with them)"
-                        .into(),
-                ));
-            }
-        };
-        let insecure = l.flag_bool(flags.insecure_no_auth, ENV_INSECURE_NO_AUTH)?;
-        let mtls = tls.as_ref().is_some_and(|t| t.client_ca.is_some());
-        let auth = match (token, mtls, insecure) {
-            (Some(_), _, true) | (None, true, true) => {
-                return Err(Error::Conflict(
-                    "--insecure-no-auth contradicts the configured authentication".into(),
-                ));
-            }
-            (Some(t), _, false) => Auth::Bearer(t),
-            (None, true, false) => Auth::MutualTls,
-            (None, false, true) => Auth::Disabled,
-            (None, false, false) => {
-                return Err(Error::Conflict(format!(
-                    "no authentication configured: set {ENV_AUTH_TOKEN} (or --auth-token), \
-                     {ENV_TLS_CLIENT_CA} with a certificate and key for mTLS, or pass \
-                     --insecure-no-auth for local use"
-                )));
-            }
-        };
-        let lifecycle = match l.get(flags.kubeconfig, "kubeconfig", ENV_KUBECONFIG) {
-            None => None,
-            Some((_, v)) => Some(LifecycleConfig {
-                kube: if v == "in-cluster" {
-                    KubeSource::InCluster
-                } else {
-                    KubeSource::File(PathBuf::from(v))
-                },
-                registration_timeout: duration(
-                    l.get(
+        let (auth, tls) = Auth::load(flags.auth, &s)?;
+        let kube = KubeSource::load(s.get(flags.kubeconfig, "kubeconfig", ENV_KUBECONFIG), &s)?;
+        let lifecycle = match kube {
+            KubeSource::None => None,
+            kube => Some(LifecycleConfig {
+                kube,
+                registration_timeout: positive_duration_or(
+                    s.get(
                         flags.registration_timeout,
                         "registration-timeout",
                         ENV_REGISTRATION_TIMEOUT,
                     ),
                     crate::lifecycle::liveness::REGISTRATION_TIMEOUT,
                 )?,
-                interval: duration(
-                    l.get(
+                interval: positive_duration_or(
+                    s.get(
                         flags.lifecycle_interval,
                         "lifecycle-interval",
                         ENV_LIFECYCLE_INTERVAL,
                     ),
                     Duration::from_secs(2),
                 )?,
-                gc_grace: duration(
-                    l.get(flags.gc_grace, "gc-grace", ENV_GC_GRACE),
+                gc_grace: positive_duration_or(
+                    s.get(flags.gc_grace, "gc-grace", ENV_GC_GRACE),
                     Duration::from_secs(5 * 60),
                 )?,
-                gc_interval: duration(
-                    l.get(flags.gc_interval, "gc-interval", ENV_GC_INTERVAL),
+                gc_interval: positive_duration_or(
+                    s.get(flags.gc_interval, "gc-interval", ENV_GC_INTERVAL),
                     Duration::from_secs(2 * 60),
                 )?,
-                node_class_status_interval: duration(
-                    l.get(
+                node_class_status_interval: positive_duration_or(
+                    s.get(
                         flags.node_class_status_interval,
                         "node-class-status-interval",
                         ENV_NODE_CLASS_STATUS_INTERVAL,
@@ -711,22 +444,23 @@ impl Config {
                 )?,
             }),
         };
-        let disruption_confirm_after = duration(
-            l.get(
+        let disruption_confirm_after = positive_duration_or(
+            s.get(
                 flags.disruption_confirm_after,
                 "disruption-confirm-after",
                 ENV_DISRUPTION_CONFIRM_AFTER,
             ),
             crate::api::CONFIRM_AFTER,
         )?;
-        let interruption_queue = match l.get(
+        let interruption_queue = match s.get(
             flags.interruption_queue,
             "interruption-queue",
             ENV_INTERRUPTION_QUEUE,
         ) {
             None => None,
-            Some((key, v)) => {
-                let v = v.trim().to_string();
+            Some(i) => {
+                let key = &i.key;
+                let v = i.value.trim().to_string();
                 if !matches!(cloud, CloudChoice::Aws(_)) {
                     return Err(Error::Conflict(format!(
                         "{key} needs --cloud aws (the queue is SQS)"
@@ -734,7 +468,7 @@ impl Config {
                 }
                 if lifecycle.is_none() {
                     return Err(Error::Conflict(format!(
-                        "{key} needs a cluster (--kubeconfig or {ENV_KUBECONFIG}): interruptions act on Nodes and NodeClaims"
+                        "{key} needs a cluster (--kubeconfig or {ENV_KUBECONFIG} other than none): interruptions act on Nodes and NodeClaims"
                     )));
                 }
                 let url = v.starts_with("https://") || v.starts_with("http://");
@@ -745,9 +479,11 @@ impl Config {
                         .chars()
                         .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
                 if !url && !name_ok {
-                    return Err(invalid(
-                        &key,
-                        &v,
+                    return Err(Input {
+                        key: i.key.clone(),
+                        value: v,
+                    }
+                    .invalid(
                         "expected an SQS queue name (letters, digits, - and _, at most 80) or a queue URL",
                     ));
                 }
@@ -778,13 +514,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use service_shell::config::vars as env;
 
     fn flags(args: &[&str]) -> Flags {
         let mut all = vec!["dovetail-actuator"];
@@ -792,7 +522,19 @@ mod tests {
         Flags::try_parse_from(all).expect("flags parse")
     }
 
-    const BASE: [&str; 5] = [
+    /// The `sim` cloud without a cluster.
+    const BASE: [&str; 7] = [
+        "--ledger",
+        "sqlite:///tmp/l.db",
+        "--cloud",
+        "sim",
+        "--insecure-no-auth",
+        "--kubeconfig",
+        "none",
+    ];
+
+    /// The `sim` cloud, the cluster left to the test.
+    const SIM: [&str; 5] = [
         "--ledger",
         "sqlite:///tmp/l.db",
         "--cloud",
@@ -877,6 +619,7 @@ mod tests {
         let base = [
             (ENV_AWS_REGION, "us-east-1"),
             (ENV_CLUSTER_ENDPOINT, "https://k8s.example"),
+            (ENV_KUBECONFIG, "none"),
         ];
         let mut bad = base.to_vec();
         bad.push((ENV_AWS_ENDPOINT, "localhost:5000"));
@@ -904,6 +647,23 @@ mod tests {
     }
 
     #[test]
+    fn durations_are_go_durations_with_a_unit() {
+        let mut args = BASE.to_vec();
+        args.extend(["--catalog-refresh", "1h30m", "--drain-delay", "0"]);
+        let c = Config::load(flags(&args), &env(&[(ENV_POLL_INTERVAL, "250ms")])).expect("ok");
+        assert_eq!(c.catalog_refresh, Duration::from_secs(5400));
+        assert_eq!(c.poll_interval, Duration::from_millis(250));
+        assert_eq!(c.drain_delay, Duration::ZERO);
+        let e = Config::load(flags(&BASE), &env(&[(ENV_LEASE, "30")])).expect_err("no unit");
+        assert_eq!(
+            e.to_string(),
+            "DOVETAIL_LEASE: \"30\" is invalid: a duration needs a unit, e.g. 30s, 500ms or 1h30m"
+        );
+        let e = Config::load(flags(&BASE), &env(&[(ENV_LEASE, "0s")])).expect_err("zero");
+        assert!(e.to_string().starts_with("DOVETAIL_LEASE: \"0s\""), "{e}");
+    }
+
+    #[test]
     fn bad_values_name_the_setting() {
         let e = Config::load(flags(&BASE), &env(&[(ENV_LEASE, "soon")])).expect_err("lease");
         assert!(e.to_string().starts_with(ENV_LEASE), "{e}");
@@ -927,7 +687,7 @@ mod tests {
             None
         );
         let c = Config::load(
-            flags(&BASE),
+            flags(&SIM),
             &env(&[(ENV_KUBECONFIG, "in-cluster"), (ENV_GC_GRACE, "30s")]),
         )
         .expect("ok");
@@ -936,7 +696,7 @@ mod tests {
         assert_eq!(lc.gc_grace, Duration::from_secs(30));
         assert_eq!(lc.registration_timeout, Duration::from_secs(15 * 60));
         let e = Config::load(
-            flags(&BASE),
+            flags(&SIM),
             &env(&[
                 (ENV_KUBECONFIG, "/k"),
                 (ENV_REGISTRATION_TIMEOUT, "forever"),
@@ -944,6 +704,24 @@ mod tests {
         )
         .expect_err("bad timeout");
         assert!(e.to_string().starts_with(ENV_REGISTRATION_TIMEOUT), "{e}");
+        // Unset, the cluster is inferred as kube infers it; with nothing to infer from the
+        // actuator says so rather than running without NodeClaims.
+        let c = Config::load(flags(&SIM), &env(&[("KUBECONFIG", "/k")])).expect("ok");
+        assert_eq!(c.lifecycle.expect("on").kube, KubeSource::Infer);
+        let e = Config::load(flags(&SIM), &env(&[("HOME", "/nonexistent")]))
+            .expect_err("nothing to infer");
+        assert!(
+            e.to_string()
+                .starts_with("--kubeconfig (or DOVETAIL_KUBECONFIG) is unset"),
+            "{e}"
+        );
+        let mut args = SIM.to_vec();
+        args.extend(["--kubeconfig", "/etc/kubeconfig"]);
+        let c = Config::load(flags(&args), &env(&[(ENV_KUBECONFIG, "none")])).expect("ok");
+        assert_eq!(
+            c.lifecycle.expect("on").kube,
+            KubeSource::File("/etc/kubeconfig".into())
+        );
     }
 
     #[test]
@@ -1010,6 +788,7 @@ mod tests {
             (ENV_AWS_REGION, "us-east-1"),
             (ENV_CLUSTER_ENDPOINT, "https://k8s.example"),
             (ENV_INTERRUPTION_QUEUE, "q"),
+            (ENV_KUBECONFIG, "none"),
         ];
         let e = Config::load(flags(&aws), &env(&no_cluster)).expect_err("no cluster");
         assert!(
@@ -1026,6 +805,8 @@ mod tests {
                 "sim",
                 "--interruption-queue",
                 "q",
+                "--kubeconfig",
+                "none",
             ]),
             &env(&[]),
         )

@@ -31,12 +31,12 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use tokio::sync::{Notify, watch};
 
-use crate::clock::millis;
 use crate::ledger::{
     self, ClaimRecord, ClaimState, DisruptionRecord, DisruptionState, DisruptionStep,
 };
 use crate::lifecycle::termination::Cause;
 use crate::lifecycle::{self, Controller, drain, kube_err};
+use service_shell::clock::millis;
 
 /// How the executor runs.
 #[derive(Clone, Debug)]

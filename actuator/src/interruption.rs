@@ -37,13 +37,13 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::clock::{Clock, millis};
 use crate::ledger::{ClaimRecord, ClaimState, Ledger, Transition};
 use crate::lifecycle::drain::with_disrupted_taint;
 use crate::lifecycle::nodeclaim::error_chain;
 use crate::lifecycle::termination::Cause;
 use crate::lifecycle::{Error, Result, kube_err};
 use crate::metrics::Metrics;
+use service_shell::clock::{Clock, millis};
 
 /// The namespace Node Events are written to (where kubelet and Karpenter write them).
 pub const EVENT_NAMESPACE: &str = "default";

@@ -22,8 +22,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::clock::Millis;
 use crate::launch::LaunchSpec;
+use service_shell::clock::Millis;
 
 pub use disruption::{
     DisruptionEvent, DisruptionRecord, DisruptionState, DisruptionStep, NewDisruption,

@@ -22,14 +22,14 @@
 //! - [`catalog`]: the live catalog served to planners, and the offerings marked unavailable
 //!   after insufficient-capacity errors (3 minutes), which launches and the catalog leave out.
 //! - [`standin`]: a local cloud stand-in (in memory or in a file) for the demo and tests.
-//! - [`config`], [`server`], [`metrics`], [`auth`], [`clock`]: the service around them;
-//!   [`cli`]: the `dovetail-actuator` program itself (flags to shutdown).
+//! - [`config`], [`server`], [`metrics`]: the actuator's settings, its gRPC server and its
+//!   metrics, in the service shell (`service-shell`: configuration source, Go durations, auth,
+//!   TLS, server scaffold, shutdown, the clock, the Kubernetes client); [`cli`]: the
+//!   `dovetail-actuator` program itself (flags to shutdown).
 
 pub mod api;
-pub mod auth;
 pub mod catalog;
 pub mod cli;
-pub mod clock;
 pub mod config;
 pub mod disruption;
 pub mod gc;

@@ -41,13 +41,13 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use tokio::sync::{Mutex, watch};
 
-use crate::clock::{Clock, millis};
 use crate::ledger::{self, ClaimRecord, ClaimState, Ledger, Transition};
 use crate::metrics::Metrics;
 use nodeclaim::{
     INITIALIZED, INITIALIZED_LABEL, INSTANCE_TERMINATING, LAUNCHED, REGISTERED,
     TERMINATION_FINALIZER, is_true, rfc3339, set_condition, set_ready,
 };
+use service_shell::clock::{Clock, millis};
 use termination::Cause;
 
 pub use nodeclaim::NodeClaims;

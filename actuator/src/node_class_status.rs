@@ -34,9 +34,9 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio::sync::watch;
 
-use crate::clock::Clock;
 use crate::lifecycle::nodeclaim::{error_chain, instance_annotations, rfc3339};
 use crate::lifecycle::{Result, kube_err};
+use service_shell::clock::Clock;
 
 /// How the status pass runs.
 #[derive(Clone, Debug)]

@@ -1,27 +1,21 @@
-//! The `dovetail-actuator` server: the Actuator service behind health, reflection, auth and
-//! metrics, with graceful shutdown.
+//! The `dovetail-actuator` server: the Actuator service behind its auth check, in the service
+//! shell's scaffold (`service_shell::server`: health, reflection, TLS, `/metrics` on its own
+//! port, graceful shutdown).
 //!
 //! [`start`] binds both ports and serves with health NOT_SERVING; the caller flips it to
 //! SERVING once the ledger's migrations ran ([`Running::set_serving`]) and later calls
 //! [`Running::shutdown`]: NOT_SERVING first, a drain delay so that load balancers notice, then
 //! in-flight submissions finish (each is one ledger transaction: recorded whole or not at all).
 
-use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use proto::v1::actuator_server::ActuatorServer;
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
+use service_shell::server::{self, Running, Spec};
+use tonic::service::Routes;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
-use tonic_health::ServingStatus;
-use tonic_health::server::HealthReporter;
 
 use crate::api::ActuatorService;
-use crate::auth::RequireBearer;
-use crate::config::{Auth, Config};
+use crate::config::Config;
 use crate::metrics::Metrics;
 
 /// The gRPC name of the actuator service, as health reports it.
@@ -30,193 +24,23 @@ pub const ACTUATOR_SERVICE: &str = "dovetail.v1.Actuator";
 /// Longest a Submit may take (one ledger transaction).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Why the server could not start or stopped with an error.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A port could not be bound.
-    #[error("cannot listen on {addr}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// The IO error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The TLS material was rejected.
-    #[error("invalid TLS configuration")]
-    Tls(#[source] tonic::transport::Error),
-    /// Reflection could not be built from the descriptors (a build bug).
-    #[error("cannot build gRPC reflection")]
-    Reflection(#[source] tonic_reflection::server::Error),
-    /// The gRPC server failed.
-    #[error("gRPC server failed")]
-    Serve(#[source] tonic::transport::Error),
-    /// The server task panicked.
-    #[error("gRPC server task failed: {0}")]
-    Task(String),
-}
-
-/// Result of running the server.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// A started server.
-pub struct Running {
-    /// The bound gRPC address (useful with port 0).
-    pub grpc_addr: SocketAddr,
-    /// The bound metrics address, when metrics are on.
-    pub metrics_addr: Option<SocketAddr>,
-    health: HealthReporter,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<Result<()>>,
-    metrics_task: Option<JoinHandle<()>>,
-}
-
-// === impl Running ===
-
-impl Running {
-    /// Reports SERVING for the actuator and the server as a whole.
-    pub async fn set_serving(&self) {
-        self.set(ServingStatus::Serving).await;
-    }
-
-    async fn set(&self, status: ServingStatus) {
-        self.health.set_service_status("", status).await;
-        self.health
-            .set_service_status(ACTUATOR_SERVICE, status)
-            .await;
-    }
-
-    /// Graceful shutdown: NOT_SERVING, wait `drain_delay`, stop accepting, let in-flight
-    /// requests finish (cut after the request timeout plus 5 s).
-    ///
-    /// # Errors
-    /// When the server had failed.
-    pub async fn shutdown(self, drain_delay: Duration) -> Result<()> {
-        self.set(ServingStatus::NotServing).await;
-        tracing::info!(?drain_delay, "NOT_SERVING; draining");
-        tokio::time::sleep(drain_delay).await;
-        let _ = self.stop.send(());
-        let mut task = self.task;
-        let grace = REQUEST_TIMEOUT + Duration::from_secs(5);
-        let r = match tokio::time::timeout(grace, &mut task).await {
-            Ok(joined) => joined.map_err(|e| Error::Task(e.to_string()))?,
-            Err(_) => {
-                tracing::warn!(
-                    ?grace,
-                    "Streams still open after the grace period; closing them"
-                );
-                task.abort();
-                Ok(())
-            }
-        };
-        if let Some(m) = self.metrics_task {
-            m.abort();
-        }
-        r
-    }
-}
-
 /// Binds the ports and starts serving `service` as `config` says, health NOT_SERVING.
 ///
 /// # Errors
 /// A port cannot be bound, TLS material is invalid, or reflection cannot be built.
-pub async fn start(config: &Config, service: ActuatorService, metrics: Metrics) -> Result<Running> {
-    let bind_err = |addr| move |source| Error::Bind { addr, source };
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .map_err(bind_err(config.listen))?;
-    let grpc_addr = listener.local_addr().map_err(bind_err(config.listen))?;
-
-    let (metrics_addr, metrics_task) = match config.metrics_listen {
-        None => (None, None),
-        Some(addr) => {
-            let l = TcpListener::bind(addr).await.map_err(bind_err(addr))?;
-            let bound = l.local_addr().map_err(bind_err(addr))?;
-            (Some(bound), Some(tokio::spawn(serve_metrics(l, metrics))))
-        }
-    };
-
-    let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_service_status("", ServingStatus::NotServing)
-        .await;
-    health
-        .set_service_status(ACTUATOR_SERVICE, ServingStatus::NotServing)
-        .await;
-
-    let reflection_v1 = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()
-        .map_err(Error::Reflection)?;
-    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1alpha()
-        .map_err(Error::Reflection)?;
-
-    let token = match &config.auth {
-        Auth::Bearer(t) => Some(t.clone()),
-        Auth::MutualTls | Auth::Disabled => None,
-    };
-    let actuator: InterceptedService<ActuatorServer<ActuatorService>, RequireBearer> =
-        InterceptedService::new(service.into_server(), RequireBearer::new(token));
-
-    let mut builder = Server::builder();
-    if let Some(tls) = &config.tls {
-        let mut t = ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert, &tls.key));
-        if let Some(ca) = &tls.client_ca {
-            t = t.client_ca_root(Certificate::from_pem(ca));
-        }
-        builder = builder.tls_config(t).map_err(Error::Tls)?;
-    }
-    let router = builder
-        .tcp_nodelay(true)
-        .timeout(REQUEST_TIMEOUT)
-        .http2_keepalive_interval(Some(Duration::from_secs(30)))
-        .trace_fn(|req| tracing::info_span!("grpc", method = %req.uri().path()))
-        .add_service(health_service)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
-        .add_service(actuator);
-
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        router
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
-                let _ = stopped.await;
-            })
-            .await
-            .map_err(Error::Serve)
-    });
-    Ok(Running {
-        grpc_addr,
-        metrics_addr,
-        health,
-        stop,
-        task,
-        metrics_task,
-    })
-}
-
-async fn serve_metrics(listener: TcpListener, metrics: Metrics) {
-    use axum::routing::get;
-    let app = axum::Router::new().route(
-        "/metrics",
-        get(move || {
-            let m = metrics.clone();
-            async move {
-                (
-                    [(
-                        http::header::CONTENT_TYPE,
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    )],
-                    m.render(),
-                )
-            }
-        }),
-    );
-    if let Err(e) = axum::serve(listener, app).await {
-        tracing::error!(error = %e, "Metrics server failed");
-    }
+pub async fn start(
+    config: &Config,
+    service: ActuatorService,
+    metrics: Metrics,
+) -> server::Result<Running> {
+    let spec = Spec::new(
+        ACTUATOR_SERVICE,
+        config.listen,
+        config.metrics_listen,
+        config.tls.clone(),
+    )
+    .with_request_timeout(REQUEST_TIMEOUT);
+    let bound = server::bind(spec, Arc::new(metrics)).await?;
+    let actuator = InterceptedService::new(service.into_server(), config.auth.require());
+    bound.serve(Some(Routes::new(actuator))).await
 }

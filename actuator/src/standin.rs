@@ -20,7 +20,7 @@ use cloud::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::clock::Clock;
+use service_shell::clock::Clock;
 
 /// How the stand-in behaves.
 #[derive(Clone, Debug, Default)]

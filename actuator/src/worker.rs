@@ -30,9 +30,9 @@ use cloud::{CloudProvider, Instance, ListFilter, NodeSpec};
 use futures::StreamExt;
 use tokio::sync::{Notify, watch};
 
-use crate::clock::{Clock, millis};
 use crate::ledger::{self, ClaimRecord, ClaimState, InstanceRecord, Ledger, Transition};
 use crate::metrics::Metrics;
+use service_shell::clock::{Clock, millis};
 
 /// A step of a launch at which a test may pause the worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,6 +5,7 @@
 
 mod support;
 
+use service_shell::metrics::Render;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,7 +13,6 @@ use std::time::Duration;
 
 use actuator::api::ActuatorService;
 use actuator::catalog::{DEFAULT_TTL, LiveCatalog, MarkingCloud, UnavailableOfferings};
-use actuator::clock::Clock;
 use actuator::ledger::ClaimState;
 use actuator::metrics::Metrics;
 use actuator::worker::{Options, Worker};
@@ -21,6 +21,7 @@ use cloud::{
     InstanceTypeInfo, Offering, OfferingKey, ProviderId,
 };
 use proto::v1 as pb;
+use service_shell::clock::Clock;
 use support::{TestDb, plan};
 
 /// A cloud with a fixed catalog whose `create` has no capacity for the offerings in `full`.

@@ -17,11 +17,11 @@
 mod frozen;
 mod support;
 
+use service_shell::metrics::Render;
 use std::sync::Arc;
 use std::time::Duration;
 
 use actuator::api::ActuatorService;
-use actuator::clock::Clock;
 use actuator::disruption::{self, Executor};
 use actuator::gc;
 use actuator::ledger::{
@@ -39,6 +39,7 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use proto::v1 as pb;
 use proto::v1::actuator_server::Actuator;
 use serde_json::json;
+use service_shell::clock::Clock;
 use simulator::{Config, Simulation};
 use support::{TestDb, plan};
 

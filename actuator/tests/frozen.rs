@@ -8,12 +8,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use actuator::clock::Millis;
 use actuator::ledger::{
     self, ClaimRecord, ClaimState, DisruptionEvent, DisruptionRecord, DisruptionStep, Event,
     Ledger, Outcome, ProposalOutcome, Proposals, Submission, Transition,
 };
 use async_trait::async_trait;
+use service_shell::clock::Millis;
 
 /// The ledger with tokio's clock held still while each call runs: SQLite works on its own
 /// thread, and paused time would otherwise jump to the next timer meanwhile (firing sqlx's pool

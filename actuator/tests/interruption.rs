@@ -22,11 +22,11 @@
 
 mod support;
 
+use service_shell::metrics::Render;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use actuator::clock::Clock;
 use actuator::gc;
 use actuator::interruption::{self, Interruptions, Outcome};
 use actuator::ledger::{ClaimState, Ledger};
@@ -42,6 +42,7 @@ use k8s_openapi::api::core::v1::{Event, Node};
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
+use service_shell::clock::Clock;
 use simulator::{Config, Simulation};
 use support::{TestDb, plan};
 

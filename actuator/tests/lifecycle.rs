@@ -12,7 +12,6 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use actuator::clock::Clock;
 use actuator::gc;
 use actuator::launch::Taint as SpecTaint;
 use actuator::ledger::{self, ClaimState, Ledger, Submission};
@@ -27,6 +26,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+use service_shell::clock::Clock;
 use simulator::cloud::SimCloud;
 use simulator::{Config, Simulation};
 use support::{TestDb, plan};

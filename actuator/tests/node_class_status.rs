@@ -12,7 +12,6 @@
 
 use std::sync::Arc;
 
-use actuator::clock::Clock;
 use actuator::node_class_status::{self, StatusWriter};
 use cloud::CloudProvider;
 use cloud_aws::testing::{self as aws_testing, MotoServer, TEST_CLUSTER};
@@ -20,6 +19,7 @@ use crds::EC2NodeClass;
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Value, json};
+use service_shell::clock::Clock;
 use simulator::{Config, Simulation};
 
 async fn create_class(client: &kube::Client, name: &str, subnet_tag: &str) {

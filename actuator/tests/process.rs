@@ -217,6 +217,23 @@ async fn bad_configuration_exits_64_naming_the_setting() {
         err.contains("DOVETAIL_LEASE: \"forever\" is invalid"),
         "{err}"
     );
+    // No --kubeconfig and no cluster to infer one from: said at start, not found out later.
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_dovetail-actuator"))
+        .args(["--ledger", "sqlite:///nonexistent/x.db", "--cloud", "sim"])
+        .args(["--insecure-no-auth"])
+        .env_remove("DOVETAIL_KUBECONFIG")
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env("HOME", "/nonexistent")
+        .output()
+        .await
+        .expect("run");
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--kubeconfig (or DOVETAIL_KUBECONFIG) is unset and there is no cluster"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

@@ -57,6 +57,12 @@ impl Process {
             "crash-test",
         ])
         .args(extra)
+        .args(if extra.contains(&"--kubeconfig") {
+            &[][..]
+        } else {
+            // No cluster: the worker alone, never a cluster inferred from this machine.
+            &["--kubeconfig", "none"][..]
+        })
         .arg("--cloud-state")
         .arg(cloud_state)
         .env_remove("DOVETAIL_TEST_PAUSE_AT")

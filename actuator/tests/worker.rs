@@ -4,16 +4,17 @@
 
 mod support;
 
+use service_shell::metrics::Render;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actuator::clock::Clock;
 use actuator::ledger::{ClaimState, Ledger};
 use actuator::metrics::Metrics;
 use actuator::standin::{self, StandIn};
 use actuator::worker::{Options, Step, Worker};
 use cloud::{CloudProvider, Instance};
+use service_shell::clock::Clock;
 use support::{TestDb, plan};
 
 fn options(owner: &str) -> Options {

@@ -1,6 +1,7 @@
 //! Go duration strings (`720h`, `1h30m`, `10s`, `1.5h`, `300ms`): the one parser for the syntax
 //! of Karpenter's `expireAfter`, `consolidateAfter`, budget `duration`, the
-//! `karpenter.sh/do-not-disrupt` annotation and the planner service's duration settings.
+//! `karpenter.sh/do-not-disrupt` annotation and (through `service-shell`, which refuses a bare
+//! number) the services' duration flags and variables.
 
 use std::time::Duration;
 

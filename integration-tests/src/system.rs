@@ -55,7 +55,7 @@ pub struct Options {
     pub ready_after: Duration,
     /// How often the simulated kubelet calls DescribeInstances.
     pub kubelet_poll: Duration,
-    /// The watcher's batch idle window (whole seconds, at least 1s).
+    /// The watcher's batch idle window (a Go duration, e.g. `1s`).
     pub batch_idle: &'static str,
     /// The watcher's batch max window.
     pub batch_max: &'static str,

@@ -11,12 +11,12 @@
 //! The cloud here is a test double behind `cloud::CloudProvider`; the EC2 reads themselves are
 //! tested against moto_server in `actuator/aws/tests/moto.rs`.
 
+use service_shell::metrics::Render;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use actuator::api::ActuatorService;
 use actuator::catalog::{DEFAULT_TTL, LiveCatalog, MarkingCloud, UnavailableOfferings};
-use actuator::clock::Clock;
 use cloud::{
     CapacityType, CatalogFacts, CloudProvider, Instance, InstanceTypeFacts, InstanceTypeInfo,
     Offering, OfferingKey, ProviderId,
@@ -26,10 +26,11 @@ use planner::model::{
 };
 use planner_service::api::live_catalog::{self, FetchError, Fetched};
 use planner_service::api::{PlannerService, ServiceOptions};
-use planner_service::auth::AddBearer;
 use planner_service::config::Config;
 use planner_wire::CatalogChoice;
 use proto::v1 as pb;
+use service_shell::auth::AddBearer;
+use service_shell::clock::Clock;
 
 /// A cloud whose catalog is `facts` and which has no capacity at all.
 #[derive(Default)]

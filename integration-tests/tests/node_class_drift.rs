@@ -19,7 +19,6 @@
 
 use std::sync::Arc;
 
-use actuator::clock::Clock;
 use actuator::node_class_status::{self, StatusWriter};
 use cloud::{CapacityType, CloudProvider, LaunchRequest, NodeSpec, OfferingKey, Tags};
 use cloud_aws::testing::{self as aws_testing, MotoServer, TEST_CLUSTER};
@@ -28,6 +27,7 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use planner::manifests::SnapshotBuilder;
 use planner::model::PlanOptions;
 use serde_json::{Value, json};
+use service_shell::clock::Clock;
 
 fn classes(client: &kube::Client) -> Api<DynamicObject> {
     Api::all_with(

@@ -3,6 +3,7 @@
 //! replica holding the session is SIGKILLed, the watcher reopens the session on the other with a
 //! fresh snapshot, and a pod created afterwards is planned too.
 
+use service_shell::metrics::Render;
 use std::sync::Arc;
 use std::time::Duration;
 

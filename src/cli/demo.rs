@@ -255,7 +255,7 @@ async fn start_services(
         "127.0.0.1:0".into(),
         "--health-listen".into(),
         health.to_string(),
-        // The watcher's shortest window is 1 s.
+        // Windows of at least 1 s, Karpenter's batch idle duration.
         "--batch-idle-duration".into(),
         go(scaled(1.0).max(Duration::from_secs(1))),
         "--batch-max-duration".into(),
@@ -275,7 +275,7 @@ async fn start_services(
     .await?;
     let mut watcher = watcher;
     watcher
-        .wait_serving(health, watcher::serve::WATCHER_SERVICE, ready)
+        .wait_serving(health, watcher::WATCHER_SERVICE, ready)
         .await?;
     Ok(Running {
         actuator,

@@ -8,13 +8,13 @@ use kube::runtime::events::Reporter;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::clock::Clock;
 use crate::feedback;
 use crate::informers::{self, NAMES, Readiness, Sinks};
 use crate::leader;
 use crate::metrics::Metrics;
 use crate::mirror::Mirror;
 use crate::publish::{LatestPlan, Planners, Publisher, SessionBase, Timings};
+use service_shell::clock::Clock;
 
 /// Everything [`start`] needs besides the clients.
 #[derive(Debug, Clone)]
@@ -46,7 +46,7 @@ impl Settings {
                 options: Default::default(),
             },
             timings: Timings::default(),
-            clock: Clock::System,
+            clock: Clock::new(),
             informers: informers::Options::default(),
             status_every: Duration::from_secs(10),
             leader: None,
@@ -138,7 +138,7 @@ pub fn start(
             services.push(tokio::spawn(leader::run(
                 client.clone(),
                 l,
-                settings.clock,
+                settings.clock.clone(),
                 leading_tx,
                 stop_rx.clone(),
             )));
@@ -169,7 +169,7 @@ pub fn start(
                     planners.clone(),
                     settings.base.clone(),
                     settings.timings.clone(),
-                    settings.clock,
+                    settings.clock.clone(),
                     metrics.clone(),
                 );
                 let latest = publisher.latest();

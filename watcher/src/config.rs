@@ -1,22 +1,19 @@
 //! Configuration of `dovetail-watcher`: flags and `DOVETAIL_*` environment variables, read once
 //! at start-up and validated before anything connects (bad configuration exits 64).
 //!
-//! A flag wins over its environment variable, which wins over the default. Environment is read
-//! through [`Source`] so that tests never touch the process environment.
+//! The settings are the watcher's own; how they are read is the service shell's
+//! (`service_shell::config`: a flag wins over its environment variable, which wins over the
+//! default; the environment comes through a [`Source`] that tests replace; durations are Go
+//! durations), and so are the planners' client TLS ([`ClientTls`]) and the meaning of
+//! `--kubeconfig` ([`KubeSource`]).
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use thiserror::Error;
-
-/// Exit status for invalid configuration (`EX_CONFIG`... sysexits' `EX_USAGE`).
-pub const EXIT_CONFIG: u8 = 64;
-
-/// `DOVETAIL_KUBECONFIG`: kubeconfig file (default: `$KUBECONFIG`, `~/.kube/config`, in-cluster).
-pub const ENV_KUBECONFIG: &str = "DOVETAIL_KUBECONFIG";
+use service_shell::config::{self, Error, Settings, Source, addr_or, positive_duration_or};
+use service_shell::kube::{ENV_KUBECONFIG, KubeSource};
+use service_shell::tls::ClientTls;
 /// `DOVETAIL_PLANNER`: planner replicas, `host:port[,host:port...]`.
 pub const ENV_PLANNER: &str = "DOVETAIL_PLANNER";
 /// `DOVETAIL_PLANNER_TOKEN`: bearer token sent to the planners.
@@ -58,9 +55,9 @@ pub const ENV_INSTANCE: &str = "DOVETAIL_INSTANCE";
     about = "The dovetail watcher: streams the cluster to the planners"
 )]
 pub struct Flags {
-    /// Kubeconfig file [env DOVETAIL_KUBECONFIG; default: KUBECONFIG, ~/.kube/config or in-cluster]
+    /// The cluster: a kubeconfig PATH or `in-cluster`; unset: KUBECONFIG, ~/.kube/config, then in-cluster, refused when none exists [env DOVETAIL_KUBECONFIG]
     #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
+    pub kubeconfig: Option<String>,
     /// Planner replicas, host:port[,host:port...] [env DOVETAIL_PLANNER; required]
     #[arg(long)]
     pub planner: Option<String>,
@@ -69,16 +66,16 @@ pub struct Flags {
     pub planner_token: Option<String>,
     /// File holding the planners' bearer token [env DOVETAIL_PLANNER_TOKEN_FILE]
     #[arg(long)]
-    pub planner_token_file: Option<PathBuf>,
+    pub planner_token_file: Option<String>,
     /// CA of the planners' certificates, PEM; enables TLS [env DOVETAIL_PLANNER_TLS_CA]
     #[arg(long)]
-    pub planner_tls_ca: Option<PathBuf>,
+    pub planner_tls_ca: Option<String>,
     /// Client certificate for mTLS, PEM [env DOVETAIL_PLANNER_TLS_CERT]
     #[arg(long)]
-    pub planner_tls_cert: Option<PathBuf>,
+    pub planner_tls_cert: Option<String>,
     /// Client key for mTLS, PEM [env DOVETAIL_PLANNER_TLS_KEY]
     #[arg(long)]
-    pub planner_tls_key: Option<PathBuf>,
+    pub planner_tls_key: Option<String>,
     /// Name to verify the planners' certificates against [env DOVETAIL_PLANNER_TLS_DOMAIN]
     #[arg(long)]
     pub planner_tls_domain: Option<String>,
@@ -111,61 +108,17 @@ pub struct Flags {
     pub instance: Option<String>,
 }
 
-/// Where environment variables come from.
-pub trait Source {
-    /// The value of `key`, if set.
-    fn get(&self, key: &str) -> Option<String>;
-}
-
-/// The process environment.
-#[derive(Debug, Clone, Copy)]
-pub struct Env;
-
-impl Source for Env {
-    fn get(&self, key: &str) -> Option<String> {
-        std::env::var(key).ok().filter(|v| !v.is_empty())
-    }
-}
-
-impl Source for HashMap<String, String> {
-    fn get(&self, key: &str) -> Option<String> {
-        HashMap::get(self, key).cloned()
-    }
-}
-
-/// A setting that cannot be used.
-#[derive(Debug, Error, PartialEq, Eq)]
-pub enum Error {
-    /// A required setting is missing.
-    #[error("{setting} is required")]
-    Missing {
-        /// The flag and variable, e.g. `--planner / DOVETAIL_PLANNER`.
-        setting: &'static str,
-    },
-    /// A setting has a value that cannot be used.
-    #[error("{setting}: {message}")]
-    Invalid {
-        /// The flag and variable.
-        setting: &'static str,
-        /// What is wrong.
-        message: String,
-    },
-}
-
-/// Result of this module.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
 /// The validated configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
-    /// Kubeconfig file; `None`: kube's inference (KUBECONFIG, ~/.kube/config, in-cluster).
-    pub kubeconfig: Option<PathBuf>,
+    /// The cluster (never [`KubeSource::None`]).
+    pub kubeconfig: KubeSource,
     /// Planner endpoints.
     pub planners: Vec<String>,
     /// Bearer token for the planners.
     pub planner_token: Option<String>,
     /// TLS to the planners; `None` is plaintext.
-    pub planner_tls: Option<PlannerTls>,
+    pub planner_tls: Option<ClientTls>,
     /// Catalog region.
     pub region: String,
     /// Batch idle duration.
@@ -186,52 +139,6 @@ pub struct Config {
     pub instance: String,
 }
 
-/// TLS settings for the planner connections, files already read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlannerTls {
-    /// CA certificate (PEM).
-    pub ca: Option<Vec<u8>>,
-    /// Client certificate and key (PEM) for mTLS.
-    pub identity: Option<(Vec<u8>, Vec<u8>)>,
-    /// Name to verify the server certificate against.
-    pub domain: Option<String>,
-}
-
-fn read(setting: &'static str, path: &std::path::Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| Error::Invalid {
-        setting,
-        message: format!("cannot read {}: {e}", path.display()),
-    })
-}
-
-fn pick_path(flag: Option<PathBuf>, src: &dyn Source, env: &str) -> Option<PathBuf> {
-    flag.or_else(|| src.get(env).map(PathBuf::from))
-}
-
-fn pick(flag: Option<String>, src: &dyn Source, env: &str) -> Option<String> {
-    flag.filter(|v| !v.is_empty()).or_else(|| src.get(env))
-}
-
-fn duration(setting: &'static str, v: Option<String>, default: Duration) -> Result<Duration> {
-    let Some(v) = v else { return Ok(default) };
-    match crate::convert::parse_duration(&v) {
-        Ok(Some(s)) if s > 0 => Ok(Duration::from_secs(s.unsigned_abs())),
-        Ok(_) => Err(Error::Invalid {
-            setting,
-            message: format!("{v:?} must be at least 1s"),
-        }),
-        Err(message) => Err(Error::Invalid { setting, message }),
-    }
-}
-
-fn addr(setting: &'static str, v: Option<String>, default: &str) -> Result<SocketAddr> {
-    let v = v.unwrap_or_else(|| default.to_string());
-    v.parse().map_err(|_| Error::Invalid {
-        setting,
-        message: format!("{v:?} is not an IP:PORT address"),
-    })
-}
-
 // === impl Config ===
 
 impl Config {
@@ -239,127 +146,127 @@ impl Config {
     ///
     /// # Errors
     /// The first setting that is missing or unusable, named by flag and variable.
-    pub fn load(flags: Flags, src: &dyn Source) -> Result<Self> {
-        const PLANNER: &str = "--planner / DOVETAIL_PLANNER";
-        let planners: Vec<String> = pick(flags.planner, src, ENV_PLANNER)
-            .ok_or(Error::Missing { setting: PLANNER })?
-            .split(',')
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
+    pub fn load(flags: Flags, src: &dyn Source) -> config::Result<Self> {
+        let s = Settings::new(src);
+        let planner = s.get(flags.planner, "planner", ENV_PLANNER);
+        let planners: Vec<String> = planner
+            .iter()
+            .flat_map(|i| i.value.split(','))
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
             .collect();
-        if planners.is_empty() {
-            return Err(Error::Missing { setting: PLANNER });
-        }
+        let Some(planner) = planner.filter(|_| !planners.is_empty()) else {
+            return Err(Error::Missing {
+                flag: "--planner".into(),
+                env: ENV_PLANNER.into(),
+                what: "planner replicas, host:port[,host:port...]".into(),
+            });
+        };
         for p in &planners {
             let hostport = p.split_once("://").map_or(p.as_str(), |(_, r)| r);
             let ok = hostport
                 .rsplit_once(':')
                 .is_some_and(|(h, port)| !h.is_empty() && port.parse::<u16>().is_ok());
             if !ok {
-                return Err(Error::Invalid {
-                    setting: PLANNER,
-                    message: format!("{p:?} is not host:port"),
-                });
+                return Err(planner.invalid(format!("{p:?} is not host:port")));
             }
         }
-        let batch_idle = duration(
-            "--batch-idle-duration / DOVETAIL_BATCH_IDLE_DURATION",
-            pick(flags.batch_idle_duration, src, ENV_BATCH_IDLE),
+        let batch_idle = positive_duration_or(
+            s.get(
+                flags.batch_idle_duration,
+                "batch-idle-duration",
+                ENV_BATCH_IDLE,
+            ),
             Duration::from_secs(1),
         )?;
-        let batch_max = duration(
-            "--batch-max-duration / DOVETAIL_BATCH_MAX_DURATION",
-            pick(flags.batch_max_duration, src, ENV_BATCH_MAX),
-            Duration::from_secs(10),
-        )?;
-        if batch_max < batch_idle {
-            return Err(Error::Invalid {
-                setting: "--batch-max-duration / DOVETAIL_BATCH_MAX_DURATION",
-                message: format!("{batch_max:?} is shorter than the idle duration {batch_idle:?}"),
-            });
-        }
-        let mut planner_token = pick(flags.planner_token, src, ENV_PLANNER_TOKEN);
-        if planner_token.is_none()
-            && let Some(path) = pick_path(flags.planner_token_file, src, ENV_PLANNER_TOKEN_FILE)
+        let batch_max_input = s.get(
+            flags.batch_max_duration,
+            "batch-max-duration",
+            ENV_BATCH_MAX,
+        );
+        let batch_max = positive_duration_or(batch_max_input.clone(), Duration::from_secs(10))?;
+        if batch_max < batch_idle
+            && let Some(i) = batch_max_input
         {
-            let bytes = read("--planner-token-file / DOVETAIL_PLANNER_TOKEN_FILE", &path)?;
-            planner_token = Some(String::from_utf8_lossy(&bytes).trim().to_string());
+            return Err(i.invalid(format!("shorter than the idle duration {batch_idle:?}")));
         }
-        let ca = pick_path(flags.planner_tls_ca, src, ENV_PLANNER_TLS_CA);
-        let cert = pick_path(flags.planner_tls_cert, src, ENV_PLANNER_TLS_CERT);
-        let key = pick_path(flags.planner_tls_key, src, ENV_PLANNER_TLS_KEY);
-        let domain = pick(flags.planner_tls_domain, src, ENV_PLANNER_TLS_DOMAIN);
-        let identity = match (cert, key) {
-            (Some(c), Some(k)) => Some((
-                read("--planner-tls-cert / DOVETAIL_PLANNER_TLS_CERT", &c)?,
-                read("--planner-tls-key / DOVETAIL_PLANNER_TLS_KEY", &k)?,
-            )),
-            (None, None) => None,
-            (Some(_), None) => {
-                return Err(Error::Missing {
-                    setting: "--planner-tls-key / DOVETAIL_PLANNER_TLS_KEY (with --planner-tls-cert)",
-                });
-            }
-            (None, Some(_)) => {
-                return Err(Error::Missing {
-                    setting: "--planner-tls-cert / DOVETAIL_PLANNER_TLS_CERT (with --planner-tls-key)",
-                });
-            }
+        let planner_token = match s.get(flags.planner_token, "planner-token", ENV_PLANNER_TOKEN) {
+            Some(t) => Some(t.value),
+            None => s
+                .get(
+                    flags.planner_token_file,
+                    "planner-token-file",
+                    ENV_PLANNER_TOKEN_FILE,
+                )
+                .map(|f| f.read())
+                .transpose()?
+                .map(|b| String::from_utf8_lossy(&b).trim().to_string()),
         };
-        let planner_tls = match (ca, identity, domain) {
-            (None, None, None) => None,
-            (ca, identity, domain) => Some(PlannerTls {
-                ca: ca
-                    .map(|p| read("--planner-tls-ca / DOVETAIL_PLANNER_TLS_CA", &p))
-                    .transpose()?,
-                identity,
-                domain,
-            }),
+        let planner_tls = ClientTls::load(
+            s.get(flags.planner_tls_ca, "planner-tls-ca", ENV_PLANNER_TLS_CA),
+            s.get(
+                flags.planner_tls_cert,
+                "planner-tls-cert",
+                ENV_PLANNER_TLS_CERT,
+            ),
+            s.get(
+                flags.planner_tls_key,
+                "planner-tls-key",
+                ENV_PLANNER_TLS_KEY,
+            ),
+            s.get(
+                flags.planner_tls_domain,
+                "planner-tls-domain",
+                ENV_PLANNER_TLS_DOMAIN,
+            ),
+        )?;
+        let leader_elect = match s.get(flags.leader_elect, "leader-elect", ENV_LEADER_ELECT) {
+            None => true,
+            Some(i) => i.bool()?,
         };
-        let leader_elect = match pick(flags.leader_elect, src, ENV_LEADER_ELECT).as_deref() {
-            None | Some("true") => true,
-            Some("false") => false,
-            Some(other) => {
-                return Err(Error::Invalid {
-                    setting: "--leader-elect / DOVETAIL_LEADER_ELECT",
-                    message: format!("{other:?} is not true or false"),
-                });
-            }
-        };
+        let kube_input = s.get(flags.kubeconfig, "kubeconfig", ENV_KUBECONFIG);
+        if let Some(i) = kube_input.as_ref().filter(|i| i.value.trim() == "none") {
+            return Err(i.invalid("the watcher needs a cluster: a kubeconfig PATH or in-cluster"));
+        }
+        let kubeconfig = KubeSource::load(kube_input, &s)?;
         Ok(Self {
-            kubeconfig: flags
-                .kubeconfig
-                .or_else(|| src.get(ENV_KUBECONFIG).map(PathBuf::from)),
+            kubeconfig,
             planners,
             planner_token,
             planner_tls,
-            region: pick(flags.region, src, ENV_REGION).unwrap_or_else(|| "us-east-1".into()),
+            region: s
+                .get(flags.region, "region", ENV_REGION)
+                .map_or_else(|| "us-east-1".into(), |i| i.value),
             batch_idle,
             batch_max,
-            consolidation_interval: duration(
-                "--consolidation-interval / DOVETAIL_CONSOLIDATION_INTERVAL",
-                pick(
+            consolidation_interval: positive_duration_or(
+                s.get(
                     flags.consolidation_interval,
-                    src,
+                    "consolidation-interval",
                     ENV_CONSOLIDATION_INTERVAL,
                 ),
                 Duration::from_secs(60),
             )?,
-            metrics_listen: addr(
-                "--metrics-listen / DOVETAIL_METRICS_LISTEN",
-                pick(flags.metrics_listen, src, ENV_METRICS_LISTEN),
-                "0.0.0.0:9090",
+            metrics_listen: addr_or(
+                s.get(flags.metrics_listen, "metrics-listen", ENV_METRICS_LISTEN),
+                SocketAddr::from(([0, 0, 0, 0], 9090)),
             )?,
-            health_listen: addr(
-                "--health-listen / DOVETAIL_HEALTH_LISTEN",
-                pick(flags.health_listen, src, ENV_HEALTH_LISTEN),
-                "0.0.0.0:50052",
+            health_listen: addr_or(
+                s.get(flags.health_listen, "health-listen", ENV_HEALTH_LISTEN),
+                SocketAddr::from(([0, 0, 0, 0], 50052)),
             )?,
             leader_elect,
-            lease_namespace: pick(flags.lease_namespace, src, ENV_LEASE_NAMESPACE)
-                .unwrap_or_else(|| "kube-system".into()),
-            instance: pick(flags.instance, src, ENV_INSTANCE)
-                .or_else(|| src.get("HOSTNAME"))
+            lease_namespace: s
+                .get(
+                    flags.lease_namespace,
+                    "lease-namespace",
+                    ENV_LEASE_NAMESPACE,
+                )
+                .map_or_else(|| "kube-system".into(), |i| i.value),
+            instance: s
+                .get(flags.instance, "instance", ENV_INSTANCE)
+                .map(|i| i.value)
+                .or_else(|| s.env("HOSTNAME"))
                 .unwrap_or_else(|| format!("dovetail-watcher-{}", std::process::id())),
         })
     }
@@ -367,13 +274,15 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
 
+    /// `pairs` on a machine with a `KUBECONFIG`.
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        let mut vars = service_shell::config::vars(pairs);
+        vars.insert("KUBECONFIG".into(), "/tmp/kubeconfig".into());
+        vars
     }
 
     #[test]
@@ -393,7 +302,10 @@ mod tests {
     #[test]
     fn errors_name_the_setting() {
         let e = Config::load(Flags::default(), &env(&[])).expect_err("missing");
-        assert_eq!(e.to_string(), "--planner / DOVETAIL_PLANNER is required");
+        assert_eq!(
+            e.to_string(),
+            "--planner (or DOVETAIL_PLANNER) is required: planner replicas, host:port[,host:port...]"
+        );
         let e = Config::load(
             Flags::default(),
             &env(&[(ENV_PLANNER, "a:1"), (ENV_BATCH_MAX, "soon")]),
@@ -401,7 +313,7 @@ mod tests {
         .expect_err("bad duration");
         assert!(
             e.to_string().starts_with(
-                "--batch-max-duration / DOVETAIL_BATCH_MAX_DURATION: invalid duration \"soon\""
+                "DOVETAIL_BATCH_MAX_DURATION: \"soon\" is invalid: expected a duration like 30s"
             ),
             "{e}"
         );
@@ -416,10 +328,9 @@ mod tests {
             ]),
         )
         .expect_err("cert without key");
-        assert!(
-            e.to_string()
-                .starts_with("--planner-tls-key / DOVETAIL_PLANNER_TLS_KEY"),
-            "{e}"
+        assert_eq!(
+            e.to_string(),
+            "DOVETAIL_PLANNER_TLS_CERT: \"/nonexistent/cert.pem\" is invalid: a client certificate needs its key"
         );
         let e = Config::load(
             Flags::default(),
@@ -430,9 +341,67 @@ mod tests {
         )
         .expect_err("unreadable CA");
         assert!(
-            e.to_string().starts_with(
-                "--planner-tls-ca / DOVETAIL_PLANNER_TLS_CA: cannot read /nonexistent/ca.pem"
-            ),
+            e.to_string()
+                .starts_with("DOVETAIL_PLANNER_TLS_CA: cannot read /nonexistent/ca.pem"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn durations_are_go_durations_with_a_unit() {
+        let c = Config::load(
+            Flags {
+                consolidation_interval: Some("1h30m".into()),
+                ..Flags::default()
+            },
+            &env(&[(ENV_PLANNER, "a:1"), (ENV_BATCH_IDLE, "500ms")]),
+        )
+        .expect("valid");
+        assert_eq!(c.consolidation_interval, Duration::from_secs(5400));
+        assert_eq!(c.batch_idle, Duration::from_millis(500));
+        let e = Config::load(
+            Flags {
+                batch_max_duration: Some("30".into()),
+                ..Flags::default()
+            },
+            &env(&[(ENV_PLANNER, "a:1")]),
+        )
+        .expect_err("no unit");
+        assert_eq!(
+            e.to_string(),
+            "--batch-max-duration: \"30\" is invalid: a duration needs a unit, e.g. 30s, 500ms or 1h30m"
+        );
+    }
+
+    #[test]
+    fn the_cluster_is_a_path_in_cluster_or_inferred_never_none() {
+        let c = Config::load(Flags::default(), &env(&[(ENV_PLANNER, "a:1")])).expect("valid");
+        assert_eq!(c.kubeconfig, KubeSource::Infer);
+        let c = Config::load(
+            Flags::default(),
+            &env(&[(ENV_PLANNER, "a:1"), (ENV_KUBECONFIG, "in-cluster")]),
+        )
+        .expect("valid");
+        assert_eq!(c.kubeconfig, KubeSource::InCluster);
+        let e = Config::load(
+            Flags {
+                kubeconfig: Some("none".into()),
+                ..Flags::default()
+            },
+            &env(&[(ENV_PLANNER, "a:1")]),
+        )
+        .expect_err("none");
+        assert!(
+            e.to_string()
+                .starts_with("--kubeconfig: \"none\" is invalid: the watcher needs a cluster"),
+            "{e}"
+        );
+        let bare: HashMap<String, String> =
+            HashMap::from([(ENV_PLANNER.to_string(), "a:1".to_string())]);
+        let e = Config::load(Flags::default(), &bare).expect_err("nothing to infer");
+        assert!(
+            e.to_string()
+                .starts_with("--kubeconfig (or DOVETAIL_KUBECONFIG) is unset"),
             "{e}"
         );
     }

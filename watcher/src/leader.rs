@@ -14,7 +14,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::watch;
 
-use crate::clock::Clock;
+use service_shell::clock::Clock;
 
 /// Why one attempt to take or renew the Lease failed.
 #[derive(Debug, thiserror::Error)]
@@ -72,7 +72,7 @@ pub async fn try_acquire(api: &Api<Lease>, s: &Settings, clock: Clock) -> Result
         name: common::key::namespaced(&s.namespace, &s.name),
         source,
     };
-    let now = clock.now();
+    let now = clock.now_secs();
     let secs = i32::try_from(s.lease_duration.as_secs()).unwrap_or(i32::MAX);
     let current = api.get_opt(&s.name).await.map_err(err)?;
     let Some(mut lease) = current else {
@@ -133,7 +133,7 @@ pub async fn run(
     let api: Api<Lease> = Api::namespaced(client, &s.namespace);
     let mut last_ok = tokio::time::Instant::now();
     loop {
-        match try_acquire(&api, &s, clock).await {
+        match try_acquire(&api, &s, clock.clone()).await {
             Ok(held) => {
                 last_ok = tokio::time::Instant::now();
                 if leading.send_if_modified(|l| std::mem::replace(l, held) != held) {

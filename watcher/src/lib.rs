@@ -8,12 +8,14 @@
 //! the [`batcher`]'s window over new [pending] pods closes or the consolidation timer fires; on
 //! stream failure it reconnects to another replica and resends a snapshot. Plans come back as
 //! Events on pods and NodePool status ([`feedback`]). With several replicas one [`leader`]
-//! streams. [`app::start`] assembles it all. The watcher never decides anything.
+//! streams. [`app::start`] assembles it all; [`cli`] is the `dovetail-watcher` program, in the
+//! service shell (`service-shell`: configuration source and Go durations, the planners' TLS,
+//! health and `/metrics` ports, shutdown, the clock, the Kubernetes client). The watcher never
+//! decides anything.
 
 pub mod app;
 pub mod batcher;
 pub mod cli;
-pub mod clock;
 pub mod config;
 pub mod convert;
 pub mod feedback;
@@ -23,7 +25,8 @@ pub mod metrics;
 pub mod mirror;
 pub mod pending;
 pub mod publish;
-pub mod serve;
+/// The name health reports the watcher under.
+pub const WATCHER_SERVICE: &str = "dovetail.v1.Watcher";
 
 /// Resolves once `flag` is true (or its sender is gone); holds no borrow of the value across
 /// an await, so it can sit in a `select!` of a spawned task.

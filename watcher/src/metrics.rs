@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
-use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use service_shell::metrics::Render;
 
 type Labels = Vec<(String, String)>;
 
@@ -138,16 +138,14 @@ impl Metrics {
         }
     }
 
-    /// The text exposition of every metric.
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        // Writing to a String cannot fail.
-        let _ = encode(&mut out, &self.registry);
-        out
-    }
-
     /// Labels of a per-kind metric.
     pub fn kind(kind: &str) -> Labels {
         vec![("kind".to_string(), kind.to_string())]
+    }
+}
+
+impl Render for Metrics {
+    fn render(&self) -> String {
+        service_shell::metrics::encode(&self.registry)
     }
 }

@@ -22,10 +22,10 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::batcher::Batcher;
-use crate::clock::Clock;
 use crate::informers::Readiness;
 use crate::metrics::Metrics;
 use crate::mirror::Mirror;
+use service_shell::clock::Clock;
 
 /// Why a session could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -382,7 +382,7 @@ impl Publisher {
         sent_at: &mut std::collections::VecDeque<Instant>,
         unanswered: &mut usize,
     ) -> bool {
-        let now = self.clock.now();
+        let now = self.clock.now_secs();
         let ok = self
             .send(
                 live,

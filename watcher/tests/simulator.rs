@@ -3,6 +3,7 @@
 //! after dropped watches and 410 Gone, failover to another replica with a fresh snapshot,
 //! Events on pods and NodePool status.
 
+use service_shell::metrics::Render;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -12,8 +12,8 @@ use cloud::{
     OfferingKey, ProviderId, Result,
 };
 
-use crate::clock::{Clock, Millis, millis};
 use crate::metrics::Metrics;
+use service_shell::clock::{Clock, Millis, millis};
 
 /// How long an offering stays unavailable after an insufficient-capacity error.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(180);

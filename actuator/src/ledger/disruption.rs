@@ -18,8 +18,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::{Basis, NewLaunch};
-use crate::clock::Millis;
 use crate::launch::LaunchSpec;
+use service_shell::clock::Millis;
 
 /// Where a disruption is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

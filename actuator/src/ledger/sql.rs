@@ -26,8 +26,8 @@ use super::{
     ClaimRecord, ClaimState, Error, Event, InstanceRecord, Ledger, Outcome, Result, Submission,
     Transition,
 };
-use crate::clock::Millis;
 use crate::launch::{LaunchSpec, client_token};
+use service_shell::clock::Millis;
 
 static POSTGRES: LazyLock<Migrator> = LazyLock::new(|| migrations::migrator(migrations::POSTGRES));
 static SQLITE: LazyLock<Migrator> = LazyLock::new(|| migrations::migrator(migrations::SQLITE));

@@ -25,8 +25,8 @@ use std::collections::{BTreeSet, HashMap};
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use serde_json::{Value, json};
 
-use crate::clock::Millis;
 use crate::ledger::{ClaimState, Event};
+use service_shell::clock::Millis;
 
 /// The taint that keeps new pods off a Node being disrupted.
 pub const DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
@@ -347,7 +347,7 @@ impl super::Controller {
             )))?
             .items;
         let past_grace = termination_grace
-            .is_some_and(|g| now >= started_at.saturating_add(crate::clock::millis(g)));
+            .is_some_and(|g| now >= started_at.saturating_add(service_shell::clock::millis(g)));
         let r = round(&pods, past_grace);
         if r.remaining == 0 {
             self.note(

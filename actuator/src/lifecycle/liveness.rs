@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use crate::clock::{Millis, millis};
 use crate::ledger::{ClaimState, Event};
+use service_shell::clock::{Millis, millis};
 
 /// Karpenter's registration timeout.
 pub const REGISTRATION_TIMEOUT: Duration = Duration::from_secs(15 * 60);

@@ -16,10 +16,10 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::{Result, kube_err};
-use crate::clock::{Clock, Millis};
 use crate::launch::{self, LaunchSpec};
 use crate::ledger::{ClaimRecord, ClaimState};
 use crate::worker::{Lifecycle, LifecycleError};
+use service_shell::clock::{Clock, Millis};
 
 /// The finalizer that keeps a NodeClaim until its instance is terminated.
 pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";

@@ -10,6 +10,9 @@
 //! set aside for a moment and the same request goes to the next one, until every replica has
 //! been tried once. `Plan` is stateless and executes nothing, so retrying it is always safe.
 //!
+//! TLS ([`ClientTls`]) and the bearer token ([`AddBearer`]) are the service shell's client side
+//! (`service-shell`, without its `kube` feature).
+//!
 //! Round-robin with explicit failover is used rather than tower's p2c balancer (which
 //! `Channel::balance_list` wraps) because the client has to know which replica failed in order
 //! to retry elsewhere; p2c hides that and may pick the dead replica again.
@@ -24,25 +27,13 @@ use thiserror::Error;
 use tokio::time::Instant;
 use tonic::Code;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+use tonic::transport::{Channel, Endpoint};
 
-pub mod auth;
-
-use auth::{AddBearer, InvalidToken};
+use service_shell::auth::{AddBearer, InvalidToken};
+use service_shell::tls::ClientTls;
 
 /// How long a replica that failed is passed over.
 const EJECT_FOR: Duration = Duration::from_secs(5);
-
-/// TLS settings of the client.
-#[derive(Clone, Debug, Default)]
-pub struct ClientTls {
-    /// CA that the servers' certificates chain to, PEM.
-    pub ca: Option<Vec<u8>>,
-    /// Client certificate and key for mTLS, PEM.
-    pub identity: Option<(Vec<u8>, Vec<u8>)>,
-    /// Name to verify the server certificate against (default: the endpoint's host).
-    pub domain: Option<String>,
-}
 
 /// Settings of a [`PlannerClient`].
 #[derive(Clone, Debug)]
@@ -194,15 +185,7 @@ impl PlannerClient {
                     .connect_timeout(Duration::from_secs(3))
                     .tcp_nodelay(true);
                 if let Some(tls) = &config.tls {
-                    let mut t = ClientTlsConfig::new()
-                        .domain_name(tls.domain.clone().unwrap_or_else(|| host.clone()));
-                    if let Some(ca) = &tls.ca {
-                        t = t.ca_certificate(Certificate::from_pem(ca));
-                    }
-                    if let Some((cert, key)) = &tls.identity {
-                        t = t.identity(Identity::from_pem(cert, key));
-                    }
-                    ep = ep.tls_config(t).map_err(Error::Tls)?;
+                    ep = ep.tls_config(tls.config(&host)).map_err(Error::Tls)?;
                 }
                 let channel = ep.connect_lazy();
                 let client =

@@ -18,44 +18,19 @@ use std::sync::Arc;
 use crate::api::actuator::Forwarder;
 use crate::api::live_catalog::LiveCatalog;
 use crate::api::{PlannerService, ServiceOptions};
-use crate::auth::AddBearer;
-use crate::config::{Config, Env, Flags};
+use crate::config::Config;
 use crate::metrics::Metrics;
-use clap::Parser;
+use service_shell::auth::AddBearer;
 use tonic::transport::Endpoint;
-use tracing_subscriber::EnvFilter;
-
-/// Configuration errors exit with EX_USAGE.
-const EXIT_CONFIG: u8 = 64;
 
 /// Runs the planner service with this process's flags and environment; returns the exit code
 /// (64 for a bad configuration, 1 when the service fails, 0 after a clean shutdown).
 #[tokio::main]
 pub async fn main() -> ExitCode {
-    let flags = match Flags::try_parse() {
-        Ok(f) => f,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(EXIT_CONFIG)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
-    };
-    let config = match Config::load(flags, &Env) {
+    let config = match service_shell::cli::start("dovetail-planner", Config::load) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("dovetail-planner: invalid configuration: {e}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
+        Err(code) => return code,
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     #[cfg(feature = "jemalloc")]
     if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
         // Without it freed pages are purged only when the allocator is used again.
@@ -99,18 +74,16 @@ async fn run(config: Config) -> anyhow::Result<()> {
     }
 
     let running = crate::server::start(&config, service.clone(), metrics).await?;
-    tracing::info!(grpc = %running.grpc_addr, metrics = ?running.metrics_addr, auth = ?auth_kind(&config), "Listening; NOT_SERVING until the catalog is loaded");
+    tracing::info!(grpc = %running.grpc_addr, metrics = ?running.metrics_addr, auth = config.auth.kind(), "Listening; NOT_SERVING until the catalog is loaded");
 
     // Ready means able to plan: the default catalog is loaded.
     let svc = service.clone();
     tokio::task::spawn_blocking(move || svc.preload()).await??;
     running.set_serving().await;
-    let metrics_addr = running
-        .metrics_addr
-        .map_or_else(|| "off".to_string(), |a| a.to_string());
     println!(
-        "dovetail-planner listening grpc={} metrics={metrics_addr}",
-        running.grpc_addr
+        "dovetail-planner listening grpc={} metrics={}",
+        running.grpc_addr,
+        running.metrics_addr_text()
     );
     tracing::info!("SERVING");
 
@@ -121,7 +94,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         tokio::spawn(async move { l.run(every, stopped).await })
     });
 
-    shutdown_signal().await?;
+    service_shell::signal::shutdown().await?;
     tracing::info!("Shutting down");
     let _ = stop.send(true);
     if let Some(p) = poller {
@@ -129,23 +102,5 @@ async fn run(config: Config) -> anyhow::Result<()> {
     }
     running.shutdown(config.drain_delay).await?;
     tracing::info!("Stopped");
-    Ok(())
-}
-
-fn auth_kind(config: &Config) -> &'static str {
-    match config.auth {
-        crate::config::Auth::Bearer(_) => "bearer",
-        crate::config::Auth::MutualTls => "mtls",
-        crate::config::Auth::Disabled => "disabled",
-    }
-}
-
-async fn shutdown_signal() -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    tokio::select! {
-        _ = term.recv() => {}
-        r = tokio::signal::ctrl_c() => r?,
-    }
     Ok(())
 }

@@ -1,16 +1,23 @@
 //! Configuration of `dovetail-planner`: flags and `DOVETAIL_*` environment variables, read once
 //! at start-up and validated before any port is bound (bad configuration exits 64).
 //!
-//! A flag wins over its environment variable, which wins over the default. Environment is read
-//! through [`Source`] so that tests never touch the process environment.
+//! The settings are the planner's own; how they are read is the service shell's
+//! (`service_shell::config`: a flag wins over its environment variable, which wins over the
+//! default; the environment comes through a [`Source`] that tests replace; durations are Go
+//! durations), and so are the authentication and TLS flags ([`AuthFlags`]).
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use thiserror::Error;
+use service_shell::auth::AuthFlags;
+use service_shell::config::{
+    self, Input, Settings, Source, addr_or, addr_or_off, positive_duration_or, positive_or,
+};
+use service_shell::tls::ServerTls;
+
+/// How clients are authenticated ([`Config::auth`]; the shell's).
+pub use service_shell::auth::Auth;
 
 /// `DOVETAIL_LISTEN`: gRPC address.
 pub const ENV_LISTEN: &str = "DOVETAIL_LISTEN";
@@ -28,18 +35,6 @@ pub const ENV_MAX_MESSAGE_BYTES: &str = "DOVETAIL_MAX_MESSAGE_BYTES";
 pub const ENV_SESSION_MAX_OBJECTS: &str = "DOVETAIL_SESSION_MAX_OBJECTS";
 /// `DOVETAIL_SESSION_IDLE_TIMEOUT`: a Session silent this long is ended (`10m`).
 pub const ENV_SESSION_IDLE_TIMEOUT: &str = "DOVETAIL_SESSION_IDLE_TIMEOUT";
-/// `DOVETAIL_AUTH_TOKEN`: bearer token clients must send.
-pub const ENV_AUTH_TOKEN: &str = "DOVETAIL_AUTH_TOKEN";
-/// `DOVETAIL_AUTH_TOKEN_FILE`: file holding the bearer token.
-pub const ENV_AUTH_TOKEN_FILE: &str = "DOVETAIL_AUTH_TOKEN_FILE";
-/// `DOVETAIL_TLS_CERT`: server certificate chain (PEM).
-pub const ENV_TLS_CERT: &str = "DOVETAIL_TLS_CERT";
-/// `DOVETAIL_TLS_KEY`: server private key (PEM).
-pub const ENV_TLS_KEY: &str = "DOVETAIL_TLS_KEY";
-/// `DOVETAIL_TLS_CLIENT_CA`: CA that client certificates must chain to (enables mTLS).
-pub const ENV_TLS_CLIENT_CA: &str = "DOVETAIL_TLS_CLIENT_CA";
-/// `DOVETAIL_INSECURE_NO_AUTH`: `true` to serve without authentication (local use only).
-pub const ENV_INSECURE_NO_AUTH: &str = "DOVETAIL_INSECURE_NO_AUTH";
 /// `DOVETAIL_ACTUATOR_ENDPOINT`: where Session plans are submitted (`http://host:port`).
 pub const ENV_ACTUATOR_ENDPOINT: &str = "DOVETAIL_ACTUATOR_ENDPOINT";
 /// `DOVETAIL_CATALOG_FROM_ACTUATOR`: `true` to plan from the actuator's live catalog.
@@ -85,24 +80,9 @@ pub struct Flags {
     /// A Session that sends nothing this long is ended [env DOVETAIL_SESSION_IDLE_TIMEOUT, default 10m]
     #[arg(long)]
     pub session_idle_timeout: Option<String>,
-    /// Bearer token clients must send [env DOVETAIL_AUTH_TOKEN]
-    #[arg(long)]
-    pub auth_token: Option<String>,
-    /// File holding the bearer token [env DOVETAIL_AUTH_TOKEN_FILE]
-    #[arg(long)]
-    pub auth_token_file: Option<String>,
-    /// Server certificate chain, PEM [env DOVETAIL_TLS_CERT]
-    #[arg(long)]
-    pub tls_cert: Option<String>,
-    /// Server private key, PEM [env DOVETAIL_TLS_KEY]
-    #[arg(long)]
-    pub tls_key: Option<String>,
-    /// CA for client certificates, PEM; enables mTLS [env DOVETAIL_TLS_CLIENT_CA]
-    #[arg(long)]
-    pub tls_client_ca: Option<String>,
-    /// Serve without any authentication (local use only) [env DOVETAIL_INSECURE_NO_AUTH=true]
-    #[arg(long)]
-    pub insecure_no_auth: bool,
+    /// Authentication and TLS of the gRPC port.
+    #[command(flatten)]
+    pub auth: AuthFlags,
     /// Actuator endpoint for Session plans, e.g. http://actuator:50052 [env DOVETAIL_ACTUATOR_ENDPOINT]
     #[arg(long)]
     pub actuator_endpoint: Option<String>,
@@ -122,49 +102,6 @@ pub struct Flags {
     /// This replica's name [env DOVETAIL_INSTANCE, default $HOSTNAME]
     #[arg(long)]
     pub instance: Option<String>,
-}
-
-/// Where environment variables come from.
-pub trait Source {
-    /// The value of `key`, if set.
-    fn get(&self, key: &str) -> Option<String>;
-}
-
-/// The process environment.
-pub struct Env;
-
-impl Source for Env {
-    fn get(&self, key: &str) -> Option<String> {
-        std::env::var(key).ok()
-    }
-}
-
-impl Source for HashMap<String, String> {
-    fn get(&self, key: &str) -> Option<String> {
-        HashMap::get(self, key).cloned()
-    }
-}
-
-/// TLS material, read at start-up.
-#[derive(Clone, Debug)]
-pub struct Tls {
-    /// Certificate chain, PEM.
-    pub cert: Vec<u8>,
-    /// Private key, PEM.
-    pub key: Vec<u8>,
-    /// Client CA, PEM; set means mTLS.
-    pub client_ca: Option<Vec<u8>>,
-}
-
-/// How clients are authenticated.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Auth {
-    /// A bearer token (possibly on top of mTLS).
-    Bearer(String),
-    /// Client certificates only.
-    MutualTls,
-    /// Nothing: `--insecure-no-auth`.
-    Disabled,
 }
 
 /// The validated configuration.
@@ -189,7 +126,7 @@ pub struct Config {
     /// Authentication.
     pub auth: Auth,
     /// TLS, when configured.
-    pub tls: Option<Tls>,
+    pub tls: Option<ServerTls>,
     /// Actuator endpoint.
     pub actuator_endpoint: Option<String>,
     /// Actuator token.
@@ -202,110 +139,6 @@ pub struct Config {
     pub drain_delay: Duration,
     /// Replica name.
     pub instance: String,
-}
-
-/// A configuration that cannot be used.
-#[derive(Debug, Error)]
-pub enum Error {
-    /// A setting has a value that cannot be used.
-    #[error("{key}: {value:?} is invalid: {reason}")]
-    Invalid {
-        /// The flag or variable (`--listen` / `DOVETAIL_LISTEN`).
-        key: String,
-        /// The value given.
-        value: String,
-        /// Why it cannot be used.
-        reason: String,
-    },
-    /// A file named by a setting cannot be read.
-    #[error("{key}: cannot read {path}")]
-    Read {
-        /// The flag or variable.
-        key: String,
-        /// The file.
-        path: PathBuf,
-        /// The IO error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// Settings that do not go together, or a required choice left open.
-    #[error("{0}")]
-    Conflict(String),
-}
-
-/// Result of loading configuration.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-struct Lookup<'a> {
-    env: &'a dyn Source,
-}
-
-impl Lookup<'_> {
-    /// The flag's value, else the variable's, with the name to blame on error.
-    fn get(&self, flag: Option<String>, flag_name: &str, env: &str) -> Option<(String, String)> {
-        match flag {
-            Some(v) => Some((format!("--{flag_name}"), v)),
-            None => self
-                .env
-                .get(env)
-                .filter(|v| !v.is_empty())
-                .map(|v| (env.to_string(), v)),
-        }
-    }
-}
-
-fn invalid(key: &str, value: &str, reason: impl Into<String>) -> Error {
-    Error::Invalid {
-        key: key.to_string(),
-        value: value.to_string(),
-        reason: reason.into(),
-    }
-}
-
-fn addr(v: Option<(String, String)>, default: &str) -> Result<SocketAddr> {
-    let (key, value) = v.unwrap_or_else(|| ("default".into(), default.into()));
-    value
-        .parse()
-        .map_err(|e| invalid(&key, &value, format!("expected IP:PORT ({e})")))
-}
-
-fn positive(v: Option<(String, String)>, default: usize) -> Result<usize> {
-    match v {
-        None => Ok(default),
-        Some((key, value)) => match value.parse::<usize>() {
-            Ok(n) if n > 0 => Ok(n),
-            _ => Err(invalid(&key, &value, "expected a positive integer")),
-        },
-    }
-}
-
-/// Parses a Go duration (`30s`, `500ms`, `2m`, `1h30m`; the one parser in `common`) or a
-/// plain number of seconds. `None` when it is neither, or negative.
-pub fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-        return s.parse().ok().map(Duration::from_secs);
-    }
-    common::duration::parse_std_duration(s).ok()
-}
-
-fn duration(v: Option<(String, String)>, default: Duration) -> Result<Duration> {
-    match v {
-        None => Ok(default),
-        Some((key, value)) => parse_duration(&value)
-            .ok_or_else(|| invalid(&key, &value, "expected a duration like 30s, 500ms or 2m")),
-    }
-}
-
-fn read(v: Option<(String, String)>) -> Result<Option<Vec<u8>>> {
-    v.map(|(key, path)| {
-        std::fs::read(&path).map_err(|source| Error::Read {
-            key,
-            path: PathBuf::from(path),
-            source,
-        })
-    })
-    .transpose()
 }
 
 // === impl Config ===
@@ -341,208 +174,107 @@ impl Config {
     ///
     /// # Errors
     /// The first setting that is invalid, unreadable or in conflict with another.
-    pub fn load(flags: Flags, env: &dyn Source) -> Result<Config> {
-        let l = Lookup { env };
-        let listen = addr(l.get(flags.listen, "listen", ENV_LISTEN), "0.0.0.0:50051")?;
-        let metrics_listen = match l.get(flags.metrics_listen, "metrics-listen", ENV_METRICS_LISTEN)
-        {
-            Some((_, v)) if v == "off" => None,
-            other => Some(addr(other, "0.0.0.0:9090")?),
-        };
-        let region = l
+    pub fn load(flags: Flags, env: &dyn Source) -> config::Result<Config> {
+        let s = Settings::new(env);
+        let listen = addr_or(
+            s.get(flags.listen, "listen", ENV_LISTEN),
+            SocketAddr::from(([0, 0, 0, 0], 50051)),
+        )?;
+        let metrics_listen = addr_or_off(
+            s.get(flags.metrics_listen, "metrics-listen", ENV_METRICS_LISTEN),
+            SocketAddr::from(([0, 0, 0, 0], 9090)),
+        )?;
+        let region = s
             .get(flags.region, "region", ENV_REGION)
-            .map_or_else(|| "us-east-1".to_string(), |(_, v)| v);
-        let request_timeout = duration(
-            l.get(
+            .map_or_else(|| "us-east-1".to_string(), |i| i.value);
+        let request_timeout = positive_duration_or(
+            s.get(
                 flags.request_timeout,
                 "request-timeout",
                 ENV_REQUEST_TIMEOUT,
             ),
             Duration::from_secs(30),
         )?;
-        if request_timeout.is_zero() {
-            return Err(Error::Conflict("request timeout must be positive".into()));
-        }
-        let max_concurrent_requests = positive(
-            l.get(
+        let max_concurrent_requests = positive_or(
+            s.get(
                 flags.max_concurrent_requests,
                 "max-concurrent-requests",
                 ENV_MAX_CONCURRENT,
             ),
             8,
         )?;
-        let max_message_bytes = positive(
-            l.get(
+        let max_message_bytes = positive_or(
+            s.get(
                 flags.max_message_bytes,
                 "max-message-bytes",
                 ENV_MAX_MESSAGE_BYTES,
             ),
             256 << 20,
         )?;
-        let session_max_objects = positive(
-            l.get(
+        let session_max_objects = positive_or(
+            s.get(
                 flags.session_max_objects,
                 "session-max-objects",
                 ENV_SESSION_MAX_OBJECTS,
             ),
             250_000,
         )?;
-        let session_idle_timeout = duration(
-            l.get(
+        let session_idle_timeout = positive_duration_or(
+            s.get(
                 flags.session_idle_timeout,
                 "session-idle-timeout",
                 ENV_SESSION_IDLE_TIMEOUT,
             ),
             Duration::from_secs(600),
         )?;
-        if session_idle_timeout.is_zero() {
-            return Err(Error::Conflict(
-                "session idle timeout must be positive".into(),
-            ));
-        }
-        let drain_delay = duration(
-            l.get(flags.drain_delay, "drain-delay", ENV_DRAIN_DELAY),
+        let drain_delay = config::duration_or(
+            s.get(flags.drain_delay, "drain-delay", ENV_DRAIN_DELAY),
             Duration::from_secs(5),
         )?;
+        let (auth, tls) = Auth::load(flags.auth, &s)?;
 
-        let token = match (
-            l.get(flags.auth_token, "auth-token", ENV_AUTH_TOKEN),
-            l.get(
-                flags.auth_token_file,
-                "auth-token-file",
-                ENV_AUTH_TOKEN_FILE,
-            ),
-        ) {
-            (Some(_), Some(_)) => {
-                return Err(Error::Conflict(
-                    "set either an auth token or an auth token file, not both".into(),
-                ));
-            }
-            (Some((_, t)), None) => Some(t),
-            (None, Some(f)) => {
-                read(Some(f))?.map(|b| String::from_utf8_lossy(&b).trim().to_string())
-            }
-            (None, None) => None,
-        };
-        if let Some(t) = &token
-            && (t.is_empty() || !t.bytes().all(|b| b.is_ascii_graphic()))
-        {
-            return Err(Error::Conflict(
-                "the auth token must be non-empty printable ASCII without spaces".into(),
-            ));
-        }
-
-        let cert = read(l.get(flags.tls_cert, "tls-cert", ENV_TLS_CERT))?;
-        let key = read(l.get(flags.tls_key, "tls-key", ENV_TLS_KEY))?;
-        let client_ca = read(l.get(flags.tls_client_ca, "tls-client-ca", ENV_TLS_CLIENT_CA))?;
-        let tls = match (cert, key) {
-            (Some(cert), Some(key)) => Some(Tls {
-                cert,
-                key,
-                client_ca,
-            }),
-            (None, None) if client_ca.is_none() => None,
-            _ => {
-                return Err(Error::Conflict(
-                    "TLS needs both a certificate and a key (and a client CA only with them)"
-                        .into(),
-                ));
-            }
-        };
-
-        let insecure = flags.insecure_no_auth
-            || match l.env.get(ENV_INSECURE_NO_AUTH).as_deref() {
-                None | Some("" | "false" | "0") => false,
-                Some("true" | "1") => true,
-                Some(other) => {
-                    return Err(invalid(
-                        ENV_INSECURE_NO_AUTH,
-                        other,
-                        "expected true or false",
-                    ));
-                }
-            };
-        let mtls = tls.as_ref().is_some_and(|t| t.client_ca.is_some());
-        let auth = match (token, mtls, insecure) {
-            (Some(_), _, true) | (None, true, true) => {
-                return Err(Error::Conflict(
-                    "--insecure-no-auth contradicts the configured authentication".into(),
-                ));
-            }
-            (Some(t), _, false) => Auth::Bearer(t),
-            (None, true, false) => Auth::MutualTls,
-            (None, false, true) => Auth::Disabled,
-            (None, false, false) => {
-                return Err(Error::Conflict(format!(
-                    "no authentication configured: set {ENV_AUTH_TOKEN} (or --auth-token), \
-                     {ENV_TLS_CLIENT_CA} with a certificate and key for mTLS, or pass \
-                     --insecure-no-auth for local use"
-                )));
-            }
-        };
-
-        let actuator_endpoint = match l.get(
+        let actuator_endpoint = match s.get(
             flags.actuator_endpoint,
             "actuator-endpoint",
             ENV_ACTUATOR_ENDPOINT,
         ) {
             None => None,
-            Some((key, v)) => {
+            Some(i) => {
+                let v = &i.value;
                 if !(v.starts_with("http://") || v.starts_with("https://"))
                     || v.parse::<http::Uri>().is_err()
                 {
-                    return Err(invalid(
-                        &key,
-                        &v,
-                        "expected http://HOST:PORT or https://HOST:PORT",
-                    ));
+                    return Err(i.invalid("expected http://HOST:PORT or https://HOST:PORT"));
                 }
-                Some(v)
+                Some(i.value)
             }
         };
-        let actuator_token = l
+        let actuator_token = s
             .get(flags.actuator_token, "actuator-token", ENV_ACTUATOR_TOKEN)
-            .map(|(_, v)| v);
-        let catalog_from_actuator = flags.catalog_from_actuator
-            || match l.env.get(ENV_CATALOG_FROM_ACTUATOR).as_deref() {
-                None | Some("" | "false" | "0") => false,
-                Some("true" | "1") => true,
-                Some(other) => {
-                    return Err(invalid(
-                        ENV_CATALOG_FROM_ACTUATOR,
-                        other,
-                        "expected true or false",
-                    ));
-                }
-            };
+            .map(|i| i.value);
+        let catalog_from_actuator =
+            s.switch(flags.catalog_from_actuator, ENV_CATALOG_FROM_ACTUATOR)?;
         if catalog_from_actuator && actuator_endpoint.is_none() {
-            return Err(invalid(
-                "--catalog-from-actuator",
-                "true",
+            return Err(Input {
+                key: "--catalog-from-actuator".into(),
+                value: "true".into(),
+            }
+            .invalid(
                 "needs --actuator-endpoint (DOVETAIL_ACTUATOR_ENDPOINT): the catalog comes from the actuator",
             ));
         }
-        let catalog_poll_interval = match l.get(
-            flags.catalog_poll_interval,
-            "catalog-poll-interval",
-            ENV_CATALOG_POLL_INTERVAL,
-        ) {
-            None => Duration::from_secs(30),
-            Some((key, v)) => match parse_duration(&v) {
-                Some(d) if !d.is_zero() => d,
-                _ => {
-                    return Err(invalid(
-                        &key,
-                        &v,
-                        "expected a positive duration like 30s or 2m",
-                    ));
-                }
-            },
-        };
-        let instance = l
+        let catalog_poll_interval = positive_duration_or(
+            s.get(
+                flags.catalog_poll_interval,
+                "catalog-poll-interval",
+                ENV_CATALOG_POLL_INTERVAL,
+            ),
+            Duration::from_secs(30),
+        )?;
+        let instance = s
             .get(flags.instance, "instance", ENV_INSTANCE)
-            .map(|(_, v)| v)
-            .or_else(|| env.get("HOSTNAME"))
+            .map(|i| i.value)
+            .or_else(|| s.env("HOSTNAME"))
             .unwrap_or_else(|| "planner".to_string());
 
         Ok(Config {
@@ -568,14 +300,10 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use service_shell::auth::ENV_AUTH_TOKEN;
+    use service_shell::config::vars as env;
 
-    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use super::*;
 
     fn flags(args: &[&str]) -> Flags {
         let mut all = vec!["dovetail-planner"];
@@ -687,10 +415,32 @@ mod tests {
     }
 
     #[test]
-    fn durations_parse_in_common_units() {
-        assert_eq!(parse_duration("30s"), Some(Duration::from_secs(30)));
-        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
-        assert_eq!(parse_duration("15"), Some(Duration::from_secs(15)));
-        assert_eq!(parse_duration("5 parsecs"), None);
+    fn durations_are_go_durations_with_a_unit() {
+        let c = Config::load(
+            flags(&["--insecure-no-auth", "--session-idle-timeout", "1h30m"]),
+            &env(&[(ENV_DRAIN_DELAY, "0")]),
+        )
+        .expect("valid");
+        assert_eq!(c.session_idle_timeout, Duration::from_secs(5400));
+        assert_eq!(c.drain_delay, Duration::ZERO);
+        let e = Config::load(
+            flags(&["--insecure-no-auth"]),
+            &env(&[(ENV_REQUEST_TIMEOUT, "15")]),
+        )
+        .expect_err("no unit");
+        assert_eq!(
+            e.to_string(),
+            "DOVETAIL_REQUEST_TIMEOUT: \"15\" is invalid: a duration needs a unit, e.g. 15s, 500ms or 1h30m"
+        );
+        let e = Config::load(
+            flags(&["--insecure-no-auth", "--request-timeout", "5 parsecs"]),
+            &env(&[]),
+        )
+        .expect_err("not a duration");
+        assert!(
+            e.to_string()
+                .starts_with("--request-timeout: \"5 parsecs\""),
+            "{e}"
+        );
     }
 }

@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
-use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use service_shell::metrics::Render;
 
 type Labels = Vec<(String, String)>;
 
@@ -189,13 +189,11 @@ impl Metrics {
             .get_or_create(&vec![("outcome".to_string(), outcome.to_string())])
             .inc();
     }
+}
 
-    /// The Prometheus text exposition of every metric.
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = encode(&mut out, &self.registry);
-        out
+impl Render for Metrics {
+    fn render(&self) -> String {
+        service_shell::metrics::encode(&self.registry)
     }
 }
 

@@ -8,13 +8,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use planner::model::PlanOptions;
-use planner_client::{ClientConfig, ClientTls, PlannerClient};
+use planner_client::{ClientConfig, PlannerClient};
 use planner_service::api::RemotePlan;
-use planner_service::config::{Auth, Tls};
 use planner_service::metrics::Metrics;
 use planner_wire::fixtures;
 use planner_wire::{CatalogChoice, to_wire::plan_request as to_plan_request};
 use proto::v1 as pb;
+use service_shell::auth::Auth;
+use service_shell::tls::ClientTls;
+use service_shell::tls::ServerTls;
 use support::*;
 use tokio_stream::StreamExt;
 use tonic::Code;
@@ -402,7 +404,7 @@ async fn large_snapshots_fit_in_the_message_limit() {
         .expect("a 50k-pod snapshot is accepted");
 }
 
-fn certs() -> (Vec<u8>, Tls, (Vec<u8>, Vec<u8>)) {
+fn certs() -> (Vec<u8>, ServerTls, (Vec<u8>, Vec<u8>)) {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
     let ca_key = KeyPair::generate().expect("key");
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("params");
@@ -422,7 +424,7 @@ fn certs() -> (Vec<u8>, Tls, (Vec<u8>, Vec<u8>)) {
     let ca_pem = ca.pem().into_bytes();
     (
         ca_pem.clone(),
-        Tls {
+        ServerTls {
             cert: server.pem().into_bytes(),
             key: server_key.serialize_pem().into_bytes(),
             client_ca: Some(ca_pem),

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use planner::model::ClusterSnapshot;
 use planner_service::api::actuator::Forwarder;
-use planner_service::auth::AddBearer;
 use planner_service::metrics::Metrics;
 use planner_wire::fixtures;
 use proto::v1 as pb;
+use service_shell::auth::AddBearer;
 use support::*;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
@@ -111,7 +111,7 @@ async fn next_plan(
 async fn deltas_change_the_next_plan() {
     let metrics = Metrics::new();
     let server = start(
-        config(planner_service::config::Auth::Disabled),
+        config(service_shell::auth::Auth::Disabled),
         service(&metrics, Some(echo_plan_fn())),
         metrics,
     )
@@ -157,7 +157,7 @@ async fn deltas_change_the_next_plan() {
 async fn out_of_order_updates_end_the_session_with_failed_precondition() {
     let metrics = Metrics::new();
     let server = start(
-        config(planner_service::config::Auth::Disabled),
+        config(service_shell::auth::Auth::Disabled),
         service(&metrics, Some(echo_plan_fn())),
         metrics,
     )
@@ -207,12 +207,7 @@ async fn session_memory_is_bounded_and_released_when_the_stream_ends() {
         },
     )
     .with_plan_fn(echo_plan_fn());
-    let server = start(
-        config(planner_service::config::Auth::Disabled),
-        small,
-        metrics,
-    )
-    .await;
+    let server = start(config(service_shell::auth::Auth::Disabled), small, metrics).await;
 
     let (tx, mut plans) = open(&server).await;
     tx.send(snapshot_update(1, 5)).await.expect("send");
@@ -323,12 +318,7 @@ async fn session_plans_are_submitted_to_the_actuator_and_unary_plans_are_not() {
         metrics.clone(),
     );
     let svc = service(&metrics, Some(fixture_plan_fn())).with_actuator(forwarder);
-    let server = start(
-        config(planner_service::config::Auth::Disabled),
-        svc,
-        metrics,
-    )
-    .await;
+    let server = start(config(service_shell::auth::Auth::Disabled), svc, metrics).await;
 
     // Unary Plan never executes anything.
     let mut raw = pb::planner_client::PlannerClient::new(support::channel(&server).await);
@@ -401,12 +391,7 @@ async fn an_unreachable_actuator_does_not_break_the_session() {
         .connect_lazy();
     let forwarder = Forwarder::new(channel, AddBearer::default(), metrics.clone());
     let svc = service(&metrics, Some(fixture_plan_fn())).with_actuator(forwarder);
-    let server = start(
-        config(planner_service::config::Auth::Disabled),
-        svc,
-        metrics,
-    )
-    .await;
+    let server = start(config(service_shell::auth::Auth::Disabled), svc, metrics).await;
     let (tx, mut plans) = open(&server).await;
     tx.send(snapshot_update(1, 2)).await.expect("send");
     tx.send(close(2, 0)).await.expect("send");
@@ -422,7 +407,7 @@ async fn an_unreachable_actuator_does_not_break_the_session() {
 async fn shutdown_ends_open_sessions_with_unavailable() {
     let metrics = Metrics::new();
     let server = start(
-        config(planner_service::config::Auth::Disabled),
+        config(service_shell::auth::Auth::Disabled),
         service(&metrics, Some(echo_plan_fn())),
         metrics,
     )
@@ -443,7 +428,7 @@ async fn shutdown_ends_open_sessions_with_unavailable() {
 async fn the_client_opens_sessions_on_a_live_replica() {
     let metrics = Metrics::new();
     let server = start(
-        config(planner_service::config::Auth::Disabled),
+        config(service_shell::auth::Auth::Disabled),
         service(&metrics, Some(echo_plan_fn())),
         metrics,
     )
@@ -476,7 +461,7 @@ async fn the_client_opens_sessions_on_a_live_replica() {
 async fn echo_server() -> Server {
     let metrics = Metrics::new();
     start(
-        config(planner_service::config::Auth::Disabled),
+        config(service_shell::auth::Auth::Disabled),
         service(&metrics, Some(echo_plan_fn())),
         metrics,
     )

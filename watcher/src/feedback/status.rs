@@ -258,7 +258,7 @@ impl NodePoolStatus {
 /// RFC 3339 time of now, for condition transition times (status is for people; the planner
 /// never reads it).
 fn jiff_now() -> String {
-    let secs = crate::clock::Clock::System.now();
+    let secs = service_shell::clock::Clock::new().now_secs();
     chrono::DateTime::from_timestamp(secs, 0)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
         .unwrap_or_default()

@@ -125,7 +125,7 @@ fn start(fake: &Arc<Fake>, mirror: &Mirror, ready: bool) -> (Harness, Arc<Readin
             consolidate_every: Duration::from_secs(3600),
             ..Timings::default()
         },
-        Clock::Fixed(1_767_225_600),
+        Clock::fixed(std::time::Duration::from_secs(1_767_225_600)),
         Metrics::new(),
     );
     let (stop, rx) = watch::channel(false);

@@ -6,12 +6,12 @@ use std::collections::BTreeSet;
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use super::{Pool, SqlLedger, corrupt};
-use crate::clock::Millis;
 use crate::launch::{LaunchSpec, client_token};
 use crate::ledger::{
     DisruptionEvent, DisruptionRecord, DisruptionState, DisruptionStep, Error, ProposalOutcome,
     Proposals, Result,
 };
+use service_shell::clock::Millis;
 
 /// Columns of a disruption row, as [`disruption_from_row`] reads them.
 macro_rules! disruption_columns {

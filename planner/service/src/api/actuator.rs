@@ -12,10 +12,10 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 use super::convert::to_wire::{decision_out, planned_claim_out};
-use crate::auth::AddBearer;
 use crate::metrics::Metrics;
 use planner::model::ClusterSnapshot;
 use planner::plan::Plan;
+use service_shell::auth::AddBearer;
 
 /// Names of the NodeClaims that have no Node yet: no Node has the claim's `status.nodeName` or
 /// its provider id.

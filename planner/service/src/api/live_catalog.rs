@@ -18,9 +18,9 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 use super::convert::{self, At};
-use crate::auth::AddBearer;
 use crate::metrics::Metrics;
 use planner::catalog::Catalog;
+use service_shell::auth::AddBearer;
 
 /// A catalog fetched from the actuator, with its version.
 #[derive(Clone, Debug)]

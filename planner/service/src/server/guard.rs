@@ -1,10 +1,10 @@
 //! The request guard: a load-shedding concurrency limit and a timeout, as one tower layer.
 //!
-//! It applies to the `dovetail.v1` services only, so that health probes and reflection are never
-//! shed. A request over the limit is answered at once with RESOURCE_EXHAUSTED (never queued), and
+//! It wraps the Planner service only, so that health probes and reflection are never shed. A request over the limit is answered at once with RESOURCE_EXHAUSTED (never queued), and
 //! one that runs past the timeout with DEADLINE_EXCEEDED. For a streaming call the timeout covers
 //! opening the stream, not its whole life.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -14,11 +14,10 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tonic::Status;
 use tonic::body::Body;
-use tower::{BoxError, Layer, Service};
+use tonic::server::NamedService;
+use tower::{Layer, Service};
 
 use crate::metrics::Metrics;
-
-const GUARDED_PREFIX: &str = "/dovetail.v1.";
 
 /// Builds [`Guard`]s that share one limit across all connections.
 #[derive(Clone)]
@@ -63,25 +62,24 @@ pub struct Guard<S> {
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
+impl<S: NamedService> NamedService for Guard<S> {
+    const NAME: &'static str = S::NAME;
+}
+
 impl<S, B> Service<http::Request<B>> for Guard<S>
 where
-    S: Service<http::Request<B>, Response = http::Response<Body>>,
+    S: Service<http::Request<B>, Response = http::Response<Body>, Error = Infallible>,
     S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
 {
     type Response = http::Response<Body>;
-    type Error = BoxError;
-    type Future = BoxFuture<Result<Self::Response, BoxError>>;
+    type Error = Infallible;
+    type Future = BoxFuture<Result<Self::Response, Infallible>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        if !req.uri().path().starts_with(GUARDED_PREFIX) {
-            let fut = self.inner.call(req);
-            return Box::pin(async move { fut.await.map_err(Into::into) });
-        }
         let Ok(permit) = self.layer.permits.clone().try_acquire_owned() else {
             self.layer.metrics.shed();
             let status = Status::resource_exhausted(format!(
@@ -97,7 +95,7 @@ where
             let r = tokio::time::timeout(timeout, fut).await;
             drop(permit);
             match r {
-                Ok(r) => r.map_err(Into::into),
+                Ok(r) => r,
                 Err(_) => Ok(Status::deadline_exceeded(format!(
                     "the planner did not answer within {timeout:?}"
                 ))

@@ -4,10 +4,11 @@
 use std::sync::Arc;
 
 use planner_service::api::{PlanFn, PlannerService, ServiceOptions};
-use planner_service::config::{Auth, Config};
+use planner_service::config::Config;
 use planner_service::metrics::Metrics;
-use planner_service::server::Running;
 use planner_wire::fixtures;
+use service_shell::auth::Auth;
+use service_shell::server::Running;
 use tonic::transport::Channel;
 
 pub fn config(auth: Auth) -> Config {

@@ -1,0 +1,52 @@
+//! Prometheus metrics on their own port: each service keeps its own registry and metric
+//! names, and implements [`Render`]; [`crate::server`] serves it on `/metrics`.
+
+use std::sync::Arc;
+
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// A service's metrics, as the text exposition.
+pub trait Render: Send + Sync + 'static {
+    /// The OpenMetrics text exposition of every metric.
+    fn render(&self) -> String;
+}
+
+/// The OpenMetrics text of `registry`.
+pub fn encode(registry: &Registry) -> String {
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut out, registry);
+    out
+}
+
+/// Serves `GET /metrics` on `listener` until `stop` turns true.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    metrics: Arc<dyn Render>,
+    mut stop: watch::Receiver<bool>,
+) {
+    use axum::routing::get;
+    let app = axum::Router::new().route(
+        "/metrics",
+        get(move || {
+            let m = metrics.clone();
+            async move {
+                (
+                    [(
+                        http::header::CONTENT_TYPE,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    m.render(),
+                )
+            }
+        }),
+    );
+    let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = stop.wait_for(|s| *s).await;
+    });
+    if let Err(e) = serve.await {
+        tracing::error!(error = %e, "Metrics server failed");
+    }
+}
