@@ -16,10 +16,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{CloudChoice, Config};
+use crate::lifecycle::gc;
 use crate::metrics::Metrics;
 use crate::{
-    api, catalog, disruption, gc, interruption, ledger, lifecycle, node_class_status, server,
-    standin, worker,
+    api, catalog, disruption, interruption, ledger, lifecycle, node_class_status, server, standin,
+    worker,
 };
 use anyhow::Context;
 use cloud::CloudProvider;

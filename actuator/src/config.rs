@@ -203,7 +203,7 @@ pub struct AwsSettings {
     pub kubernetes_version: String,
 }
 
-/// The NodeClaim lifecycle and garbage collection settings ([`crate::lifecycle`], [`crate::gc`]).
+/// The NodeClaim lifecycle and garbage collection settings ([`crate::lifecycle`], [`crate::lifecycle::gc`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LifecycleConfig {
     /// The cluster's API (never [`KubeSource::None`]).

@@ -32,7 +32,6 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod disruption;
-pub mod gc;
 pub mod interruption;
 pub mod launch;
 pub mod ledger;

@@ -10,7 +10,7 @@
 //!   [`liveness`] (no Node within the registration timeout → `terminating` → `failed`);
 //!   a NodeClaim deleted by a user → [`termination`] (`terminating` → `terminated`, finalizer
 //!   released); a terminal claim's leftover NodeClaim is removed.
-//! - Garbage collection ([`crate::gc`]) runs from the same loop.
+//! - Garbage collection ([`gc`]) runs from the same loop.
 //!
 //! Each step leases the one claim it changes ([`Ledger::acquire_claim`], under its own lease
 //! owner, so the launch worker and other replicas never act on it at the same time) and writes
@@ -24,6 +24,7 @@
 //! so resting `initialized` claims would fill the history and the batch (starving new launches).
 
 pub mod drain;
+pub mod gc;
 pub mod initialization;
 pub mod liveness;
 pub mod nodeclaim;
@@ -101,7 +102,7 @@ pub struct Options {
     /// Lease length of a step.
     pub lease: Duration,
     /// Garbage collection.
-    pub gc: crate::gc::Options,
+    pub gc: gc::Options,
 }
 
 impl Default for Options {
@@ -111,7 +112,7 @@ impl Default for Options {
             interval: Duration::from_secs(2),
             registration_timeout: liveness::REGISTRATION_TIMEOUT,
             lease: Duration::from_secs(30),
-            gc: crate::gc::Options::default(),
+            gc: gc::Options::default(),
         }
     }
 }
@@ -227,7 +228,7 @@ impl Controller {
         NodeClaims::new(self.client.clone(), self.clock.clone())
     }
 
-    /// Runs passes (and garbage collection every [`crate::gc::Options::interval`]) until
+    /// Runs passes (and garbage collection every [`gc::Options::interval`]) until
     /// `shutdown` turns true, then releases the leases it holds.
     pub async fn run(&self, mut shutdown: watch::Receiver<bool>) {
         let mut next_gc = tokio::time::Instant::now();
@@ -246,7 +247,7 @@ impl Controller {
                 }
             }
             if tokio::time::Instant::now() >= next_gc {
-                if let Err(e) = crate::gc::collect(self).await {
+                if let Err(e) = gc::collect(self).await {
                     tracing::warn!(error = %nodeclaim::error_chain(&e), "Garbage collection failed");
                 }
                 next_gc = tokio::time::Instant::now() + self.options.gc.interval;

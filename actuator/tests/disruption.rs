@@ -23,10 +23,10 @@ use std::time::Duration;
 
 use actuator::api::ActuatorService;
 use actuator::disruption::{self, Executor};
-use actuator::gc;
 use actuator::ledger::{
     self, ClaimState, DisruptionState, Ledger, NewDisruption, ProposalOutcome, Proposals,
 };
+use actuator::lifecycle::gc;
 use actuator::lifecycle::{self, Controller, drain};
 use actuator::metrics::Metrics;
 use actuator::worker::{self, Worker};

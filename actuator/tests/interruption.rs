@@ -27,9 +27,9 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use actuator::gc;
 use actuator::interruption::{self, Interruptions, Outcome};
 use actuator::ledger::{ClaimState, Ledger};
+use actuator::lifecycle::gc;
 use actuator::lifecycle::{self, Controller};
 use actuator::metrics::Metrics;
 use actuator::worker::{self, Worker};

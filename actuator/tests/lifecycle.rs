@@ -12,9 +12,9 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use actuator::gc;
 use actuator::launch::Taint as SpecTaint;
 use actuator::ledger::{self, ClaimState, Ledger, Submission};
+use actuator::lifecycle::gc;
 use actuator::lifecycle::{self, Controller};
 use actuator::metrics::Metrics;
 use actuator::worker::{self, Step, Worker};

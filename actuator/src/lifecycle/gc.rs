@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use cloud::{InstanceState, ListFilter, ProviderId, Tags};
 
+use super::termination::Cause;
+use super::{Controller, Result, cloud_err};
 use crate::ledger::ClaimState;
-use crate::lifecycle::termination::Cause;
-use crate::lifecycle::{Controller, Result, cloud_err};
 
 /// How garbage collection runs.
 #[derive(Clone, Debug)]
@@ -147,7 +147,7 @@ pub async fn collect(c: &Controller) -> Result<Report> {
             Ok(Some(_)) => report.vanished.push(claim.name.clone()),
             Ok(None) => {}
             Err(e) => {
-                tracing::warn!(claim = %claim.name, error = %crate::lifecycle::nodeclaim::error_chain(&e), "Cannot fail a claim whose instance vanished")
+                tracing::warn!(claim = %claim.name, error = %super::nodeclaim::error_chain(&e), "Cannot fail a claim whose instance vanished")
             }
         }
     }
