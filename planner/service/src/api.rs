@@ -1,13 +1,15 @@
 //! The gRPC edge of the planner: the `dovetail.v1.Planner` service.
 //!
 //! Wire types stay in this module tree: [`convert`] (the `planner-wire` crate, shared with the
-//! CLI) turns requests into the model and plans into responses, [`status`] is the one place where errors become gRPC statuses, [`service`] is the
-//! tonic implementation (unary `Plan` and streaming `Session`), [`session`] keeps the per-stream
-//! snapshot, [`actuator`] submits session plans to the actuator, and [`live_catalog`] fetches
-//! the actuator's live catalog (`--catalog-from-actuator`).
+//! CLI) turns requests into the model and plans into responses, [`status`] is the one place
+//! where errors become gRPC statuses, [`planning`] plans a snapshot for both RPCs, [`service`]
+//! is the tonic implementation (unary `Plan` and streaming `Session`), [`session`] keeps the
+//! per-stream snapshot, [`actuator`] submits session plans to the actuator, and
+//! [`live_catalog`] fetches the actuator's live catalog (`--catalog-from-actuator`).
 
 pub mod actuator;
 pub mod live_catalog;
+pub mod planning;
 pub mod service;
 pub mod session;
 pub mod status;
@@ -16,7 +18,7 @@ use thiserror::Error;
 
 pub use planner_wire as convert;
 pub use planner_wire::remote::RemotePlan;
-pub use service::{BuiltinCatalogs, PlanFn, PlannerService, ServiceOptions};
+pub use planning::{BuiltinCatalogs, PlanFn, PlannerService, ServiceOptions};
 
 /// Everything that can go wrong serving a request.
 #[derive(Debug, Error)]

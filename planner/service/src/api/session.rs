@@ -19,7 +19,7 @@ use tracing::Instrument;
 
 use super::convert::to_model as convert;
 use super::convert::{At, to_wire};
-use super::service::{PlannerService, blocking};
+use super::planning::{PlannerService, blocking, stamp_version};
 use super::{Error, Result};
 use common::key::object as key;
 use planner::catalog::Catalog;
@@ -119,7 +119,7 @@ async fn run(
                     };
                     let mut plan =
                         svc.run_plan(&batch.snapshot, &catalog, &batch.options, &run_cancel)?;
-                    super::service::stamp_version(&mut plan, version);
+                    stamp_version(&mut plan, version);
                     Ok((batch, plan))
                 });
                 // A client that closes the stream abandons the plan: stop it.
