@@ -88,9 +88,9 @@ pub enum ClaimState {
     Launching,
     /// The instance exists and is recorded.
     Launched,
-    /// Its Node registered (NodeClaim lifecycle; a later task).
+    /// Its Node registered ([`crate::lifecycle`]).
     Registered,
-    /// Its Node is initialized (NodeClaim lifecycle; a later task).
+    /// Its Node is initialized ([`crate::lifecycle`]).
     Initialized,
     /// Being terminated.
     Terminating,

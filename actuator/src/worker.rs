@@ -9,7 +9,7 @@
 //!   what keeps a launch exactly-once where the cloud ignores client tokens (moto); the token
 //!   covers a create whose response was lost on a cloud that honours it (EC2).
 //! - Past `launched`, a [`Lifecycle`] hook drives the claim (registration, initialization,
-//!   liveness, termination: the NodeClaim lifecycle, a later task). [`NoLifecycle`] drives
+//!   liveness, termination: [`crate::lifecycle`], with a cluster). [`NoLifecycle`] drives
 //!   nothing, so launched claims rest.
 //!
 //! Exactly one worker per claim: the worker holds the claim's lease for every step, renews it

@@ -253,7 +253,7 @@ async fn a_scale_in_is_consolidated() -> anyhow::Result<()> {
     sys.finish().await
 }
 
-/// Issue 13: "a spot warning leads to the pods running elsewhere before the instance is gone".
+/// A spot warning leads to the pods running elsewhere before the instance is gone.
 /// The actuator reads moto's SQS queue (`--interruption-queue`, the queue's URL); the test sends
 /// the EventBridge body AWS delivers two minutes before reclaiming a spot instance. The
 /// actuator cordons and taints the Node, deletes its NodeClaim (termination drains it and
@@ -396,7 +396,7 @@ async fn pods_on(sys: &System, app: &str, node: &str) -> anyhow::Result<usize> {
         .count())
 }
 
-/// The figures of issue 15: from a burst of 1,000 pending pods to the CreateFleet calls sent, and
+/// Launch latency figures: from a burst of 1,000 pending pods to the CreateFleet calls sent, and
 /// to all pods bound. Printed, never asserted (run by `scripts/bench-e2e.sh`).
 ///
 /// Simulated boot time is excluded by setting the simulated kubelet's `register_after` and

@@ -325,7 +325,8 @@ fn convert(i: &aws_sdk_ec2::types::Instance) -> Option<Instance> {
         subnet_id: i.subnet_id().map(str::to_string),
         security_group_ids: security_group_ids(i),
         launch_time: i.launch_time().map(|t| t.secs()).unwrap_or_default(),
-        // EC2 does not say what an instance costs; the live catalog (issue 13) will.
+        // EC2 does not say what an instance costs; prices come with the catalog
+        // (`catalog_facts`: the price table and DescribeSpotPriceHistory).
         price: 0.0,
     })
 }

@@ -436,12 +436,10 @@ impl<'s, 'a> Run<'s, 'a> {
         let topo = if sig.constrained {
             // Topology sees the claim's requirements narrowed by the pod's.
             let base = self.topology.node_requirements(&claim.reqs, &sig.reqs);
-            match self.topology.add_requirements(
-                &self.items[i as usize].pod,
-                &sig.strict,
-                &base,
-                pool.taints(),
-            ) {
+            match self
+                .topology
+                .add_requirements(&self.items[i as usize].pod, &sig.strict, &base)
+            {
                 Ok(t) => Some(t),
                 Err(e) => return Err(Reject::topology(e)),
             }

@@ -320,7 +320,7 @@ fn try_place(
             continue;
         }
         reqs.add_all(&pod_reqs);
-        match topology.add_requirements(p, &pod_reqs, &reqs, &n.taints) {
+        match topology.add_requirements(p, &pod_reqs, &reqs) {
             Ok(extra) => {
                 reqs.add_all(&extra);
                 if reqs.first_empty().is_some() {
@@ -349,7 +349,7 @@ fn try_place(
         let host = format!("claim-{}", *next_claim);
         reqs.add(Requirement::is_in(labels::HOSTNAME, [host.clone()]));
         reqs.add_all(&pod_reqs);
-        match topology.add_requirements(p, &pod_reqs, &reqs, &pool.taints) {
+        match topology.add_requirements(p, &pod_reqs, &reqs) {
             Ok(extra) => {
                 reqs.add_all(&extra);
                 if let Some(r) = reqs.first_empty() {

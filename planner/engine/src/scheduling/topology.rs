@@ -627,7 +627,9 @@ impl Topology {
     /// required spread, affinity or anti-affinity (its own, or other pods' anti-affinity that
     /// selects it): e.g. `zone In [us-east-1b]`. `pod_reqs` are the pod's requirements (node
     /// selector and node affinity), `node_reqs` the node's (for a new claim including its
-    /// placeholder hostname), `taints` the node's taints.
+    /// placeholder hostname). Taints play no part here: they decide which nodes *count* for a
+    /// spread ([`Topology::record`]), while where a pod may go by tolerations the scheduler
+    /// checks itself.
     ///
     /// # Errors
     /// When no domain is possible on this node, with the reason.
@@ -636,11 +638,7 @@ impl Topology {
         pod: &Pod,
         pod_reqs: &Requirements,
         node_reqs: &Requirements,
-        taints: &[Taint],
     ) -> Result<Requirements, Unsatisfiable> {
-        // Taints decide which nodes *count* for a spread (`record`); where a pod may go they do
-        // not change (the scheduler checks tolerations itself). Kept for the agreed interface.
-        let _ = taints;
         self.requirements(pod, pod_reqs, node_reqs, true)
     }
 
@@ -802,7 +800,7 @@ impl Topology {
     }
 
     /// Undoes [`Topology::record`] with the same arguments.
-    #[allow(dead_code)] // Part of the agreed interface for disruption; `simulate` rebuilds instead.
+    #[cfg(test)]
     pub(crate) fn unrecord(&mut self, pod: &Pod, node_reqs: &Requirements, taints: &[Taint]) {
         self.apply(pod, node_reqs, taints, -1);
     }

@@ -655,7 +655,7 @@ fn unrecord_restores_counts() {
     let open = Requirements::from_iter([Requirement::is_in(ZONE, ZONES)]);
     t.record(&p, &node, &[]);
     let after = t
-        .add_requirements(&q, &Requirements::new(), &open, &[])
+        .add_requirements(&q, &Requirements::new(), &open)
         .expect("a zone");
     assert_eq!(
         after.get(ZONE).and_then(Requirement::single_value),
@@ -663,7 +663,7 @@ fn unrecord_restores_counts() {
     );
     t.unrecord(&p, &node, &[]);
     let back = t
-        .add_requirements(&q, &Requirements::new(), &open, &[])
+        .add_requirements(&q, &Requirements::new(), &open)
         .expect("a zone");
     assert_eq!(
         back.get(ZONE).and_then(Requirement::single_value),
@@ -713,13 +713,13 @@ fn excluded_nodes_do_not_count() {
     };
     assert!(
         build(&BTreeSet::new())
-            .add_requirements(&p, &Requirements::new(), &open, &[])
+            .add_requirements(&p, &Requirements::new(), &open)
             .is_err()
     );
     let excluded = BTreeSet::from(["n-a".to_string()]);
     assert!(
         build(&excluded)
-            .add_requirements(&p, &Requirements::new(), &open, &[])
+            .add_requirements(&p, &Requirements::new(), &open)
             .is_ok()
     );
 }
@@ -777,7 +777,7 @@ fn pods_unknown_to_the_topology_still_get_their_constraints() {
         .pod_anti_affinity
         .push(term(ZONE, &[("app", "web")]));
     let err = t
-        .add_requirements(&stranger, &Requirements::new(), &a, &[])
+        .add_requirements(&stranger, &Requirements::new(), &a)
         .expect_err("zone a is taken");
     assert!(
         err.to_string().contains("us-east-1a already holds"),
@@ -853,7 +853,7 @@ fn reasons_name_the_node_and_what_it_holds() {
     t.register(HOSTNAME, "h1");
     t.record(&a, &host("h1"), &[]);
     let e = t
-        .add_requirements(&b, &Requirements::new(), &host("h1"), &[])
+        .add_requirements(&b, &Requirements::new(), &host("h1"))
         .expect_err("h1 is full");
     assert!(e.is_permanent());
     assert_eq!(
@@ -863,7 +863,7 @@ fn reasons_name_the_node_and_what_it_holds() {
     );
     // A fresh node is fine.
     assert!(
-        t.add_requirements(&b, &Requirements::new(), &host("h2"), &[])
+        t.add_requirements(&b, &Requirements::new(), &host("h2"))
             .is_ok()
     );
 }
@@ -877,7 +877,7 @@ fn affinity_reason_says_where_the_matching_pods_are() {
     t.register(HOSTNAME, "h1");
     t.record(&leader, &host("h1"), &[]);
     let e = t
-        .add_requirements(&f, &Requirements::new(), &host("h2"), &[])
+        .add_requirements(&f, &Requirements::new(), &host("h2"))
         .expect_err("not with the leader");
     assert!(!e.is_permanent(), "a leader may still come to h2");
     assert_eq!(
@@ -886,7 +886,7 @@ fn affinity_reason_says_where_the_matching_pods_are() {
          on 1 other node(s), not on h2"
     );
     assert!(
-        t.add_requirements(&f, &Requirements::new(), &host("h1"), &[])
+        t.add_requirements(&f, &Requirements::new(), &host("h1"))
             .is_ok()
     );
 }
@@ -902,7 +902,7 @@ fn inverse_reason_names_the_other_pods_term() {
     t.register(HOSTNAME, "h1");
     t.record(&guard, &host("h1"), &[]);
     let e = t
-        .add_requirements(&web, &Requirements::new(), &host("h1"), &[])
+        .add_requirements(&web, &Requirements::new(), &host("h1"))
         .expect_err("guarded");
     assert!(e.is_permanent());
     assert_eq!(
@@ -929,7 +929,7 @@ fn zone_spread_rejections_are_not_permanent() {
     let mut third = pods[0].clone();
     third.uid = "default/w-0".into();
     let e = t
-        .add_requirements(&third, &Requirements::new(), &a, &[])
+        .add_requirements(&third, &Requirements::new(), &a)
         .expect_err("skew");
     assert!(
         !e.is_permanent(),
