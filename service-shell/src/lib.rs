@@ -14,15 +14,21 @@
 //! - [`clock`]: the one wall clock, on tokio time so that tests can pause it.
 //! - [`cli`]: a program's start (flags, configuration, exit 64, logging).
 //! - `kube` (feature `kube`): the Kubernetes client and the one meaning of `--kubeconfig`.
+//!
+//! [`server`], [`metrics`] and [`cli`] come with the feature `server` (the services); without
+//! it (a client such as `planner-client`) the crate links no server stack.
 
 pub mod auth;
+#[cfg(feature = "server")]
 pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod duration;
 #[cfg(feature = "kube")]
 pub mod kube;
+#[cfg(feature = "server")]
 pub mod metrics;
+#[cfg(feature = "server")]
 pub mod server;
 pub mod signal;
 pub mod tls;

@@ -2,7 +2,9 @@
 //! must chain to ([`ServerTls`]); the client's CA, certificate and server name ([`ClientTls`]).
 //! The PEM files are read once at start-up, so a bad path is a configuration error.
 
-use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
+#[cfg(feature = "server")]
+use tonic::transport::ServerTlsConfig;
+use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
 use crate::config::{Error, Input, Result};
 
@@ -52,6 +54,7 @@ impl ServerTls {
     }
 
     /// The tonic server configuration.
+    #[cfg(feature = "server")]
     pub fn config(&self) -> ServerTlsConfig {
         let mut t = ServerTlsConfig::new().identity(Identity::from_pem(&self.cert, &self.key));
         if let Some(ca) = &self.client_ca {
