@@ -6,13 +6,6 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-/// jemalloc, as `dovetail-planner` has: the demo runs the planner as a process of this
-/// executable (`planner_service::cli::main` turns on jemalloc's background purging, which
-/// needs jemalloc to be the allocator).
-#[cfg(feature = "demo")]
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
 fn main() -> ExitCode {
     // `dovetail demo` runs the services as processes of this executable, named by argv[0].
     #[cfg(feature = "demo")]

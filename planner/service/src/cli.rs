@@ -9,8 +9,10 @@
 //! health turns SERVING and one line `dovetail-planner listening grpc=ADDR metrics=ADDR` goes to
 //! stdout. On SIGTERM or Ctrl-C: NOT_SERVING, the drain delay, then in-flight requests finish.
 //!
-//! With the `jemalloc` feature, [`main`] turns on jemalloc's background purging: the binary that
-//! calls it must have jemalloc as its global allocator (`dovetail-planner` and `dovetail` do).
+//! With the `jemalloc` feature, [`main`] turns on jemalloc's background purging, which takes
+//! effect where jemalloc is the global allocator (`dovetail-planner`). The demo's planner
+//! processes (the `dovetail` executable) use the system allocator: the feature is off there
+//! unless a workspace build turns it on, and then the call only configures an unused heap.
 
 use std::process::ExitCode;
 use std::sync::Arc;
