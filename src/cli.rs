@@ -93,7 +93,7 @@ pub(crate) fn run(cli: Cli, now: i64) -> ExitCode {
         #[cfg(not(feature = "demo"))]
         Command::Demo { .. } => Err(CliError::Input(
             "this dovetail was built without the demo: build it with the `demo` feature \
-             (the default: `cargo run --release -- demo`)"
+             (the default: `cargo run -- demo`)"
                 .to_owned(),
         )),
     };
