@@ -24,19 +24,11 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use process_support::{Process, cloud_file, get_metrics, request, statuses};
 use serde_json::json;
 use support::TestDb;
+use test_support::eventually;
 
-async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    mut f: impl FnMut() -> F,
-) -> T {
-    for _ in 0..1200 {
-        if let Some(v) = f().await {
-            return v;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
+/// How long a condition on the binary's effects may take, and how often it is checked.
+const WAIT: Duration = Duration::from_secs(60);
+const EVERY: Duration = Duration::from_millis(50);
 
 async fn drain_details(l: &dyn Ledger, claim: &str) -> Vec<String> {
     l.events(claim)
@@ -92,7 +84,7 @@ async fn sigkill_mid_drain_then_restart_resumes_the_drain_and_drains_no_node_twi
         .expect("submit")
         .into_inner();
     assert_eq!(statuses(&r), ["Accepted"]);
-    let pid = eventually("launched", || async {
+    let pid = eventually("launched", WAIT, EVERY, || async {
         let c = ledger.claim("default-k1").await.ok()??;
         (c.state == ClaimState::Launched).then_some(())?;
         Some(c.instance?.provider_id)
@@ -122,7 +114,7 @@ async fn sigkill_mid_drain_then_restart_resumes_the_drain_and_drains_no_node_twi
         )
         .await
         .expect("node status");
-    eventually("initialized", || async {
+    eventually("initialized", WAIT, EVERY, || async {
         let c = ledger.claim("default-k1").await.ok()??;
         (c.state == ClaimState::Initialized).then_some(())
     })
@@ -145,7 +137,7 @@ async fn sigkill_mid_drain_then_restart_resumes_the_drain_and_drains_no_node_twi
             .expect("pods")
             .items
     };
-    eventually("pods running", || async {
+    eventually("pods running", WAIT, EVERY, || async {
         let ps = on_node().await;
         (ps.len() == 2
             && ps
@@ -169,13 +161,13 @@ async fn sigkill_mid_drain_then_restart_resumes_the_drain_and_drains_no_node_twi
     ncs.delete("default-k1", &DeleteParams::default())
         .await
         .expect("delete");
-    eventually("one pod evicted and one held", || async {
+    eventually("one pod evicted and one held", WAIT, EVERY, || async {
         let d = drain_details(ledger.as_ref(), "default-k1").await;
         let evicted = d.iter().filter(|x| x.starts_with(drain::EVICTED)).count();
         (evicted == 1 && on_node().await.len() == 1).then_some(())
     })
     .await;
-    let m = eventually("a PDB refusal counted", || async {
+    let m = eventually("a PDB refusal counted", WAIT, EVERY, || async {
         let m = get_metrics(&p1.metrics).await;
         m.contains(r#"dovetail_actuator_evictions_total{outcome="pdb_blocked"}"#)
             .then_some(m)
@@ -216,7 +208,7 @@ async fn sigkill_mid_drain_then_restart_resumes_the_drain_and_drains_no_node_twi
     pdbs.delete("web", &DeleteParams::default())
         .await
         .expect("delete pdb");
-    eventually("terminated", || async {
+    eventually("terminated", WAIT, EVERY, || async {
         let c = ledger.claim("default-k1").await.ok()??;
         (c.state == ClaimState::Terminated).then_some(())
     })

@@ -386,8 +386,8 @@ async fn history_is_append_only(db: &TestDb) {
         .await
         .expect("submit");
     let (update, delete) = match db {
-        TestDb::Postgres { url, .. } => {
-            let pool = sqlx::PgPool::connect(url).await.expect("connect");
+        TestDb::Postgres(pg) => {
+            let pool = sqlx::PgPool::connect(&pg.url).await.expect("connect");
             let u = sqlx::query("UPDATE claim_events SET detail = 'forged'")
                 .execute(&pool)
                 .await;

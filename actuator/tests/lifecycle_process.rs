@@ -17,21 +17,13 @@ use kube::api::{DeleteParams, PostParams};
 use process_support::{cloud_file, request, statuses};
 use serde_json::json;
 use support::TestDb;
+use test_support::eventually;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    mut f: impl FnMut() -> F,
-) -> T {
-    for _ in 0..600 {
-        if let Some(v) = f().await {
-            return v;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
+/// How long a condition on the binary's effects may take, and how often it is checked.
+const WAIT: Duration = Duration::from_secs(30);
+const EVERY: Duration = Duration::from_millis(50);
 
 #[tokio::test]
 async fn the_binary_creates_launches_and_releases_nodeclaims_in_the_cluster() {
@@ -110,7 +102,7 @@ async fn the_binary_creates_launches_and_releases_nodeclaims_in_the_cluster() {
     assert_eq!(statuses(&r), ["Accepted"]);
 
     let ncs: Api<NodeClaim> = Api::all(client.clone());
-    let nc = eventually("a Launched NodeClaim", || async {
+    let nc = eventually("a Launched NodeClaim", WAIT, EVERY, || async {
         let nc = ncs.get_opt("default-p1").await.ok()??;
         let launched = nc
             .status
@@ -140,7 +132,7 @@ async fn the_binary_creates_launches_and_releases_nodeclaims_in_the_cluster() {
     ncs.delete("default-p1", &DeleteParams::default())
         .await
         .expect("delete");
-    eventually("the NodeClaim released", || async {
+    eventually("the NodeClaim released", WAIT, EVERY, || async {
         ncs.get_opt("default-p1")
             .await
             .ok()?
@@ -150,10 +142,15 @@ async fn the_binary_creates_launches_and_releases_nodeclaims_in_the_cluster() {
     .await;
     // The final state is written after the finalizer is removed (termination's last step), so
     // the NodeClaim can be gone a moment before the ledger says Terminated.
-    let state = eventually("the claim Terminated in the ledger", || async {
-        let claim = ledger.claim("default-p1").await.ok()??;
-        (claim.state == ClaimState::Terminated).then_some(claim.state)
-    })
+    let state = eventually(
+        "the claim Terminated in the ledger",
+        WAIT,
+        EVERY,
+        || async {
+            let claim = ledger.claim("default-p1").await.ok()??;
+            (claim.state == ClaimState::Terminated).then_some(claim.state)
+        },
+    )
     .await;
     assert_eq!(state, ClaimState::Terminated);
 

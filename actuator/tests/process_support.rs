@@ -181,23 +181,28 @@ pub fn statuses(r: &pb::SubmitResponse) -> Vec<&str> {
     r.results.iter().map(|r| r.status.as_str()).collect()
 }
 
+/// Waits (30 s at most) until the ledger holds `n` claims, all in `state`.
 pub async fn wait_all(l: &dyn Ledger, n: usize, state: ClaimState) {
-    for _ in 0..600 {
-        let claims = l.claims().await.expect("claims");
-        if claims.len() == n && claims.iter().all(|c| c.state == state) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!(
-        "claims did not all reach {state}: {:?}",
-        l.claims()
-            .await
-            .expect("claims")
-            .iter()
-            .map(|c| (c.name.clone(), c.state))
-            .collect::<Vec<_>>()
-    );
+    test_support::eventually(
+        &format!("{n} claims all {state}"),
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        || async {
+            let claims = l.claims().await.expect("claims");
+            if claims.len() == n && claims.iter().all(|c| c.state == state) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{:?}",
+                    claims
+                        .iter()
+                        .map(|c| (c.name.clone(), c.state))
+                        .collect::<Vec<_>>()
+                ))
+            }
+        },
+    )
+    .await;
 }
 
 /// Live instances per claim tag in the stand-in's file, and the total.

@@ -1,45 +1,21 @@
 //! Test support shared by the actuator's integration tests: fresh ledgers on both backends
-//! (a new Postgres database per test on 127.0.0.1:5432, dropped afterwards; a SQLite file in a
-//! fresh temporary directory) and launch fixtures.
+//! (a new Postgres database per test from `test_support::postgres`, dropped afterwards; a SQLite
+//! file in a fresh temporary directory) and launch fixtures.
 
 #![allow(dead_code, unreachable_pub)] // Each test crate uses a different part.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use actuator::launch::LaunchSpec;
 use actuator::ledger::{self, Basis, Ledger, NewLaunch, Submission};
 use cloud::CapacityType;
-use sqlx::Connection;
-
-/// Admin URL of the test Postgres server (`DOVETAIL_TEST_POSTGRES` overrides).
-pub fn postgres_admin_url() -> String {
-    std::env::var("DOVETAIL_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string())
-}
-
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
-fn unique(prefix: &str) -> String {
-    format!(
-        "{prefix}_{}_{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
+use test_support::postgres::{self, Database};
 
 /// A fresh, empty ledger database.
 pub enum TestDb {
-    /// A database on the Postgres server.
-    Postgres {
-        /// Its URL.
-        url: String,
-        /// Its name.
-        name: String,
-        /// Where to drop it from.
-        admin: String,
-    },
+    /// A database on a Postgres server.
+    Postgres(Database),
     /// A SQLite file.
     Sqlite {
         /// Its URL.
@@ -50,38 +26,23 @@ pub enum TestDb {
 }
 
 impl TestDb {
-    /// A new database on the Postgres server.
+    /// A new database on the shared test Postgres server.
     pub async fn postgres() -> Self {
-        Self::postgres_at(&postgres_admin_url()).await
+        Self::postgres_at(&postgres::admin_url()).await
     }
 
     /// A new database on the server at `admin` (a URL of an existing database).
     pub async fn postgres_at(admin: &str) -> Self {
-        let name = unique("dovetail_actuator_test");
-        let mut c = sqlx::PgConnection::connect(admin)
-            .await
-            .unwrap_or_else(|e| panic!("cannot connect to Postgres at {admin}: {e}"));
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-        )))
-        .execute(&mut c)
-        .await
-        .expect("drop old database");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut c)
-            .await
-            .expect("create database");
-        let base = admin.rsplit_once('/').map_or(admin, |(b, _)| b);
-        Self::Postgres {
-            url: format!("{base}/{name}"),
-            name,
-            admin: admin.to_string(),
-        }
+        Self::Postgres(
+            Database::create(admin, "dovetail_actuator_test")
+                .await
+                .unwrap_or_else(|e| panic!("cannot create a database on Postgres at {admin}: {e}")),
+        )
     }
 
     /// A new SQLite file in a fresh directory.
     pub fn sqlite() -> Self {
-        let dir = std::env::temp_dir().join(unique("dovetail-actuator-test"));
+        let dir = std::env::temp_dir().join(test_support::unique("dovetail-actuator-test"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("temp dir");
         Self::Sqlite {
@@ -93,7 +54,8 @@ impl TestDb {
     /// Its URL.
     pub fn url(&self) -> &str {
         match self {
-            TestDb::Postgres { url, .. } | TestDb::Sqlite { url, .. } => url,
+            TestDb::Postgres(db) => &db.url,
+            TestDb::Sqlite { url, .. } => url,
         }
     }
 
@@ -107,15 +69,7 @@ impl TestDb {
     /// Drops the database (or deletes the file).
     pub async fn drop(self) {
         match self {
-            TestDb::Postgres { name, admin, .. } => {
-                let mut c = sqlx::PgConnection::connect(&admin).await.expect("connect");
-                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-                )))
-                .execute(&mut c)
-                .await
-                .expect("drop database");
-            }
+            TestDb::Postgres(db) => db.drop_database().await.expect("drop database"),
             TestDb::Sqlite { dir, .. } => {
                 let _ = std::fs::remove_dir_all(dir);
             }

@@ -8,10 +8,10 @@
 //! for a prebuilt binary).
 //!
 //! [`system::System`] runs the whole system (watcher, planners, actuator as processes; Postgres;
-//! moto_server; the simulated cluster) for the end-to-end tests in `tests/e2e.rs`.
+//! moto_server; the simulated cluster) for the end-to-end tests in `tests/e2e.rs`; its Postgres
+//! comes from `test_support::postgres`.
 
 pub mod planner_process;
-pub mod postgres;
 pub mod process;
 pub mod system;
 

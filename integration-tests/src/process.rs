@@ -196,15 +196,7 @@ async fn pump<R: AsyncRead + Unpin>(
     }
 }
 
-/// A free loopback port (bound by the OS, then released for the service to bind).
-///
-/// # Errors
-/// When no port can be bound.
-pub fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
+pub use test_support::process::free_port;
 
 /// The `grpc.health.v1` status of `service` ("" for the server) at `addr`.
 ///

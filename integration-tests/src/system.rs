@@ -31,14 +31,17 @@ use kube::api::{
 use serde_json::{Value, json};
 use simulator::controllers::ec2_kubelet::{self, Ec2Instance, Ec2Kubelet, Ec2KubeletConfig};
 
-use crate::postgres::{PrivatePostgres, TestDb, admin_url};
 use crate::process::{self, ServiceProcess, Spec};
+use test_support::postgres::{self, Database, PrivateServer};
+use test_support::try_eventually;
 
 /// The region of the stand-in.
 pub const REGION: &str = "us-east-1";
 /// How long a step of a scenario may take on a loaded CI machine (a guard, not a timing
 /// assertion).
 pub const WAIT: Duration = Duration::from_secs(180);
+/// How often a scenario checks a condition it waits for.
+pub const POLL: Duration = Duration::from_millis(200);
 
 /// How to run the system.
 #[derive(Clone, Debug)]
@@ -127,8 +130,8 @@ pub struct System {
     /// The seeded EC2 world.
     pub world: testing::World,
     /// The private Postgres server, when [`Options::private_postgres`].
-    pub pg: Option<PrivatePostgres>,
-    db: TestDb,
+    pub pg: Option<PrivateServer>,
+    db: Database,
     /// The simulated cluster.
     pub sim: simulator::Simulation,
     kubelet: Option<Ec2Kubelet>,
@@ -204,14 +207,21 @@ impl System {
         std::fs::create_dir_all(&dir)?;
         let world = testing::seed(&moto.config()).await;
         let pg = if opts.private_postgres {
-            Some(PrivatePostgres::start()?)
+            Some(PrivateServer::start().context("a private Postgres server")?)
         } else {
             None
         };
         let admin = pg
             .as_ref()
-            .map_or_else(admin_url, PrivatePostgres::admin_url);
-        let db = TestDb::create(&admin).await?;
+            .map_or_else(postgres::admin_url, PrivateServer::admin_url);
+        let db = Database::create(&admin, "dovetail_e2e")
+            .await
+            .with_context(|| {
+                format!(
+                    "creating a database on Postgres at {admin} (set {})",
+                    postgres::ADMIN_ENV
+                )
+            })?;
         let ledger = actuator::ledger::open(&db.url)?;
 
         let sim = simulator::Simulation::start(simulator::Config::default()).await?;
@@ -592,9 +602,10 @@ impl System {
     /// # Errors
     /// When they do not within [`WAIT`].
     pub async fn wait_running(&self, app: &str, n: usize) -> anyhow::Result<()> {
-        eventually(
+        Ok(try_eventually(
             &format!("{n} running pods of {app}"),
             WAIT,
+            POLL,
             move || async move {
                 match self.pods(app).await {
                     Ok((total, running)) if total == n && running == n => Ok(()),
@@ -603,7 +614,7 @@ impl System {
                 }
             },
         )
-        .await
+        .await?)
     }
 
     /// The stand-in's instances, as the simulated kubelet sees them.
@@ -775,10 +786,12 @@ impl System {
     /// # Errors
     /// The last disagreement, when it does not hold within [`WAIT`].
     pub async fn wait_agreement(&self) -> anyhow::Result<Agreement> {
-        eventually("cluster, ledger and EC2 to agree", WAIT, move || {
-            self.agreement()
-        })
-        .await
+        Ok(
+            try_eventually("cluster, ledger and EC2 to agree", WAIT, POLL, move || {
+                self.agreement()
+            })
+            .await?,
+        )
     }
 
     /// Stops everything, drops the database and removes the log directory.
@@ -843,32 +856,6 @@ fn is_live(i: &Ec2Instance) -> bool {
 
 fn ar(group: &str, kind: &str) -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk(group, "v1", kind))
-}
-
-/// Polls `check` every 200 ms until it returns `Ok`, for at most `timeout`.
-///
-/// # Errors
-/// Naming `what` and the last `Err` of `check`.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, check: F) -> anyhow::Result<T>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
-{
-    let mut last = String::from("never checked");
-    let r = tokio::time::timeout(timeout, async {
-        loop {
-            match check().await {
-                Ok(v) => return v,
-                Err(e) => last = e,
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    })
-    .await;
-    match r {
-        Ok(v) => Ok(v),
-        Err(_) => bail!("waiting for {what} ({timeout:?}): {last}"),
-    }
 }
 
 /// Claims per state, for messages.

@@ -15,10 +15,11 @@
 use std::time::Duration;
 
 use actuator::ledger::ClaimState;
-use integration_tests::system::{self, Options, System, WAIT, eventually};
+use integration_tests::system::{self, Options, System, WAIT};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::ListParams;
+use test_support::try_eventually;
 
 /// Pods of 500m / 512Mi: a few fill a node.
 const CPU: &str = "500m";
@@ -173,12 +174,17 @@ async fn a_postgres_restart_loses_nothing() -> anyhow::Result<()> {
     // Pods arrive while the ledger is down: plans are refused (UNAVAILABLE) and planned again.
     sys.deploy("second", 10, "1", "1Gi").await?;
     let s = &sys;
-    eventually("the second pods to be pending", WAIT, move || async move {
-        match s.pods("second").await {
-            Ok((10, 0)) => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
-    })
+    try_eventually(
+        "the second pods to be pending",
+        WAIT,
+        system::POLL,
+        move || async move {
+            match s.pods("second").await {
+                Ok((10, 0)) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
     .await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     pg.up()?;
@@ -228,9 +234,10 @@ async fn a_scale_in_is_consolidated() -> anyhow::Result<()> {
     // Consolidation removes (or replaces) nodes until the four pods sit on fewer of them.
     let s = &sys;
     let big = &big;
-    let small = eventually(
+    let small = try_eventually(
         "fewer instances after the scale-in",
         WAIT,
+        system::POLL,
         move || async move {
             match s.agreement().await {
                 Ok(a) if a.instances < big.instances => Ok(a),
@@ -316,9 +323,10 @@ async fn a_spot_interruption_on_sqs_drains_and_replaces_the_node() -> anyhow::Re
 
     // Within the warning's two minutes: every pod runs on another node.
     let (s, victim_node_name) = (&sys, victim_node.as_str());
-    eventually(
+    try_eventually(
         "the pods to run elsewhere",
         Duration::from_secs(120),
+        system::POLL,
         move || async move {
             let (total, running) = s.pods("web").await.map_err(|e| format!("{e:#}"))?;
             let left = pods_on(s, "web", victim_node_name)
@@ -336,9 +344,10 @@ async fn a_spot_interruption_on_sqs_drains_and_replaces_the_node() -> anyhow::Re
     .await?;
     let elsewhere = wall_ms() - warned;
     let victim_id = victim.as_str();
-    eventually(
+    try_eventually(
         "the interrupted instance to be terminated",
         WAIT,
+        system::POLL,
         move || async move {
             let per = s
                 .instances_per_claim()

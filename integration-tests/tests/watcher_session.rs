@@ -17,28 +17,13 @@ use kube::api::{
 };
 use planner_client::{ClientConfig, PlannerClient};
 use serde_json::json;
+use test_support::try_eventually;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use watcher::app::{self, Settings};
 use watcher::metrics::Metrics;
 
 const WAIT: Duration = Duration::from_secs(60);
-
-async fn eventually<T, F, Fut>(what: &str, check: F) -> anyhow::Result<T>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    tokio::time::timeout(WAIT, async {
-        loop {
-            if let Some(v) = check().await {
-                return v;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await
-    .with_context(|| format!("waiting for {what}"))
-}
+const POLL: Duration = Duration::from_millis(100);
 
 async fn pending_pod(client: &kube::Client, name: &str) -> anyhow::Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
@@ -86,18 +71,20 @@ async fn karpenter(client: &kube::Client) -> anyhow::Result<()> {
 /// The `Nominated` Event note on a pod, once there is one.
 async fn nominated(client: &kube::Client, pod: &str) -> anyhow::Result<String> {
     let events: Api<Event> = Api::namespaced(client.clone(), "default");
-    eventually(&format!("Nominated on {pod}"), || {
-        let events = events.clone();
-        async move {
-            let l = events.list(&Default::default()).await.ok()?;
-            l.items
-                .into_iter()
-                .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod))
-                .find(|e| e.reason.as_deref() == Some("Nominated"))
-                .and_then(|e| e.note)
-        }
-    })
-    .await
+    Ok(
+        try_eventually(&format!("Nominated on {pod}"), WAIT, POLL, || {
+            let events = events.clone();
+            async move {
+                let l = events.list(&Default::default()).await.ok()?;
+                l.items
+                    .into_iter()
+                    .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod))
+                    .find(|e| e.reason.as_deref() == Some("Nominated"))
+                    .and_then(|e| e.note)
+            }
+        })
+        .await?,
+    )
 }
 
 /// Open sessions of a planner, from its Prometheus endpoint.

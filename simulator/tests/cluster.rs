@@ -17,7 +17,7 @@ use kube::api::{
 };
 use serde_json::json;
 
-use common::{client_without_retries, eventually, poll_until, start};
+use common::{CACHE_POLL, CACHE_WAIT, client_without_retries, eventually, start};
 
 fn launch(token: &str, claim: &str, ct: CapacityType) -> LaunchRequest {
     LaunchRequest {
@@ -303,7 +303,7 @@ async fn fault_injection_fails_and_slows_requests() {
         let nodes = nodes.clone();
         async move { nodes.list(&Default::default()).await }
     });
-    poll_until("the delay applied", || async {
+    test_support::eventually("the delay applied", CACHE_WAIT, CACHE_POLL, || async {
         (sim.faults().injected() > injected).then_some(())
     })
     .await;

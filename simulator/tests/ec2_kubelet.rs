@@ -92,15 +92,9 @@ fn between<'a>(text: &'a str, start: &str, end: &str) -> &'a str {
     &text[i..j]
 }
 
-async fn poll<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
-    for _ in 0..600 {
-        if let Some(v) = f().await {
-            return v;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{what} did not happen within 60 s");
-}
+/// How long the simulated kubelet may take to follow an instance, and how often a test looks.
+const WAIT: Duration = Duration::from_secs(60);
+const POLL: Duration = Duration::from_millis(100);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_external_ec2_instance_gets_a_node_that_goes_with_it() {
@@ -126,7 +120,7 @@ async fn an_external_ec2_instance_gets_a_node_that_goes_with_it() {
     let dns = between(&run, "<privateDnsName>", "</privateDnsName>").to_string();
 
     let nodes: Api<Node> = Api::all(sim.kube_client().expect("client"));
-    let node = poll("the Node to be Ready", async || {
+    let node = test_support::eventually("the Node to be Ready", WAIT, POLL, || async {
         let n = nodes.get_opt(&dns).await.ok()??;
         let ready = n
             .status
@@ -185,7 +179,7 @@ async fn an_external_ec2_instance_gets_a_node_that_goes_with_it() {
         &format!("Action=TerminateInstances&Version=2016-11-15&InstanceId.1={id}"),
     )
     .await;
-    poll("the Node to be deleted", async || {
+    test_support::eventually("the Node to be deleted", WAIT, POLL, || async {
         nodes.get_opt(&dns).await.ok()?.is_none().then_some(())
     })
     .await;

@@ -13,7 +13,7 @@ use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::reflector;
 use kube::runtime::watcher::{self, Event};
 
-use common::{pod_json, poll_until, start_without_scheduler};
+use common::{CACHE_POLL, CACHE_WAIT, pod_json, start_without_scheduler};
 
 /// Counts of what a watcher saw.
 #[derive(Default, Debug)]
@@ -74,12 +74,15 @@ async fn reflector_lists_then_follows_changes() {
     )
     .await
     .unwrap();
-    poll_until("the new pod in the store", || async {
-        (names(&store) == ["after", "before"]).then_some(())
-    })
+    test_support::eventually(
+        "the new pod in the store",
+        CACHE_WAIT,
+        CACHE_POLL,
+        || async { (names(&store) == ["after", "before"]).then_some(()) },
+    )
     .await;
     pods.delete("before", &Default::default()).await.unwrap();
-    poll_until("the deleted pod gone", || async {
+    test_support::eventually("the deleted pod gone", CACHE_WAIT, CACHE_POLL, || async {
         (names(&store) == ["after"]).then_some(())
     })
     .await;
@@ -109,19 +112,22 @@ async fn watcher_relists_after_410_gone() {
         )
         .unwrap();
     sim.store().compact();
-    poll_until("a relist", || async {
+    test_support::eventually("a relist", CACHE_WAIT, CACHE_POLL, || async {
         (seen.lock().unwrap().inits >= 2).then_some(())
     })
     .await;
-    poll_until("p1 in the store after the relist", || async {
-        (names(&store) == ["p1"]).then_some(())
-    })
+    test_support::eventually(
+        "p1 in the store after the relist",
+        CACHE_WAIT,
+        CACHE_POLL,
+        || async { (names(&store) == ["p1"]).then_some(()) },
+    )
     .await;
 
     // An injected 410 on the next watch also forces a relist.
     sim.faults().expire_next_watches(1);
     sim.faults().drop_watches();
-    poll_until("a third relist", || async {
+    test_support::eventually("a third relist", CACHE_WAIT, CACHE_POLL, || async {
         (seen.lock().unwrap().inits >= 3).then_some(())
     })
     .await;
@@ -142,9 +148,12 @@ async fn watcher_resumes_after_a_dropped_stream_without_relisting() {
     )
     .await
     .unwrap();
-    poll_until("the pod created during the reconnect", || async {
-        (names(&store) == ["during"]).then_some(())
-    })
+    test_support::eventually(
+        "the pod created during the reconnect",
+        CACHE_WAIT,
+        CACHE_POLL,
+        || async { (names(&store) == ["during"]).then_some(()) },
+    )
     .await;
     let s = seen.lock().unwrap();
     assert_eq!(
@@ -316,7 +325,7 @@ async fn streaming_list_watcher_gets_initial_events_then_changes() {
     )
     .await
     .unwrap();
-    poll_until("the new pod", || async {
+    test_support::eventually("the new pod", CACHE_WAIT, CACHE_POLL, || async {
         (names(&reader) == ["new", "old"]).then_some(())
     })
     .await;

@@ -6,6 +6,41 @@
 //! without a tool opts out by naming it in `DOVETAIL_ALLOW_MISSING` (a comma-separated list of
 //! the tools' names as the failures print them, or `all`); the test then prints a notice and
 //! skips.
+//!
+//! [`eventually`] is the one poll-until loop of the tests; [`process`] finds free ports for
+//! programs a test runs; `postgres` (feature `postgres`) gives each test its own database on
+//! the shared server, or a private server it may stop and start.
+//!
+//! # Where shared test code lives
+//! - Used by the tests of two or more crates: here, in a module named for what it supports
+//!   (behind a feature when it pulls in a heavy dependency, as `postgres` does with sqlx).
+//! - Used by several test files of one crate: that crate's `tests/common/mod.rs` (with
+//!   submodules under `tests/common/`), declared with `mod common;` in each test file; a
+//!   `tests/common/` folder is not a test target of its own, unlike a `tests/support.rs`.
+//! - Fixture builders for a crate's own types: its `test_util` module (feature `test-util`),
+//!   so unit tests, integration tests and benches share them.
+
+mod eventually;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+pub mod process;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use eventually::{Outcome, TimedOut, eventually, try_eventually};
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// `<prefix>_<pid>_<n>`: a name (of a database, a directory) that no other test of any running
+/// test binary uses.
+#[must_use]
+pub fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}_{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
 
 /// The opt-out variable: tools whose absence skips a test instead of failing it.
 pub const ALLOW_MISSING_ENV: &str = "DOVETAIL_ALLOW_MISSING";

@@ -18,6 +18,7 @@ use planner_client::{ClientConfig, PlannerClient};
 use proto::v1 as pb;
 use proto::v1::cluster_update::Update;
 use serde_json::json;
+use test_support::try_eventually;
 use tokio::sync::{Notify, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -195,6 +196,8 @@ struct Cluster {
 }
 
 const WAIT: Duration = Duration::from_secs(30);
+/// How often a test polls API state, which has no arrival signal to wait on.
+const POLL: Duration = Duration::from_millis(50);
 
 impl Cluster {
     async fn start(replicas: usize) -> anyhow::Result<Self> {
@@ -363,24 +366,6 @@ impl Cluster {
         pools.create(&PostParams::default(), &pool).await?;
         Ok(())
     }
-
-    /// Polls the API until `check` yields (API state has no arrival signal to wait on).
-    async fn eventually<T, F, Fut>(&self, what: &str, check: F) -> anyhow::Result<T>
-    where
-        F: Fn() -> Fut,
-        Fut: std::future::Future<Output = Option<T>>,
-    {
-        tokio::time::timeout(WAIT, async {
-            loop {
-                if let Some(v) = check().await {
-                    return v;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
-        .await
-        .with_context(|| format!("waiting for {what}"))
-    }
 }
 
 fn snapshot(u: &pb::ClusterUpdate) -> Option<&pb::ClusterSnapshot> {
@@ -490,14 +475,19 @@ async fn deltas_follow_in_order_and_a_dropped_watch_or_410_loses_no_pod() -> any
         .await?;
     c.pending_pod("p4", json!({}), "100m").await?;
     let planner2 = planner.clone();
-    c.eventually("the planner's pods to match the cluster", move || {
-        let p = planner2.clone();
-        async move {
-            let mut pending = p.pending();
-            pending.sort();
-            (pending == ["p3", "p4"]).then_some(())
-        }
-    })
+    try_eventually(
+        "the planner's pods to match the cluster",
+        WAIT,
+        POLL,
+        move || {
+            let p = planner2.clone();
+            async move {
+                let mut pending = p.pending();
+                pending.sort();
+                (pending == ["p3", "p4"]).then_some(())
+            }
+        },
+    )
     .await?;
     let pods = planner.pods.lock().expect("pods").clone();
     assert!(
@@ -551,14 +541,19 @@ async fn a_killed_planner_replica_leads_to_a_fresh_snapshot_on_another() -> anyh
         .await?;
     assert_in_order(&log);
     let alive2 = alive.clone();
-    c.eventually("both pods on the surviving replica", move || {
-        let a = alive2.clone();
-        async move {
-            let mut p = a.pending();
-            p.sort();
-            (p == ["a", "b"]).then_some(())
-        }
-    })
+    try_eventually(
+        "both pods on the surviving replica",
+        WAIT,
+        POLL,
+        move || {
+            let a = alive2.clone();
+            async move {
+                let mut p = a.pending();
+                p.sort();
+                (p == ["a", "b"]).then_some(())
+            }
+        },
+    )
     .await?;
     let log = c
         .until("a plan requested of the survivor", |l| {
@@ -596,23 +591,29 @@ async fn events_on_pods_and_nodepool_status_appear() -> anyhow::Result<()> {
             }
         }
     };
-    let note = c
-        .eventually("Nominated on web", on("web", "Nominated"))
-        .await?;
+    let note = try_eventually("Nominated on web", WAIT, POLL, on("web", "Nominated")).await?;
     assert!(
         note.starts_with("Pod should schedule on: nodeclaim/claim-"),
         "{note}"
     );
-    let note = c
-        .eventually("FailedScheduling on huge", on("huge", "FailedScheduling"))
-        .await?;
+    let note = try_eventually(
+        "FailedScheduling on huge",
+        WAIT,
+        POLL,
+        on("huge", "FailedScheduling"),
+    )
+    .await?;
     assert!(
         note.contains("no instance type in NodePool default fits cpu=200"),
         "{note}"
     );
-    let note = c
-        .eventually("the invalid pod's Event", on("broken", "FailedScheduling"))
-        .await?;
+    let note = try_eventually(
+        "the invalid pod's Event",
+        WAIT,
+        POLL,
+        on("broken", "FailedScheduling"),
+    )
+    .await?;
     assert!(
         note.contains("resources.requests.cpu: invalid quantity \"lots\""),
         "{note}"
@@ -639,16 +640,15 @@ async fn events_on_pods_and_nodepool_status_appear() -> anyhow::Result<()> {
         c.client.clone(),
         &karpenter_resource("karpenter.sh", "NodePool"),
     );
-    let status = c
-        .eventually("NodePool status", || {
-            let pools = pools.clone();
-            async move {
-                let p = pools.get("default").await.ok()?;
-                let s = p.data.get("status")?.clone();
-                s.get("conditions").is_some().then_some(s)
-            }
-        })
-        .await?;
+    let status = try_eventually("NodePool status", WAIT, POLL, || {
+        let pools = pools.clone();
+        async move {
+            let p = pools.get("default").await.ok()?;
+            let s = p.data.get("status")?.clone();
+            s.get("conditions").is_some().then_some(s)
+        }
+    })
+    .await?;
     assert_eq!(status["resources"]["nodes"], "1");
     assert_eq!(status["resources"]["cpu"], "4");
     assert_eq!(status["nodes"], 1);

@@ -41,7 +41,8 @@ pub async fn start() -> Simulation {
 /// never holds hangs; nextest's per-package timeout in `.config/nextest.toml` ends it).
 ///
 /// Only for conditions on the server's state (read through the API): a condition on a
-/// client-side cache can lag the last change; use [`poll_until`] for those.
+/// client-side cache can lag the last change; poll those with `test_support::eventually`
+/// ([`CACHE_WAIT`]).
 pub async fn eventually<T, F, Fut>(sim: &Simulation, what: &str, mut f: F) -> T
 where
     F: FnMut() -> Fut,
@@ -62,25 +63,11 @@ where
     }
 }
 
-/// Polls `f` every 20 ms until it returns `Some`, failing the test after 10 s: only for
-/// conditions on client-side caches (kube's reflector), which no server-side change signals.
-pub async fn poll_until<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+/// How long a condition on a client-side cache (kube's reflector), which no server-side change
+/// signals, may take to hold, and how often `test_support::eventually` checks it.
+pub const CACHE_WAIT: Duration = Duration::from_secs(10);
+/// See [`CACHE_WAIT`].
+pub const CACHE_POLL: Duration = Duration::from_millis(20);
 
 pub fn pod_json(name: &str, labels: serde_json::Value, cpu: &str) -> serde_json::Value {
     serde_json::json!({

@@ -1,54 +1,47 @@
-//! Postgres for the end-to-end tests: a fresh database per test on the shared server
-//! (`DOVETAIL_TEST_POSTGRES`, default `postgres://postgres@127.0.0.1:5432/postgres`), dropped
-//! afterwards; or a private server (`initdb` + `pg_ctl` on a free loopback port, run as the
-//! `postgres` user when the tests run as root) that a test may stop and start again without
+//! Postgres for tests: a fresh database per test on the shared server
+//! ([`ADMIN_ENV`], default `postgres://postgres@127.0.0.1:5432/postgres`), dropped afterwards;
+//! or a private server ([`PrivateServer`]: `initdb` + `pg_ctl` on a free loopback port, run as
+//! the `postgres` user when the tests run as root) that a test may stop and start again without
 //! disturbing anyone else.
 
+use std::io;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use anyhow::{Context, bail};
 use sqlx::Connection;
 
 /// Environment variable naming the admin URL of the shared test server.
-pub const TEST_POSTGRES_ENV: &str = "DOVETAIL_TEST_POSTGRES";
+pub const ADMIN_ENV: &str = "DOVETAIL_TEST_POSTGRES";
 
-/// Admin URL of the shared test server.
+/// Admin URL of the shared test server ([`ADMIN_ENV`], when set and not empty).
+#[must_use]
 pub fn admin_url() -> String {
-    std::env::var(TEST_POSTGRES_ENV)
+    std::env::var(ADMIN_ENV)
         .ok()
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".to_string())
 }
 
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
-/// A fresh, empty database.
+/// A fresh, empty database; [`Database::drop_database`] drops it.
 #[derive(Debug)]
-pub struct TestDb {
+pub struct Database {
     /// Its URL.
     pub url: String,
-    name: String,
+    /// Its name.
+    pub name: String,
     admin: String,
 }
 
-// === impl TestDb ===
+// === impl Database ===
 
-impl TestDb {
-    /// Creates `dovetail_e2e_<pid>_<n>` on the server at `admin` (a URL of an existing database).
+impl Database {
+    /// Creates [`crate::unique`]`(prefix)` on the server at `admin` (a URL of an existing database).
     ///
     /// # Errors
-    /// When the server cannot be reached (the message names the URL).
-    pub async fn create(admin: &str) -> anyhow::Result<Self> {
-        let name = format!(
-            "dovetail_e2e_{}_{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let mut c = sqlx::PgConnection::connect(admin).await.with_context(|| {
-            format!("connecting to Postgres at {admin} (set {TEST_POSTGRES_ENV})")
-        })?;
+    /// When the server cannot be reached or refuses.
+    pub async fn create(admin: &str, prefix: &str) -> Result<Self, sqlx::Error> {
+        let name = crate::unique(prefix);
+        let mut c = sqlx::PgConnection::connect(admin).await?;
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
             "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
         )))
@@ -69,7 +62,7 @@ impl TestDb {
     ///
     /// # Errors
     /// When the server cannot be reached.
-    pub async fn drop_database(&self) -> anyhow::Result<()> {
+    pub async fn drop_database(&self) -> Result<(), sqlx::Error> {
         let mut c = sqlx::PgConnection::connect(&self.admin).await?;
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
             "DROP DATABASE IF EXISTS {} WITH (FORCE)",
@@ -83,42 +76,54 @@ impl TestDb {
 
 /// A private Postgres server on a free loopback port; stopped and deleted on drop.
 #[derive(Debug)]
-pub struct PrivatePostgres {
+pub struct PrivateServer {
     bin: PathBuf,
     dir: PathBuf,
     port: u16,
     as_postgres: bool,
 }
 
-// === impl PrivatePostgres ===
+// === impl PrivateServer ===
 
-impl PrivatePostgres {
-    fn bin_dir() -> anyhow::Result<PathBuf> {
+impl PrivateServer {
+    fn bin_dir() -> io::Result<PathBuf> {
         let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-            .context("PostgreSQL server binaries under /usr/lib/postgresql")?
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("PostgreSQL server binaries under /usr/lib/postgresql: {e}"),
+                )
+            })?
             .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
             .filter(|p| p.join("pg_ctl").exists())
             .collect();
         versions.sort();
-        versions
-            .pop()
-            .context("no PostgreSQL version with pg_ctl under /usr/lib/postgresql")
+        versions.pop().ok_or_else(|| {
+            io::Error::other("no PostgreSQL version with pg_ctl under /usr/lib/postgresql")
+        })
     }
 
-    fn run(&self, tool: &str, args: &[&str]) -> anyhow::Result<()> {
+    fn command(&self, tool: &str) -> Command {
         let exe = self.bin.join(tool);
-        let status = if self.as_postgres {
-            Command::new("runuser")
-                .args(["-u", "postgres", "--"])
-                .arg(&exe)
-                .args(args)
-                .status()
+        if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(exe);
+            c
         } else {
-            Command::new(&exe).args(args).status()
+            Command::new(exe)
         }
-        .with_context(|| format!("running {}", exe.display()))?;
+    }
+
+    fn run(&self, tool: &str, args: &[&str]) -> io::Result<()> {
+        let status = self
+            .command(tool)
+            .args(args)
+            .status()
+            .map_err(|e| io::Error::new(e.kind(), format!("running {tool}: {e}")))?;
         if !status.success() {
-            bail!("{tool} {args:?} failed: {status}");
+            return Err(io::Error::other(format!(
+                "{tool} {args:?} failed: {status}"
+            )));
         }
         Ok(())
     }
@@ -127,10 +132,10 @@ impl PrivatePostgres {
     ///
     /// # Errors
     /// When the tools are missing or fail.
-    pub fn start() -> anyhow::Result<Self> {
+    pub fn start() -> io::Result<Self> {
         let port = crate::process::free_port()?;
         let dir =
-            std::env::temp_dir().join(format!("dovetail-e2e-pg-{}-{port}", std::process::id()));
+            std::env::temp_dir().join(format!("dovetail-test-pg-{}-{port}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
         let as_postgres = Command::new("id")
@@ -144,7 +149,7 @@ impl PrivatePostgres {
                 .arg(&dir)
                 .status()?;
             if !ok.success() {
-                bail!("chown {} failed", dir.display());
+                return Err(io::Error::other(format!("chown {} failed", dir.display())));
             }
         }
         let pg = Self {
@@ -180,7 +185,7 @@ impl PrivatePostgres {
     ///
     /// # Errors
     /// When `pg_ctl start` fails.
-    pub fn up(&self) -> anyhow::Result<()> {
+    pub fn up(&self) -> io::Result<()> {
         let opts = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
             self.port,
@@ -197,30 +202,24 @@ impl PrivatePostgres {
     ///
     /// # Errors
     /// When `pg_ctl stop` fails.
-    pub fn down(&self) -> anyhow::Result<()> {
+    pub fn down(&self) -> io::Result<()> {
         self.run("pg_ctl", &["-D", &self.data(), "-m", "fast", "-w", "stop"])
     }
 
     /// The URL of its `postgres` database.
+    #[must_use]
     pub fn admin_url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 }
 
-impl Drop for PrivatePostgres {
+impl Drop for PrivateServer {
     fn drop(&mut self) {
-        let pg_ctl = self.bin.join("pg_ctl");
         let data = self.data();
-        let args = ["-D", data.as_str(), "-m", "immediate", "stop"];
-        let _ = if self.as_postgres {
-            Command::new("runuser")
-                .args(["-u", "postgres", "--"])
-                .arg(&pg_ctl)
-                .args(args)
-                .status()
-        } else {
-            Command::new(&pg_ctl).args(args).status()
-        };
+        let _ = self
+            .command("pg_ctl")
+            .args(["-D", data.as_str(), "-m", "immediate", "stop"])
+            .status();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
