@@ -12,25 +12,7 @@ pub fn catalog(c: pb::Catalog, at: At<'_>) -> Result<Catalog> {
     let instance_types = list(c.instance_types, at.field("instance_types"), |t, at| {
         let overhead = t.overhead.unwrap_or_default();
         let oa = at.field("overhead");
-        let offerings = list(t.offerings, at.field("offerings"), |o, at| {
-            if !o.price.is_finite() || o.price < 0.0 {
-                return Err(at.field("price").err(format!(
-                    "must be a finite, non-negative number, got {}",
-                    o.price
-                )));
-            }
-            Ok(Offering {
-                zone: non_empty(o.zone, at.field("zone"))?,
-                capacity_type: one_of(
-                    &o.capacity_type,
-                    at.field("capacity_type"),
-                    &[("spot", "spot"), ("on-demand", "on-demand")],
-                )?
-                .to_string(),
-                price: o.price,
-                available: o.available,
-            })
-        })?;
+        let offerings = list(t.offerings, at.field("offerings"), offering)?;
         Ok(InstanceType {
             name: non_empty(t.name, at.field("name"))?,
             capacity: resources(t.capacity, at.field("capacity"))?,
@@ -84,26 +66,7 @@ pub fn live_catalog(c: pb::LiveCatalog, at: At<'_>) -> Result<Catalog> {
         non_negative(t.max_network_interfaces, at.field("max_network_interfaces"))
             .map_err(named)?;
         non_negative(t.ipv4_per_interface, at.field("ipv4_per_interface")).map_err(named)?;
-        let offerings = list(t.offerings, at.field("offerings"), |o, at| {
-            if !o.price.is_finite() || o.price < 0.0 {
-                return Err(at.field("price").err(format!(
-                    "must be a finite, non-negative number, got {}",
-                    o.price
-                )));
-            }
-            Ok(Offering {
-                zone: non_empty(o.zone, at.field("zone"))?,
-                capacity_type: one_of(
-                    &o.capacity_type,
-                    at.field("capacity_type"),
-                    &[("spot", "spot"), ("on-demand", "on-demand")],
-                )?
-                .to_string(),
-                price: o.price,
-                available: o.available,
-            })
-        })
-        .map_err(named)?;
+        let offerings = list(t.offerings, at.field("offerings"), offering).map_err(named)?;
         let info = common::ec2::InstanceTypeInfo {
             name,
             vcpu: t.vcpu,
@@ -180,4 +143,25 @@ pub fn live_catalog(c: pb::LiveCatalog, at: At<'_>) -> Result<Catalog> {
     };
     planner::validation::catalog(&catalog, &at.render())?;
     Ok(catalog)
+}
+
+/// One offering of either catalog: a zone, a capacity type and a finite, non-negative price.
+fn offering(o: pb::Offering, at: At<'_>) -> Result<Offering> {
+    if !o.price.is_finite() || o.price < 0.0 {
+        return Err(at.field("price").err(format!(
+            "must be a finite, non-negative number, got {}",
+            o.price
+        )));
+    }
+    Ok(Offering {
+        zone: non_empty(o.zone, at.field("zone"))?,
+        capacity_type: one_of(
+            &o.capacity_type,
+            at.field("capacity_type"),
+            &[("spot", "spot"), ("on-demand", "on-demand")],
+        )?
+        .to_string(),
+        price: o.price,
+        available: o.available,
+    })
 }
