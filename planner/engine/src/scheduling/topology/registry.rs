@@ -296,24 +296,11 @@ impl Topology {
         if let Some(&gid) = self.group_ids.get(&spec) {
             return gid;
         }
-        if let Some(sel) = &spec.selector {
-            self.selector_keys.extend(sel.match_labels.keys().cloned());
-            self.selector_keys
-                .extend(sel.match_expressions.iter().map(|e| e.key.clone()));
-        }
+        self.note_selector_keys(&spec);
         let k = self.ensure_key(&spec.key);
         let g = self.build_group(spec.clone());
         let gid = u32::try_from(self.groups.len()).unwrap_or(u32::MAX);
-        let mut touched = Vec::new();
-        for (i, s) in self.sigs.iter_mut().enumerate() {
-            if g.selects(&s.namespace, &s.labels, &self.base.ns_labels) {
-                s.selecting.push(gid);
-                touched.push(i);
-            }
-        }
-        for i in touched {
-            self.refresh_selection(i);
-        }
+        self.mark_selecting(&g, gid, false);
         self.groups.push(g);
         self.group_ids.insert(spec, gid);
         self.key_groups[k as usize].0.push(gid);
@@ -324,30 +311,45 @@ impl Topology {
         if let Some(&gid) = self.inverse_ids.get(&spec) {
             return gid;
         }
-        if let Some(sel) = &spec.selector {
-            self.selector_keys.extend(sel.match_labels.keys().cloned());
-            self.selector_keys
-                .extend(sel.match_expressions.iter().map(|e| e.key.clone()));
-        }
+        self.note_selector_keys(&spec);
         let k = self.ensure_key(&spec.key);
         let mut g = Group::new(spec.clone(), k);
         for id in 0..self.keys[k as usize].len() as u32 {
             g.register(id);
         }
         let gid = u32::try_from(self.inverse.len()).unwrap_or(u32::MAX);
+        self.mark_selecting(&g, gid, true);
+        self.inverse.push(g);
+        self.inverse_ids.insert(spec, gid);
+        self.key_groups[k as usize].1.push(gid);
+        gid
+    }
+
+    /// Remembers the label keys `spec`'s selector reads.
+    fn note_selector_keys(&mut self, spec: &GroupKey) {
+        if let Some(sel) = &spec.selector {
+            self.selector_keys.extend(sel.match_labels.keys().cloned());
+            self.selector_keys
+                .extend(sel.match_expressions.iter().map(|e| e.key.clone()));
+        }
+    }
+
+    /// Records group `gid` (of the inverse table when `inverse`) on every label signature `g`
+    /// selects, and refreshes those signatures' selections.
+    fn mark_selecting(&mut self, g: &Group, gid: u32, inverse: bool) {
         let mut touched = Vec::new();
         for (i, s) in self.sigs.iter_mut().enumerate() {
             if g.selects(&s.namespace, &s.labels, &self.base.ns_labels) {
-                s.selecting_inverse.push(gid);
+                if inverse {
+                    s.selecting_inverse.push(gid);
+                } else {
+                    s.selecting.push(gid);
+                }
                 touched.push(i);
             }
         }
         for i in touched {
             self.refresh_selection(i);
         }
-        self.inverse.push(g);
-        self.inverse_ids.insert(spec, gid);
-        self.key_groups[k as usize].1.push(gid);
-        gid
     }
 }
