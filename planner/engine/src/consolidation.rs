@@ -135,23 +135,23 @@ pub type BuildSimulator<'c> = dyn for<'s> Fn(&'s ClusterSnapshot, &'s Catalog, &
 
 // === impl Simulate for Scheduler ===
 
-impl Simulate for crate::scheduling::Scheduler<'_> {
-    fn simulate(&self, removed: &[&str], displaced: &[&Pod]) -> Relocation {
-        let r = crate::scheduling::Scheduler::simulate(self, removed, displaced);
+impl From<crate::scheduling::Results> for Relocation {
+    fn from(r: crate::scheduling::Results) -> Self {
         Relocation {
             new_claims: r.new_claims,
             existing: r.existing,
             unschedulable: r.unschedulable,
         }
     }
+}
+
+impl Simulate for crate::scheduling::Scheduler<'_> {
+    fn simulate(&self, removed: &[&str], displaced: &[&Pod]) -> Relocation {
+        crate::scheduling::Scheduler::simulate(self, removed, displaced).into()
+    }
 
     fn simulate_without_new_claims(&self, removed: &[&str], displaced: &[&Pod]) -> Relocation {
-        let r = crate::scheduling::Scheduler::simulate_placement(self, removed, displaced);
-        Relocation {
-            new_claims: r.new_claims,
-            existing: r.existing,
-            unschedulable: r.unschedulable,
-        }
+        crate::scheduling::Scheduler::simulate_placement(self, removed, displaced).into()
     }
 
     fn simulate_within(
@@ -160,13 +160,7 @@ impl Simulate for crate::scheduling::Scheduler<'_> {
         displaced: &[&Pod],
         max_new_cost: f64,
     ) -> Relocation {
-        let r =
-            crate::scheduling::Scheduler::simulate_within(self, removed, displaced, max_new_cost);
-        Relocation {
-            new_claims: r.new_claims,
-            existing: r.existing,
-            unschedulable: r.unschedulable,
-        }
+        crate::scheduling::Scheduler::simulate_within(self, removed, displaced, max_new_cost).into()
     }
 
     fn is_cancelled(&self) -> bool {
