@@ -197,11 +197,12 @@ fn consolidation_policy(v: Option<&Value>) -> Result<&'static str> {
         None | Some(Value::Null) => Ok("WhenEmptyOrUnderutilized"),
         Some(Value::String(s)) => match s.as_str() {
             "WhenEmpty" => Ok("WhenEmpty"),
+            "Balanced" => Ok("Balanced"),
             "WhenEmptyOrUnderutilized" | "WhenUnderutilized" => Ok("WhenEmptyOrUnderutilized"),
             other => Err(field_err(
                 FIELD,
                 format!(
-                    "unknown variant `{other}`, expected one of `WhenEmpty`, `WhenEmptyOrUnderutilized`, `WhenUnderutilized`"
+                    "unknown variant `{other}`, expected one of `WhenEmpty`, `WhenEmptyOrUnderutilized`, `Balanced`, `WhenUnderutilized`"
                 ),
             )),
         },
@@ -614,11 +615,18 @@ mod tests {
             "spec.template.spec.requirements[0].operator: unknown operator \"Near\""
         );
         let mut bad = np.clone();
-        bad["spec"]["disruption"] = serde_json::json!({"consolidationPolicy": "Balanced"});
+        bad["spec"]["disruption"] = serde_json::json!({"consolidationPolicy": "Cheapest"});
         assert_eq!(
             node_pool(&bad).expect_err("unknown policy").to_string(),
-            "spec.disruption.consolidationPolicy: unknown variant `Balanced`, expected one of `WhenEmpty`, `WhenEmptyOrUnderutilized`, `WhenUnderutilized`"
+            "spec.disruption.consolidationPolicy: unknown variant `Cheapest`, expected one of `WhenEmpty`, `WhenEmptyOrUnderutilized`, `Balanced`, `WhenUnderutilized`"
         );
+        let mut balanced = np.clone();
+        balanced["spec"]["disruption"] = serde_json::json!({"consolidationPolicy": "Balanced"});
+        let d = node_pool(&balanced)
+            .expect("v1.14's Balanced")
+            .disruption
+            .expect("set");
+        assert_eq!(d.consolidation_policy, "Balanced");
         let mut legacy = np.clone();
         legacy["spec"]["disruption"] =
             serde_json::json!({"consolidationPolicy": "WhenUnderutilized"});

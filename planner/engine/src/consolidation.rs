@@ -17,8 +17,11 @@
 //! [`MAX_GROUP`] nodes) look for the largest jointly deletable group and the largest group
 //! that k cheaper new nodes can hold, each in Karpenter's order (cheapest disruption per
 //! dollar saved first) and least-utilized first; the command that saves most is committed.
+//! In a `Balanced` NodePool an underutilized move must also pass Karpenter v1.14's score of
+//! savings against disruption ([`balanced`]).
 //! The design note is `designs/disruption.md`.
 
+pub mod balanced;
 mod budgets;
 mod candidate;
 pub use common::cron;

@@ -563,6 +563,7 @@ fn disruption(d: Option<pb::Disruption>, at: At<'_>) -> Result<model::Disruption
                     "WhenEmptyOrUnderutilized",
                     ConsolidationPolicy::WhenEmptyOrUnderutilized,
                 ),
+                ("Balanced", ConsolidationPolicy::Balanced),
             ],
         )?,
     };

@@ -10,6 +10,7 @@ mod replacement;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::balanced::{self, PoolTotals};
 use super::budgets::Budgets;
 use super::candidate::{self, Candidate, PdbState, PodsByNode};
 use super::{BuildSimulator, Error, Outcome, Reason, Relocation, Simulate, Stats};
@@ -81,6 +82,9 @@ pub struct Evaluation<'a> {
     unusable: BTreeMap<String, String>,
     simulations: Cell<usize>,
     rebuilds: Cell<usize>,
+    /// Totals of the Balanced NodePools, taken once from the snapshot (as Karpenter takes them
+    /// once per disruption cycle).
+    balanced: BTreeMap<String, PoolTotals>,
     /// No offering of the catalog has a negative price: the scheduler's lower bound on new
     /// claims (which prices at offerings a NodePool can use, never below 0) then also bounds
     /// what the replacement price filter charges.
@@ -114,6 +118,7 @@ impl<'a> Evaluation<'a> {
                 }
             }
         }
+        let balanced = balanced::pool_totals(snapshot, &candidates, &pods_on);
         let mut notes = Vec::new();
         for c in &candidates {
             if let Some(b) = &c.blocker {
@@ -149,6 +154,7 @@ impl<'a> Evaluation<'a> {
             unusable,
             simulations: Cell::new(0),
             rebuilds: Cell::new(0),
+            balanced,
             prices_nonnegative: catalog.instance_types.iter().all(|t| {
                 t.offerings
                     .iter()
@@ -283,19 +289,48 @@ impl<'a> Evaluation<'a> {
         v.into_iter().map(|(_, _, i)| i).collect()
     }
 
+    /// The disruption cost Balanced scoring charges for a candidate (1 + its reschedulable
+    /// pods' positive eviction costs, in the working state).
+    fn balanced_disruption(&self, c: usize) -> f64 {
+        balanced::node_disruption_cost(self.displaced(&self.candidates[c].name))
+    }
+
+    /// Whether deleting the candidate outright, the best any move can do for it, would pass
+    /// its pool's Balanced score (Karpenter's `CanPassThreshold`); true outside Balanced pools.
+    fn can_pass_balanced(&self, c: usize) -> bool {
+        let cand = &self.candidates[c];
+        let Some(totals) = self.balanced.get(&cand.node_pool) else {
+            return true;
+        };
+        if totals.cost <= 0.0 {
+            return true;
+        }
+        balanced::Score::of(
+            cand.price.unwrap_or(0.0),
+            self.balanced_disruption(c),
+            *totals,
+        )
+        .approved()
+    }
+
     /// Candidates for Underutilized consolidation, in order, taken while their NodePool's
-    /// budget allows: consolidatable, policy WhenEmptyOrUnderutilized, unblocked, priced, not
-    /// empty (empty nodes are the Empty budget's business).
+    /// budget allows: consolidatable, policy WhenEmptyOrUnderutilized (or Balanced, when even
+    /// deleting the node would pass its score), unblocked, priced, not empty (empty nodes are
+    /// the Empty budget's business).
     pub fn underutilized_order(&self) -> Vec<usize> {
         let mut taken: BTreeMap<&str, u32> = BTreeMap::new();
         self.ordered(|c| {
             c.consolidatable
-                && c.policy == ConsolidationPolicy::WhenEmptyOrUnderutilized
+                && matches!(
+                    c.policy,
+                    ConsolidationPolicy::WhenEmptyOrUnderutilized | ConsolidationPolicy::Balanced
+                )
                 && c.blocker.is_none()
                 && c.price.is_some()
         })
         .into_iter()
         .filter(|&i| !self.is_empty(i))
+        .filter(|&i| self.can_pass_balanced(i))
         .filter(|&i| {
             let pool = self.candidates[i].node_pool.as_str();
             let t = taken.entry(pool).or_default();
@@ -449,6 +484,22 @@ impl<'a> Evaluation<'a> {
                 price - cost,
                 100.0 * self.min_repack_saving
             )));
+        }
+        if reason == Reason::Underutilized && !self.balanced.is_empty() {
+            let nodes: Vec<(&str, f64, f64)> = group
+                .iter()
+                .map(|&c| {
+                    let cand = &self.candidates[c];
+                    (
+                        cand.node_pool.as_str(),
+                        cand.price.unwrap_or(0.0),
+                        self.balanced_disruption(c),
+                    )
+                })
+                .collect();
+            if let Some(why) = balanced::refusal(&nodes, price - cost, &self.balanced) {
+                return Err(Rejection::NotCheaper(why));
+            }
         }
         Ok(Command {
             reason,

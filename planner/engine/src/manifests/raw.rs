@@ -657,6 +657,7 @@ pub(super) struct Budget {
 pub(super) enum ConsolidationPolicy {
     WhenEmpty,
     WhenEmptyOrUnderutilized,
+    Balanced,
     /// `WhenUnderutilized`, karpenter.sh/v1beta1's name of WhenEmptyOrUnderutilized (read with
     /// a warning).
     #[serde(rename = "WhenUnderutilized")]

@@ -12,6 +12,9 @@ pub enum ConsolidationPolicy {
     /// Empty and underutilized nodes are consolidated (the default).
     #[default]
     WhenEmptyOrUnderutilized,
+    /// Karpenter v1.14's `Balanced`: empty nodes are consolidated, and an underutilized move
+    /// only when its savings justify its disruption (`consolidation::balanced`).
+    Balanced,
 }
 
 /// `nodes` of a disruption budget.
