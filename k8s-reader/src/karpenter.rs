@@ -227,6 +227,15 @@ pub fn node_pool(v: &Value) -> Result<pb::NodePool> {
                 })?,
         ),
     };
+    let replicas = match at(v, &["spec", "replicas"]) {
+        None | Some(Value::Null) => None,
+        Some(r) => Some(r.as_i64().filter(|r| *r >= 0).ok_or_else(|| {
+            field_err(
+                "spec.replicas",
+                format!("must be a non-negative integer, got {r}"),
+            )
+        })?),
+    };
     let disruption = at(v, &["spec", "disruption"]);
     let mut budgets = Vec::new();
     match disruption
@@ -318,6 +327,7 @@ pub fn node_pool(v: &Value) -> Result<pb::NodePool> {
         uid: str_at(v, &["metadata", "uid"]).unwrap_or_default().into(),
         metadata_annotations: string_map(at(v, &["metadata", "annotations"])),
         deletion_time: time(v, "deletionTimestamp"),
+        replicas,
     })
 }
 
@@ -619,6 +629,14 @@ mod tests {
         assert_eq!(
             node_pool(&bad).expect_err("unknown policy").to_string(),
             "spec.disruption.consolidationPolicy: unknown variant `Cheapest`, expected one of `WhenEmpty`, `WhenEmptyOrUnderutilized`, `Balanced`, `WhenUnderutilized`"
+        );
+        let mut fixed = np.clone();
+        fixed["spec"]["replicas"] = 3.into();
+        assert_eq!(node_pool(&fixed).expect("static").replicas, Some(3));
+        fixed["spec"]["replicas"] = (-1).into();
+        assert_eq!(
+            node_pool(&fixed).expect_err("negative").to_string(),
+            "spec.replicas: must be a non-negative integer, got -1"
         );
         let mut balanced = np.clone();
         balanced["spec"]["disruption"] = serde_json::json!({"consolidationPolicy": "Balanced"});

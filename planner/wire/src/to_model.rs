@@ -615,6 +615,7 @@ pub fn node_pool(p: pb::NodePool, at: At<'_>) -> Result<model::NodePool> {
         template_hash: p.template_hash,
         metadata_annotations: p.metadata_annotations,
         deletion_time: p.deletion_time,
+        replicas: p.replicas,
     })
 }
 

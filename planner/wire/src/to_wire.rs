@@ -256,6 +256,7 @@ pub fn node_pool(p: &model::NodePool) -> pb::NodePool {
         uid: String::new(),
         metadata_annotations: p.metadata_annotations.clone(),
         deletion_time: p.deletion_time,
+        replicas: p.replicas,
     }
 }
 

@@ -85,6 +85,8 @@ pub struct Evaluation<'a> {
     /// Totals of the Balanced NodePools, taken once from the snapshot (as Karpenter takes them
     /// once per disruption cycle).
     balanced: BTreeMap<String, PoolTotals>,
+    /// Per static NodePool, how many NodeClaims it has beyond its replicas.
+    static_excess: BTreeMap<String, usize>,
     /// No offering of the catalog has a negative price: the scheduler's lower bound on new
     /// claims (which prices at offerings a NodePool can use, never below 0) then also bounds
     /// what the replacement price filter charges.
@@ -119,6 +121,16 @@ impl<'a> Evaluation<'a> {
             }
         }
         let balanced = balanced::pool_totals(snapshot, &candidates, &pods_on);
+        let sizes = crate::scheduling::static_pool_sizes(snapshot);
+        let static_excess = snapshot
+            .node_pools
+            .iter()
+            .filter_map(|p| {
+                let replicas = usize::try_from(p.replicas?.max(0)).unwrap_or(usize::MAX);
+                let have = sizes.get(&p.name).copied().unwrap_or(0);
+                (have > replicas).then(|| (p.name.clone(), have - replicas))
+            })
+            .collect();
         let mut notes = Vec::new();
         for c in &candidates {
             if let Some(b) = &c.blocker {
@@ -155,6 +167,7 @@ impl<'a> Evaluation<'a> {
             simulations: Cell::new(0),
             rebuilds: Cell::new(0),
             balanced,
+            static_excess,
             prices_nonnegative: catalog.instance_types.iter().all(|t| {
                 t.offerings
                     .iter()
@@ -210,6 +223,12 @@ impl<'a> Evaluation<'a> {
     /// NodePool names, sorted.
     pub fn pool_names(&self) -> Vec<String> {
         self.pools.keys().map(|s| s.to_string()).collect()
+    }
+
+    /// How many NodeClaims the static NodePool `pool` has beyond its replicas (0 for a dynamic
+    /// pool).
+    pub fn static_excess(&self, pool: &str) -> usize {
+        self.static_excess.get(pool).copied().unwrap_or(0)
     }
 
     /// How many more nodes of `pool` this plan may disrupt for `reason`.
@@ -321,6 +340,7 @@ impl<'a> Evaluation<'a> {
         let mut taken: BTreeMap<&str, u32> = BTreeMap::new();
         self.ordered(|c| {
             c.consolidatable
+                && !c.static_pool
                 && matches!(
                     c.policy,
                     ConsolidationPolicy::WhenEmptyOrUnderutilized | ConsolidationPolicy::Balanced
@@ -398,7 +418,7 @@ impl<'a> Evaluation<'a> {
         for &c in group {
             displaced.extend(self.displaced(&self.candidates[c].name));
         }
-        if reason != Reason::Expired {
+        if !reason.is_forceful() {
             self.check_pdbs(&displaced)?;
         }
         // Capacity that cannot be counted on is simulated as gone too, so that the scheduler
@@ -407,7 +427,7 @@ impl<'a> Evaluation<'a> {
             .iter()
             .map(|&c| self.candidates[c].name.as_str())
             .collect();
-        if reason != Reason::Expired {
+        if !reason.is_forceful() {
             removed.extend(self.unusable.keys().map(String::as_str));
             removed.sort_unstable();
             removed.dedup();
@@ -419,18 +439,18 @@ impl<'a> Evaluation<'a> {
             if max_claims == Some(0) {
                 // Any new claim rejects the group, whatever it costs.
                 sim.simulate_without_new_claims(&removed, &displaced)
-            } else if reason == Reason::Expired {
+            } else if reason.is_forceful() {
                 sim.simulate(&removed, &displaced)
             } else {
                 sim.simulate_within(&removed, &displaced, self.max_new_cost(group, reason))
             }
         };
-        if reason != Reason::Expired
+        if !reason.is_forceful()
             && let Some((pod, why)) = result.unschedulable.first()
         {
             return Err(Rejection::NoFit(format!("pod {pod} would not fit: {why}")));
         }
-        if reason != Reason::Expired {
+        if !reason.is_forceful() {
             for (node, pods) in &result.existing {
                 if let (Some(why), Some(pod)) = (self.unusable.get(node), pods.first()) {
                     return Err(Rejection::NoFit(format!(

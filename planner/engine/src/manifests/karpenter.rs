@@ -227,6 +227,7 @@ pub(super) fn node_pool(value: &Value) -> Result<(NodePool, bool, Vec<String>), 
         template_hash,
         metadata_annotations: meta.annotations,
         deletion_time: meta.deletion_timestamp.map(|t| t.0),
+        replicas: spec.replicas,
     };
     let warnings = legacy_node_pool_fields(value, &pool);
     Ok((pool, deleting, warnings))

@@ -681,6 +681,7 @@ pub(super) struct NodePoolSpec {
     pub(super) disruption: Disruption,
     pub(super) limits: Option<ResourceList>,
     pub(super) weight: Option<i32>,
+    pub(super) replicas: Option<i64>,
 }
 
 /// A NodePool.

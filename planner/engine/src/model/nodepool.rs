@@ -102,6 +102,10 @@ pub struct NodePool {
     /// `karpenter.sh/nodepool-hash` and `-hash-version` that Karpenter keeps there).
     #[serde(default)]
     pub metadata_annotations: Labels,
+    /// `spec.replicas`: a static NodePool keeps exactly this many NodeClaims (within
+    /// `limits.nodes`) and launches nothing for pending pods; `None` is a dynamic pool.
+    #[serde(default)]
+    pub replicas: Option<i64>,
 }
 
 /// Kubelet settings of an EC2NodeClass that change what a node can hold.
