@@ -111,6 +111,7 @@ pub fn options(o: pb::PlanOptions, at: At<'_>) -> Result<PlanOptions> {
         min_values_policy,
         spot_to_spot_consolidation: o.spot_to_spot_consolidation,
         no_disruption: o.no_disruption,
+        static_capacity: o.static_capacity,
     })
 }
 

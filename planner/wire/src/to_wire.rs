@@ -405,6 +405,7 @@ pub fn options(o: &PlanOptions) -> pb::PlanOptions {
         min_values_policy: o.min_values_policy.as_str().to_string(),
         spot_to_spot_consolidation: o.spot_to_spot_consolidation,
         no_disruption: o.no_disruption,
+        static_capacity: o.static_capacity,
     }
 }
 

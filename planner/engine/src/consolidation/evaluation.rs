@@ -125,6 +125,7 @@ impl<'a> Evaluation<'a> {
         let static_excess = snapshot
             .node_pools
             .iter()
+            .filter(|_| options.static_capacity)
             .filter_map(|p| {
                 let replicas = usize::try_from(p.replicas?.max(0)).unwrap_or(usize::MAX);
                 let have = sizes.get(&p.name).copied().unwrap_or(0);

@@ -1,7 +1,8 @@
 //! Static NodePools (Karpenter v1.14 `spec.replicas`; kubernetes-sigs/karpenter
 //! `pkg/controllers/static/provisioning/controller.go`): a static pool keeps `replicas`
 //! NodeClaims, at most `limits.nodes`, each launched from the pool's template whatever is
-//! pending. Dynamic provisioning never opens a claim from a static pool (`provisioner.go`
+//! pending, while Karpenter's `StaticCapacity` feature gate is on (`PlanOptions::static_capacity`).
+//! Dynamic provisioning never opens a claim from a static pool (`provisioner.go`
 //! filters them out), but pods may land on its nodes once they exist. Scaling down is the
 //! disruption side's (`consolidation`, reason `ScaleDown`).
 
@@ -70,10 +71,20 @@ pub fn static_target(pool: &NodePool) -> Option<usize> {
 impl Scheduler<'_> {
     /// The NodeClaims that bring every static NodePool up to its replicas: empty claims of the
     /// pool's template, listing every type the pool can launch, cheapest first. A static pool
-    /// that cannot launch (no type matches, its node class is missing, ...) gets a note instead.
+    /// that cannot launch (no type matches, its node class is missing, ...) gets a note instead,
+    /// and so does every static pool while the `StaticCapacity` feature gate is off.
     pub fn static_claims(&self) -> Results {
         let t = &self.tables;
         let mut out = Results::default();
+        if !t.options.static_capacity {
+            for pool in t.pools.iter().filter(|p| p.np.replicas.is_some()) {
+                out.notes.push(format!(
+                    "NodePool {} sets spec.replicas, but the StaticCapacity feature gate is off (Karpenter's default): it launches nothing",
+                    pool.name()
+                ));
+            }
+            return out;
+        }
         let sizes = static_pool_sizes(t.snapshot);
         for (p, pool) in t.pools.iter().enumerate() {
             let Some(target) = static_target(pool.np) else {
