@@ -272,7 +272,7 @@ def exported_metrics(root):
     for path in rust_sources(root):
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
-        prefixes = re.findall(r'Registry::with_prefix\(\s*"([A-Za-z0-9_]+)"', text)
+        prefixes = re.findall(r'(?:Registry::with_prefix|sub_registry_with_prefix)\(\s*"([A-Za-z0-9_]+)"', text)
         if not prefixes:
             continue
         names = re.findall(r'\.register(?:_with_unit)?\(\s*"([A-Za-z0-9_]+)"', text)

@@ -403,26 +403,26 @@ fn a_node_pool_the_manifests_refuse_the_watcher_refuses_alone() {
         .split("---")
         .find(|d| d.contains("kind: NodePool"))
         .expect("a NodePool");
-    let balanced = pool.replace(
+    let unknown = pool.replace(
         "consolidationPolicy: WhenEmpty",
-        "consolidationPolicy: Balanced",
+        "consolidationPolicy: Cheapest",
     );
     let mut builder = SnapshotBuilder::new();
     let refused = builder
-        .add_document_text(&balanced, "np.yaml")
+        .add_document_text(&unknown, "np.yaml")
         .expect_err("the manifests refuse it");
     assert!(
         refused
             .to_string()
-            .contains("spec.disruption.consolidationPolicy: unknown variant `Balanced`"),
+            .contains("spec.disruption.consolidationPolicy: unknown variant `Cheapest`"),
         "{refused}"
     );
-    let value: Value = serde_yaml::from_str(&balanced).expect("YAML");
+    let value: Value = serde_yaml::from_str(&unknown).expect("YAML");
     let e =
         convert::node_pool(&value).expect_err("the watcher refuses the object, not the Session");
     assert!(
         e.to_string()
-            .starts_with("spec.disruption.consolidationPolicy: unknown variant `Balanced`"),
+            .starts_with("spec.disruption.consolidationPolicy: unknown variant `Cheapest`"),
         "{e}"
     );
 }
@@ -635,7 +635,7 @@ fn what_dovetail_plan_refuses_the_watcher_refuses_naming_the_same_field() {
         (
             "NodePool",
             "/spec/disruption/consolidationPolicy",
-            json!("Balanced"),
+            json!("Cheapest"),
         ),
         (
             "NodePool",

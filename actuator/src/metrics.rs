@@ -119,7 +119,7 @@ impl Metrics {
         let disruptions = Family::<Labels, Counter>::default();
         registry.register(
             "disruptions",
-            "Disruptions, by reason (Empty, Underutilized, Drifted, Expired) and outcome (proposed, confirmed, started, done, aborted, rejected)",
+            "Disruptions, by reason (Empty, Underutilized, Drifted, Expired, ScaleDown) and outcome (proposed, confirmed, started, done, aborted, rejected)",
             disruptions.clone(),
         );
         let interruption_messages = Family::<Labels, Counter>::default();

@@ -82,6 +82,17 @@ pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
 pub const NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";
 /// Taint Karpenter puts on nodes it is disrupting.
 pub const DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
+/// Key prefixes of taints a controller removes by itself once a node is ready (Karpenter's
+/// `KnownEphemeralTaintKeyPrefixes`: the Node Readiness Controller's `readiness.k8s.io/<rule>`).
+pub const EPHEMERAL_TAINT_KEY_PREFIXES: [&str; 1] = ["readiness.k8s.io/"];
+
+/// Whether a taint key belongs to a family of known ephemeral taints
+/// ([`EPHEMERAL_TAINT_KEY_PREFIXES`]).
+pub fn is_ephemeral_taint_family(key: &str) -> bool {
+    EPHEMERAL_TAINT_KEY_PREFIXES
+        .iter()
+        .any(|p| key.starts_with(p))
+}
 /// Annotation the actuator keeps on NodeClaims: the subnet ID of the claim's instance, as EC2
 /// reports it now (Karpenter has no field for it; its SubnetDrift reads the instance).
 pub const INSTANCE_SUBNET: &str = "dovetail.io/subnet-id";

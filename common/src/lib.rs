@@ -10,6 +10,7 @@
 //! - [`labels`]: well-known label, annotation and taint keys.
 //! - [`hash`]: the NodePool / EC2NodeClass drift hashes, computed from plain JSON.
 //! - [`duration`]: the one Go duration parser.
+//! - [`feature_gates`]: Karpenter's `--feature-gates`, parsed with its defaults.
 //! - [`cron`]: the one 5-field cron matcher (disruption budget schedules: the planner decides
 //!   with it, the actuator re-checks budgets at execution time with it).
 //!
@@ -20,6 +21,7 @@ pub mod catalog;
 pub mod cron;
 pub mod duration;
 pub mod ec2;
+pub mod feature_gates;
 pub mod hash;
 pub mod key;
 pub mod labels;

@@ -74,6 +74,8 @@ pub struct Options {
     pub actuator_pause_at: Option<&'static str>,
     /// Extra arguments of the actuator.
     pub actuator_args: Vec<String>,
+    /// Extra arguments of the watcher (e.g. `--feature-gates`).
+    pub watcher_args: Vec<String>,
 }
 
 impl Options {
@@ -99,6 +101,7 @@ impl Options {
             disruption: None,
             actuator_pause_at: None,
             actuator_args: Vec::new(),
+            watcher_args: Vec::new(),
         }
     }
 }
@@ -493,7 +496,10 @@ impl System {
                 self.opts.consolidation_interval.into(),
                 "--instance".into(),
                 "e2e-watcher".into(),
-            ],
+            ]
+            .into_iter()
+            .chain(self.opts.watcher_args.iter().cloned())
+            .collect(),
             env: vec![("RUST_LOG".into(), self.opts.rust_log.into())],
             env_remove: vec!["DOVETAIL_PLANNER".into(), "KUBECONFIG".into()],
         };

@@ -197,11 +197,12 @@ fn consolidation_policy(v: Option<&Value>) -> Result<&'static str> {
         None | Some(Value::Null) => Ok("WhenEmptyOrUnderutilized"),
         Some(Value::String(s)) => match s.as_str() {
             "WhenEmpty" => Ok("WhenEmpty"),
+            "Balanced" => Ok("Balanced"),
             "WhenEmptyOrUnderutilized" | "WhenUnderutilized" => Ok("WhenEmptyOrUnderutilized"),
             other => Err(field_err(
                 FIELD,
                 format!(
-                    "unknown variant `{other}`, expected one of `WhenEmpty`, `WhenEmptyOrUnderutilized`, `WhenUnderutilized`"
+                    "unknown variant `{other}`, expected one of `WhenEmpty`, `WhenEmptyOrUnderutilized`, `Balanced`, `WhenUnderutilized`"
                 ),
             )),
         },
@@ -225,6 +226,15 @@ pub fn node_pool(v: &Value) -> Result<pb::NodePool> {
                     field_err("spec.weight", format!("must be between 1 and 100, got {w}"))
                 })?,
         ),
+    };
+    let replicas = match at(v, &["spec", "replicas"]) {
+        None | Some(Value::Null) => None,
+        Some(r) => Some(r.as_i64().filter(|r| *r >= 0).ok_or_else(|| {
+            field_err(
+                "spec.replicas",
+                format!("must be a non-negative integer, got {r}"),
+            )
+        })?),
     };
     let disruption = at(v, &["spec", "disruption"]);
     let mut budgets = Vec::new();
@@ -317,6 +327,7 @@ pub fn node_pool(v: &Value) -> Result<pb::NodePool> {
         uid: str_at(v, &["metadata", "uid"]).unwrap_or_default().into(),
         metadata_annotations: string_map(at(v, &["metadata", "annotations"])),
         deletion_time: time(v, "deletionTimestamp"),
+        replicas,
     })
 }
 
@@ -614,11 +625,26 @@ mod tests {
             "spec.template.spec.requirements[0].operator: unknown operator \"Near\""
         );
         let mut bad = np.clone();
-        bad["spec"]["disruption"] = serde_json::json!({"consolidationPolicy": "Balanced"});
+        bad["spec"]["disruption"] = serde_json::json!({"consolidationPolicy": "Cheapest"});
         assert_eq!(
             node_pool(&bad).expect_err("unknown policy").to_string(),
-            "spec.disruption.consolidationPolicy: unknown variant `Balanced`, expected one of `WhenEmpty`, `WhenEmptyOrUnderutilized`, `WhenUnderutilized`"
+            "spec.disruption.consolidationPolicy: unknown variant `Cheapest`, expected one of `WhenEmpty`, `WhenEmptyOrUnderutilized`, `Balanced`, `WhenUnderutilized`"
         );
+        let mut fixed = np.clone();
+        fixed["spec"]["replicas"] = 3.into();
+        assert_eq!(node_pool(&fixed).expect("static").replicas, Some(3));
+        fixed["spec"]["replicas"] = (-1).into();
+        assert_eq!(
+            node_pool(&fixed).expect_err("negative").to_string(),
+            "spec.replicas: must be a non-negative integer, got -1"
+        );
+        let mut balanced = np.clone();
+        balanced["spec"]["disruption"] = serde_json::json!({"consolidationPolicy": "Balanced"});
+        let d = node_pool(&balanced)
+            .expect("v1.14's Balanced")
+            .disruption
+            .expect("set");
+        assert_eq!(d.consolidation_policy, "Balanced");
         let mut legacy = np.clone();
         legacy["spec"]["disruption"] =
             serde_json::json!({"consolidationPolicy": "WhenUnderutilized"});

@@ -416,3 +416,53 @@ async fn kubectl_get_watch_prints_rows_from_table_watch_events() {
     }
     child.kill().await.unwrap();
 }
+
+/// `kubectl scale nodepool` works on a static NodePool (Karpenter v1.14's CRD declares the
+/// scale subresource on `.spec.replicas` / `.status.nodes`) and is refused on a dynamic one,
+/// whose CRD rule forbids turning it static.
+#[tokio::test]
+async fn kubectl_scale_nodepool_sets_a_static_pools_replicas() {
+    let Some((k, sim, url)) = setup().await else {
+        return;
+    };
+    let fixed = NODEPOOL
+        .replace("name: general", "name: fixed")
+        .replace("  limits: {cpu: \"100\"}\n", "  replicas: 2\n")
+        .replace("  weight: 10\n", "");
+    let manifest = format!("{NODEPOOL}---{fixed}");
+    let (ok, out, err) = run_kubectl(&k, &url, &["apply", "-f", "-"], Some(&manifest)).await;
+    assert!(ok, "kubectl apply failed:\n{out}\n{err}");
+
+    let (ok, out, err) = run_kubectl(
+        &k,
+        &url,
+        &["scale", "nodepool", "fixed", "--replicas=5"],
+        None,
+    )
+    .await;
+    assert!(ok, "kubectl scale failed:\n{out}\n{err}");
+    assert!(out.contains("nodepool.karpenter.sh/fixed scaled"), "{out}");
+    let pools: Api<DynamicObject> = Api::all_with(
+        sim.kube_client().expect("client"),
+        &ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+            "karpenter.sh",
+            "v1",
+            "NodePool",
+        )),
+    );
+    let got = pools.get("fixed").await.expect("the NodePool");
+    assert_eq!(got.data["spec"]["replicas"], json!(5));
+
+    let (ok, out, err) = run_kubectl(
+        &k,
+        &url,
+        &["scale", "nodepool", "general", "--replicas=3"],
+        None,
+    )
+    .await;
+    assert!(!ok, "a dynamic NodePool was scaled:\n{out}");
+    assert!(
+        err.contains("Cannot transition NodePool between static (replicas set) and dynamic"),
+        "{err}"
+    );
+}

@@ -35,9 +35,16 @@ pub(crate) struct PlanArgs {
     /// What happens when a NodePool's minValues cannot be met.
     #[arg(long, ignore_case = true, default_value = "Strict", value_parser = named::<MinValuesPolicy>())]
     min_values_policy: MinValuesPolicy,
-    /// Allow replacing a spot node with a cheaper spot node.
+    /// Allow replacing a spot node with a cheaper spot node (as the feature gate
+    /// SpotToSpotConsolidation=true).
     #[arg(long)]
     spot_to_spot_consolidation: bool,
+    /// Karpenter's feature gates, `Name=true|false` separated by commas, over Karpenter v1.14's
+    /// defaults (NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,
+    /// NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false). Plans read
+    /// SpotToSpotConsolidation and StaticCapacity (NodePools with spec.replicas).
+    #[arg(long, value_name = "GATES", default_value = "", value_parser = feature_gates)]
+    feature_gates: common::feature_gates::FeatureGates,
     /// Compute only the launch plan (no consolidation, drift or expiry).
     #[arg(long)]
     no_disruption: bool,
@@ -125,8 +132,10 @@ pub(super) fn run(args: &PlanArgs, clock_now: i64) -> Result<(), CliError> {
             now,
             preference_policy: args.preference_policy,
             min_values_policy: args.min_values_policy,
-            spot_to_spot_consolidation: args.spot_to_spot_consolidation,
+            spot_to_spot_consolidation: args.spot_to_spot_consolidation
+                || args.feature_gates.spot_to_spot_consolidation,
             no_disruption: args.no_disruption,
+            static_capacity: args.feature_gates.static_capacity,
         },
     };
     let planned = if args.server.is_empty() {
@@ -167,4 +176,9 @@ fn write_output(planned: &Planned, format: OutputFormat) -> Result<(), CliError>
     out.write_all(text.as_bytes())?;
     out.flush()?;
     Ok(())
+}
+
+/// `--feature-gates`, parsed over Karpenter's defaults.
+fn feature_gates(text: &str) -> Result<common::feature_gates::FeatureGates, String> {
+    common::feature_gates::FeatureGates::parse(text)
 }

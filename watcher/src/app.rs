@@ -122,6 +122,7 @@ pub fn start(
 ) -> Running {
     let mirror = Mirror::new();
     let readiness = Readiness::new(NAMES);
+    metrics.attach(mirror.clone(), readiness.clone());
     let (invalid_tx, mut invalid_rx) = mpsc::unbounded_channel();
     let (stop, stop_rx) = watch::channel(false);
     let sinks = Sinks {

@@ -67,6 +67,13 @@ async fn run(config: Config, planners: Arc<PlannerClient>) -> anyhow::Result<()>
     settings.base.catalog_ref = Some(proto::v1::CatalogRef {
         region: config.region.clone(),
     });
+    settings.base.options = proto::v1::PlanOptions {
+        preference_policy: config.preference_policy.clone(),
+        min_values_policy: config.min_values_policy.clone(),
+        spot_to_spot_consolidation: config.feature_gates.spot_to_spot_consolidation,
+        no_disruption: false,
+        static_capacity: config.feature_gates.static_capacity,
+    };
     settings.timings.batch_idle = config.batch_idle;
     settings.timings.batch_max = config.batch_max;
     settings.timings.consolidate_every = config.consolidation_interval;
@@ -76,7 +83,14 @@ async fn run(config: Config, planners: Arc<PlannerClient>) -> anyhow::Result<()>
             &config.instance,
         ));
     }
-    tracing::info!(planners = ?config.planners, instance = %config.instance, "Starting");
+    tracing::info!(
+        planners = ?config.planners,
+        instance = %config.instance,
+        feature_gates = %config.feature_gates,
+        preference_policy = %config.preference_policy,
+        min_values_policy = %config.min_values_policy,
+        "Starting"
+    );
     let running = app::start(client, planners, settings, metrics);
 
     let readiness = running.readiness.clone();

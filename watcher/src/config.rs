@@ -46,6 +46,12 @@ pub const ENV_LEADER_ELECT: &str = "DOVETAIL_LEADER_ELECT";
 pub const ENV_LEASE_NAMESPACE: &str = "DOVETAIL_LEASE_NAMESPACE";
 /// `DOVETAIL_INSTANCE`: this replica's identity (default: `$HOSTNAME`).
 pub const ENV_INSTANCE: &str = "DOVETAIL_INSTANCE";
+/// `DOVETAIL_FEATURE_GATES`: Karpenter's feature gates (`Name=bool,...`, its defaults).
+pub const ENV_FEATURE_GATES: &str = "DOVETAIL_FEATURE_GATES";
+/// `DOVETAIL_PREFERENCE_POLICY`: `Respect` (default) or `Ignore`, as Karpenter's setting.
+pub const ENV_PREFERENCE_POLICY: &str = "DOVETAIL_PREFERENCE_POLICY";
+/// `DOVETAIL_MIN_VALUES_POLICY`: `Strict` (default) or `BestEffort`, as Karpenter's setting.
+pub const ENV_MIN_VALUES_POLICY: &str = "DOVETAIL_MIN_VALUES_POLICY";
 
 /// Command-line flags; each one overrides its environment variable.
 #[derive(Debug, Default, Parser)]
@@ -106,6 +112,17 @@ pub struct Flags {
     /// This replica's identity [env DOVETAIL_INSTANCE, default $HOSTNAME]
     #[arg(long)]
     pub instance: Option<String>,
+    /// Karpenter's feature gates, Name=true|false,... over its v1.14 defaults; plans read
+    /// SpotToSpotConsolidation and StaticCapacity [env DOVETAIL_FEATURE_GATES]
+    #[arg(long)]
+    pub feature_gates: Option<String>,
+    /// How preferences are treated: Respect or Ignore [env DOVETAIL_PREFERENCE_POLICY, default Respect]
+    #[arg(long)]
+    pub preference_policy: Option<String>,
+    /// What happens when minValues cannot be met: Strict or BestEffort
+    /// [env DOVETAIL_MIN_VALUES_POLICY, default Strict]
+    #[arg(long)]
+    pub min_values_policy: Option<String>,
 }
 
 /// The validated configuration.
@@ -135,6 +152,12 @@ pub struct Config {
     pub leader_elect: bool,
     /// Namespace of the Lease.
     pub lease_namespace: String,
+    /// Karpenter's feature gates.
+    pub feature_gates: common::feature_gates::FeatureGates,
+    /// `Respect` or `Ignore`.
+    pub preference_policy: String,
+    /// `Strict` or `BestEffort`.
+    pub min_values_policy: String,
     /// This replica's identity.
     pub instance: String,
 }
@@ -229,7 +252,40 @@ impl Config {
             return Err(i.invalid("the watcher needs a cluster: a kubeconfig PATH or in-cluster"));
         }
         let kubeconfig = KubeSource::load(kube_input, &s)?;
+        let feature_gates = match s.get(flags.feature_gates, "feature-gates", ENV_FEATURE_GATES) {
+            None => common::feature_gates::FeatureGates::default(),
+            Some(i) => {
+                common::feature_gates::FeatureGates::parse(&i.value).map_err(|e| i.invalid(e))?
+            }
+        };
+        let one_of = |input: Option<config::Input>, allowed: [&str; 2]| match input {
+            None => Ok(allowed[0].to_string()),
+            Some(i) => allowed
+                .iter()
+                .find(|a| a.eq_ignore_ascii_case(i.value.trim()))
+                .map(|a| a.to_string())
+                .ok_or_else(|| i.invalid(format!("must be {} or {}", allowed[0], allowed[1]))),
+        };
+        let preference_policy = one_of(
+            s.get(
+                flags.preference_policy,
+                "preference-policy",
+                ENV_PREFERENCE_POLICY,
+            ),
+            ["Respect", "Ignore"],
+        )?;
+        let min_values_policy = one_of(
+            s.get(
+                flags.min_values_policy,
+                "min-values-policy",
+                ENV_MIN_VALUES_POLICY,
+            ),
+            ["Strict", "BestEffort"],
+        )?;
         Ok(Self {
+            feature_gates,
+            preference_policy,
+            min_values_policy,
             kubeconfig,
             planners,
             planner_token,
@@ -297,6 +353,39 @@ mod tests {
         assert_eq!(c.batch_idle, Duration::from_secs(3));
         assert_eq!(c.batch_max, Duration::from_secs(10));
         assert!(c.leader_elect);
+        assert_eq!(
+            c.feature_gates,
+            common::feature_gates::FeatureGates::default()
+        );
+        assert_eq!(c.preference_policy, "Respect");
+        assert_eq!(c.min_values_policy, "Strict");
+    }
+
+    #[test]
+    fn karpenters_settings_are_read_and_refused_by_name() {
+        let src = env(&[
+            (ENV_PLANNER, "a:1"),
+            (
+                ENV_FEATURE_GATES,
+                "StaticCapacity=true,SpotToSpotConsolidation=true",
+            ),
+            (ENV_MIN_VALUES_POLICY, "bestEffort"),
+        ]);
+        let c = Config::load(Flags::default(), &src).expect("valid");
+        assert!(c.feature_gates.static_capacity && c.feature_gates.spot_to_spot_consolidation);
+        assert_eq!(c.min_values_policy, "BestEffort");
+        let bad = env(&[(ENV_PLANNER, "a:1"), (ENV_FEATURE_GATES, "Static=true")]);
+        let e = Config::load(Flags::default(), &bad).expect_err("unknown gate");
+        assert!(
+            e.to_string().contains(ENV_FEATURE_GATES) && e.to_string().contains("\"Static\""),
+            "{e}"
+        );
+        let flags = Flags {
+            preference_policy: Some("Sometimes".into()),
+            ..Flags::default()
+        };
+        let e = Config::load(flags, &env(&[(ENV_PLANNER, "a:1")])).expect_err("bad policy");
+        assert!(e.to_string().contains("--preference-policy"), "{e}");
     }
 
     #[test]

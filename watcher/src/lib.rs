@@ -7,7 +7,8 @@
 //! one `Planner.Session` stream open: a full snapshot, then deltas in order, a `CloseBatch` when
 //! the [`batcher`]'s window over new [pending] pods closes or the consolidation timer fires; on
 //! stream failure it reconnects to another replica and resends a snapshot. Plans come back as
-//! Events on pods and NodePool status ([`feedback`]). With several replicas one [`leader`]
+//! Events on pods and NodePool status ([`feedback`]); `/metrics` also carries Karpenter's
+//! cluster-state metrics by Karpenter's names ([`karpenter_metrics`]). With several replicas one [`leader`]
 //! streams. [`app::start`] assembles it all; [`cli`] is the `dovetail-watcher` program, in the
 //! service shell (`service-shell`: configuration source and Go durations, the planners' TLS,
 //! health and `/metrics` ports, shutdown, the clock, the Kubernetes client). The watcher never
@@ -20,6 +21,7 @@ pub mod config;
 pub mod convert;
 pub mod feedback;
 pub mod informers;
+pub mod karpenter_metrics;
 pub mod leader;
 pub mod metrics;
 pub mod mirror;

@@ -15,6 +15,9 @@ type Labels = Vec<(String, String)>;
 #[derive(Clone, Debug)]
 pub struct Metrics {
     registry: Arc<Registry>,
+    /// The mirror and informer readiness Karpenter's metrics are computed from at each scrape
+    /// (set once by `app::start`).
+    source: Arc<std::sync::OnceLock<(crate::mirror::Mirror, Arc<crate::informers::Readiness>)>>,
     /// Pods pending as Karpenter defines them, now.
     pub pending_pods: Gauge,
     /// Objects in the mirror, now.
@@ -43,6 +46,8 @@ pub struct Metrics {
     pub invalid_pods: Counter,
     /// 1 while this replica leads.
     pub leader: Gauge,
+    /// Karpenter's cluster-state metrics, by its names.
+    pub karpenter: crate::karpenter_metrics::KarpenterMetrics,
 }
 
 // === impl Metrics ===
@@ -56,9 +61,11 @@ impl Default for Metrics {
 impl Metrics {
     /// Registers every metric in a fresh registry.
     pub fn new() -> Self {
-        let mut r = Registry::with_prefix("dovetail_watcher");
+        let mut root = Registry::default();
+        let r = root.sub_registry_with_prefix("dovetail_watcher");
         let m = Self {
             registry: Arc::new(Registry::default()),
+            source: Default::default(),
             pending_pods: Gauge::default(),
             objects: Gauge::default(),
             batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 18)),
@@ -73,6 +80,7 @@ impl Metrics {
             relists: Family::default(),
             invalid_pods: Counter::default(),
             leader: Gauge::default(),
+            karpenter: Default::default(),
         };
         r.register(
             "pending_pods",
@@ -132,10 +140,20 @@ impl Metrics {
             m.invalid_pods.clone(),
         );
         r.register("leader", "1 while this replica leads", m.leader.clone());
+        m.karpenter.register(&mut root);
         Self {
-            registry: Arc::new(r),
+            registry: Arc::new(root),
             ..m
         }
+    }
+
+    /// Computes Karpenter's cluster-state metrics from `mirror` at each scrape.
+    pub fn attach(
+        &self,
+        mirror: crate::mirror::Mirror,
+        readiness: Arc<crate::informers::Readiness>,
+    ) {
+        let _ = self.source.set((mirror, readiness));
     }
 
     /// Labels of a per-kind metric.
@@ -146,6 +164,10 @@ impl Metrics {
 
 impl Render for Metrics {
     fn render(&self) -> String {
+        if let Some((mirror, readiness)) = self.source.get() {
+            let state = mirror.lock();
+            self.karpenter.refresh(&state, readiness.is_ready());
+        }
         service_shell::metrics::encode(&self.registry)
     }
 }

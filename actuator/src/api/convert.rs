@@ -9,7 +9,7 @@ use crate::launch::{LaunchSpec, Requirement, Taint};
 use crate::ledger::{Basis, NewDisruption, NewLaunch, Submission};
 
 /// The reasons a disruption decision may carry.
-pub(super) const REASONS: [&str; 4] = ["Empty", "Underutilized", "Drifted", "Expired"];
+pub(super) const REASONS: [&str; 5] = ["Empty", "Underutilized", "Drifted", "Expired", "ScaleDown"];
 
 /// A request field that cannot be used.
 #[derive(Debug, thiserror::Error)]

@@ -27,7 +27,9 @@ pub fn allowed(
     disrupting: usize,
     now: i64,
 ) -> Result<Option<usize>, String> {
-    if reason == "Expired" {
+    // Expiry and a static NodePool's scale-down are not held to budgets (Karpenter deletes
+    // those NodeClaims outright; the drain still honours PDBs).
+    if reason == "Expired" || reason == "ScaleDown" {
         return Ok(None);
     }
     let name = pool.metadata.name.clone().unwrap_or_default();
@@ -131,6 +133,11 @@ mod tests {
             allowed(&p, "Expired", 10, 0, NOON),
             Ok(None),
             "expiry ignores budgets"
+        );
+        assert_eq!(
+            allowed(&p, "ScaleDown", 10, 0, NOON),
+            Ok(None),
+            "a static pool's scale-down ignores budgets"
         );
         // A schedule applies only while active: @daily for 1h is active from midnight to
         // 01:00 UTC, not at noon.

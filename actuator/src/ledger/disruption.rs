@@ -109,7 +109,7 @@ pub struct NewDisruption {
     pub idempotency_key: String,
     /// The command as received (protobuf), kept for audit.
     pub payload: Vec<u8>,
-    /// `Empty`, `Underutilized`, `Drifted` or `Expired`.
+    /// `Empty`, `Underutilized`, `Drifted`, `Expired` or `ScaleDown`.
     pub reason: String,
     /// The candidate Nodes, by name.
     pub nodes: Vec<String>,
@@ -171,7 +171,7 @@ pub struct DisruptionRecord {
     pub key: String,
     /// The plan that proposed this attempt first.
     pub plan_id: String,
-    /// Why (`Empty`, `Underutilized`, `Drifted`, `Expired`).
+    /// Why (`Empty`, `Underutilized`, `Drifted`, `Expired`, `ScaleDown`).
     pub reason: String,
     /// Candidate Node names.
     pub nodes: Vec<String>,

@@ -65,6 +65,7 @@ pub fn blocker(node: &Node, nc: &NodeClaim) -> Option<(&'static str, String)> {
         KNOWN_EPHEMERAL_TAINTS
             .iter()
             .any(|(k, e)| t.key == *k && t.effect == *e)
+            || common::labels::is_ephemeral_taint_family(&t.key)
     }) {
         return Some((
             "KnownEphemeralTaintsExist",
@@ -145,6 +146,16 @@ mod tests {
         assert_eq!(
             blocker(&node("True", ephemeral, "1"), &c).map(|b| b.0),
             Some("KnownEphemeralTaintsExist")
+        );
+        // The Node Readiness Controller's taints (Karpenter v1.13's KnownEphemeralTaintKeyPrefixes).
+        let readiness = json!([{"key": "readiness.k8s.io/network", "effect": "NoSchedule"}]);
+        assert_eq!(
+            blocker(&node("True", readiness, "1"), &c),
+            Some((
+                "KnownEphemeralTaintsExist",
+                "KnownEphemeralTaint \"readiness.k8s.io/network:NoSchedule\" still exists"
+                    .to_string()
+            ))
         );
         let b = blocker(&node("True", json!([]), "0"), &c).expect("blocked");
         assert_eq!(

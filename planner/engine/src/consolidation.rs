@@ -17,8 +17,11 @@
 //! [`MAX_GROUP`] nodes) look for the largest jointly deletable group and the largest group
 //! that k cheaper new nodes can hold, each in Karpenter's order (cheapest disruption per
 //! dollar saved first) and least-utilized first; the command that saves most is committed.
+//! In a `Balanced` NodePool an underutilized move must also pass Karpenter v1.14's score of
+//! savings against disruption ([`balanced`]).
 //! The design note is `designs/disruption.md`.
 
+pub mod balanced;
 mod budgets;
 mod candidate;
 pub use common::cron;
@@ -63,6 +66,8 @@ pub enum Reason {
     Drifted,
     /// `expireAfter` elapsed.
     Expired,
+    /// A static NodePool has more nodes than its `replicas`.
+    ScaleDown,
 }
 
 // === impl Reason ===
@@ -75,7 +80,16 @@ impl Reason {
             Reason::Underutilized => "Underutilized",
             Reason::Drifted => "Drifted",
             Reason::Expired => "Expired",
+            Reason::ScaleDown => "ScaleDown",
         }
+    }
+
+    /// Whether the decision goes ahead whatever budgets, blockers and PDBs say (pods that fit
+    /// nowhere are reported rather than holding it back): expiry and a static pool's
+    /// scale-down, as Karpenter deletes those NodeClaims outright and leaves the drain to honour
+    /// PDBs and do-not-disrupt.
+    pub fn is_forceful(self) -> bool {
+        matches!(self, Reason::Expired | Reason::ScaleDown)
     }
 }
 
@@ -265,6 +279,7 @@ pub fn disrupt_after_launch(
 /// more is kept.
 pub fn run(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>) {
     expire(s, build);
+    scale_down(s, build);
     empty(s);
     drift(s, build);
     let before = s.decision_count();
@@ -341,13 +356,44 @@ fn expire(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>) {
     }
 }
 
+/// Static NodePools with more nodes than their replicas: one decision per pool removes the
+/// excess, empty nodes first, then the cheapest to disrupt (Karpenter's
+/// `pkg/controllers/static/deprovisioning`); forceful, like expiry.
+fn scale_down(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>) {
+    for pool in s.pool_names() {
+        let excess = s.static_excess(&pool);
+        if excess == 0 {
+            continue;
+        }
+        let mut group: Vec<usize> = s.ordered(|c| c.node_pool == pool);
+        // Stable: empty nodes first, each part in disruption-cost order.
+        group.sort_by_key(|&c| !s.is_empty(c));
+        group.truncate(excess);
+        if group.is_empty() {
+            continue;
+        }
+        let cmd = {
+            let sim = s.build(build);
+            if sim.is_cancelled() {
+                return;
+            }
+            s.evaluate(&*sim, &group, Reason::ScaleDown, None)
+        };
+        if let Ok(cmd) = cmd {
+            s.commit(cmd);
+        }
+    }
+}
+
 /// Empty nodes: consolidatable, unblocked, no reschedulable pods; one decision per NodePool
-/// with as many as its Empty budget allows.
+/// with as many as its Empty budget allows. A static pool's nodes are left to its replicas.
 fn empty(s: &mut Evaluation<'_>) {
     for pool in s.pool_names() {
         let budget = s.remaining(&pool, Reason::Empty);
         let group: Vec<usize> = s
-            .ordered(|c| c.node_pool == pool && c.consolidatable && c.blocker.is_none())
+            .ordered(|c| {
+                c.node_pool == pool && c.consolidatable && c.blocker.is_none() && !c.static_pool
+            })
             .into_iter()
             .filter(|&c| s.is_empty(c))
             .take(budget as usize)

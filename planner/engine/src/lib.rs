@@ -60,6 +60,16 @@ pub fn plan_cancellable(
     plan.summary.cost_per_hour = results.cost();
     plan.summary.lower_bound_cost_per_hour = results.lower_bound;
     plan.node_claims = results.new_claims;
+    let statics = scheduler.static_claims();
+    if !statics.new_claims.is_empty() {
+        plan.summary.new_node_claims = plan
+            .summary
+            .new_node_claims
+            .saturating_add(u32::try_from(statics.new_claims.len()).unwrap_or(u32::MAX));
+        plan.summary.cost_per_hour += statics.cost();
+        plan.summary.lower_bound_cost_per_hour += statics.lower_bound;
+        plan.node_claims.extend(statics.new_claims);
+    }
     plan.existing_nodes = results
         .existing
         .into_iter()
@@ -71,6 +81,7 @@ pub fn plan_cancellable(
         .map(|(pod, reason)| plan::Unschedulable { pod, reason })
         .collect();
     plan.notes = results.notes;
+    plan.notes.extend(statics.notes);
     if !options.no_disruption {
         let launch: Vec<(String, Vec<model::PodKey>)> = plan
             .existing_nodes

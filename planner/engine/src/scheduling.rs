@@ -38,6 +38,7 @@ mod room;
 mod run;
 mod scheduler;
 mod signature;
+mod static_pools;
 pub(crate) mod topology;
 mod volumes;
 
@@ -46,6 +47,7 @@ use crate::requirements::{self, Requirement, Requirements};
 
 pub use results::{MAX_INSTANCE_TYPES, Results};
 pub use scheduler::Scheduler;
+pub use static_pools::{static_pool_sizes, static_target};
 
 /// The requirements a pod puts on its node: `nodeSelector`, the first required node-affinity
 /// term (later terms are tried by preference relaxation) and the heaviest preferred

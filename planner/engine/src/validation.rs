@@ -346,6 +346,7 @@ fn node_pool(p: &NodePool, at: &str, obj: &str) -> Result {
         }
     }
     min_values(&p.requirements, &format!("{at}.requirements"), obj)?;
+    static_pool(p, at, obj)?;
     duration(p.expire_after, format!("{at}.expire_after"), obj)?;
     if let Some(l) = &p.limits {
         resources(l, &format!("{at}.limits.quantities"), obj)?;
@@ -394,6 +395,36 @@ fn node_pool(p: &NodePool, at: &str, obj: &str) -> Result {
             }
             (None, None) => {}
         }
+    }
+    Ok(())
+}
+
+/// `spec.replicas` and the rules the v1.14 CRD puts on a static NodePool: at least 0, no
+/// `weight`, no limit but `nodes`.
+fn static_pool(p: &NodePool, at: &str, obj: &str) -> Result {
+    let Some(r) = p.replicas else {
+        return Ok(());
+    };
+    if r < 0 {
+        return Err(invalid(
+            format!("{at}.replicas"),
+            obj,
+            format!("must be at least 0, got {r}"),
+        ));
+    }
+    if p.weight != 0 {
+        return Err(invalid(
+            format!("{at}.weight"),
+            obj,
+            "'weight' is not supported on static NodePools",
+        ));
+    }
+    if let Some(other) = p.limited_resources.iter().find(|r| r.as_str() != "nodes") {
+        return Err(invalid(
+            format!("{at}.limits.{other}"),
+            obj,
+            "only 'limits.nodes' is supported on static NodePools",
+        ));
     }
     Ok(())
 }

@@ -160,6 +160,7 @@ fn snapshot_round_trips_through_the_wire() {
         min_values_policy: MinValuesPolicy::BestEffort,
         spot_to_spot_consolidation: true,
         no_disruption: false,
+        static_capacity: true,
     };
     let catalog = CatalogChoice::Inline(fixtures::catalog());
     let req = to_wire::plan_request(&s, &catalog, &options);

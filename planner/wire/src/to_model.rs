@@ -111,6 +111,7 @@ pub fn options(o: pb::PlanOptions, at: At<'_>) -> Result<PlanOptions> {
         min_values_policy,
         spot_to_spot_consolidation: o.spot_to_spot_consolidation,
         no_disruption: o.no_disruption,
+        static_capacity: o.static_capacity,
     })
 }
 
@@ -563,6 +564,7 @@ fn disruption(d: Option<pb::Disruption>, at: At<'_>) -> Result<model::Disruption
                     "WhenEmptyOrUnderutilized",
                     ConsolidationPolicy::WhenEmptyOrUnderutilized,
                 ),
+                ("Balanced", ConsolidationPolicy::Balanced),
             ],
         )?,
     };
@@ -614,6 +616,7 @@ pub fn node_pool(p: pb::NodePool, at: At<'_>) -> Result<model::NodePool> {
         template_hash: p.template_hash,
         metadata_annotations: p.metadata_annotations,
         deletion_time: p.deletion_time,
+        replicas: p.replicas,
     })
 }
 

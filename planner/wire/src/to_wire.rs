@@ -256,6 +256,7 @@ pub fn node_pool(p: &model::NodePool) -> pb::NodePool {
         uid: String::new(),
         metadata_annotations: p.metadata_annotations.clone(),
         deletion_time: p.deletion_time,
+        replicas: p.replicas,
     }
 }
 
@@ -404,6 +405,7 @@ pub fn options(o: &PlanOptions) -> pb::PlanOptions {
         min_values_policy: o.min_values_policy.as_str().to_string(),
         spot_to_spot_consolidation: o.spot_to_spot_consolidation,
         no_disruption: o.no_disruption,
+        static_capacity: o.static_capacity,
     }
 }
 

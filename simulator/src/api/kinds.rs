@@ -399,14 +399,9 @@ impl Kinds {
                     "verbs": ["get", "patch", "update"],
                 }));
             }
-            if k.group == "apps"
-                && matches!(
-                    k.resource.as_str(),
-                    "deployments" | "replicasets" | "statefulsets"
-                )
-            {
+            if super::server::has_scale(k) {
                 resources.push(json!({
-                    "name": format!("{}/scale", k.resource), "singularName": "", "namespaced": true,
+                    "name": format!("{}/scale", k.resource), "singularName": "", "namespaced": k.namespaced,
                     "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"],
                 }));
             }

@@ -722,16 +722,22 @@ fn watch(
         .map_err(|e| ApiError::internal(format!("building the watch response: {e}")))
 }
 
-/// Whether the kind has a `scale` subresource.
+/// Whether the kind has a `scale` subresource: the apps workloads, and Karpenter's NodePool
+/// (its CRD declares `.spec.replicas` / `.status.nodes`).
 pub(crate) fn has_scale(kind: &KindInfo) -> bool {
-    kind.group == "apps"
+    (kind.group == "apps"
         && matches!(
             kind.resource.as_str(),
             "deployments" | "replicasets" | "statefulsets"
-        )
+        ))
+        || is_node_pool(kind)
 }
 
-fn scale_doc(obj: &Value) -> Value {
+fn is_node_pool(kind: &KindInfo) -> bool {
+    kind.group == "karpenter.sh" && kind.resource == "nodepools"
+}
+
+fn scale_doc(obj: &Value, node_pool: bool) -> Value {
     let selector = obj["spec"]["selector"]["matchLabels"]
         .as_object()
         .map(|m| {
@@ -750,11 +756,16 @@ fn scale_doc(obj: &Value) -> Value {
             "resourceVersion": meta["resourceVersion"], "creationTimestamp": meta["creationTimestamp"],
         },
         "spec": {"replicas": obj["spec"]["replicas"].as_i64().unwrap_or(1)},
-        "status": {"replicas": obj["status"]["replicas"].as_i64().unwrap_or(0), "selector": selector},
+        "status": {
+            "replicas": obj["status"][if node_pool { "nodes" } else { "replicas" }].as_i64().unwrap_or(0),
+            "selector": selector,
+        },
     })
 }
 
-/// The `scale` subresource of Deployments, ReplicaSets and StatefulSets (autoscaling/v1 Scale).
+/// The `scale` subresource of Deployments, ReplicaSets, StatefulSets and NodePools
+/// (autoscaling/v1 Scale). A NodePool without `spec.replicas` is dynamic and cannot be scaled
+/// (its CRD's rule: no transition between static and dynamic).
 fn scale(
     store: &Store,
     kind: &KindInfo,
@@ -765,13 +776,14 @@ fn scale(
     body: &[u8],
 ) -> Result<Response> {
     let current = store.get(kind, ns, name)?;
+    let node_pool = is_node_pool(kind);
     let wanted = match *method {
-        Method::GET => return Ok(json_response(200, &scale_doc(&current))),
+        Method::GET => return Ok(json_response(200, &scale_doc(&current, node_pool))),
         Method::PUT => serde_json::from_slice::<Value>(body)
             .map_err(|e| ApiError::bad_request(format!("the Scale body is not valid JSON: {e}")))?,
         Method::PATCH => {
             let pt = PatchType::from_content_type(content_type)?;
-            let mut doc = scale_doc(&current);
+            let mut doc = scale_doc(&current, node_pool);
             pt.apply(&mut doc, &pt.parse_body(body)?)?;
             doc
         }
@@ -792,6 +804,14 @@ fn scale(
                 "must be a non-negative integer",
             )
         })?;
+    if node_pool && current["spec"]["replicas"].as_i64().is_none() {
+        return Err(ApiError::invalid(
+            &kind.kind,
+            name,
+            "spec",
+            "Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning modes",
+        ));
+    }
     if let Some(rv) = wanted["metadata"]["resourceVersion"].as_str()
         && *method == Method::PUT
         && current["metadata"]["resourceVersion"].as_str() != Some(rv)
@@ -807,7 +827,7 @@ fn scale(
         o["spec"]["replicas"] = json!(replicas);
         Ok(changed)
     })?;
-    Ok(json_response(200, &scale_doc(&out)))
+    Ok(json_response(200, &scale_doc(&out, node_pool)))
 }
 
 /// The eviction subresource: deletes the pod unless a PodDisruptionBudget forbids it.

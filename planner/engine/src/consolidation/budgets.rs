@@ -62,9 +62,9 @@ impl Budgets {
     }
 
     /// How many more nodes of `pool` this plan may disrupt for `reason` (`u32::MAX` when no
-    /// budget limits it). Expiry is not limited by budgets.
+    /// budget limits it). Expiry and a static pool's scale-down are not limited by budgets.
     pub(crate) fn remaining(&self, pool: &str, reason: Reason) -> u32 {
-        if reason == Reason::Expired {
+        if reason.is_forceful() {
             return u32::MAX;
         }
         let Some(p) = self.pools.get(pool) else {

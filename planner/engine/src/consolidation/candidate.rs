@@ -52,6 +52,8 @@ pub struct Candidate {
     pub last_pod_event: Option<Timestamp>,
     /// The pool's consolidation policy.
     pub policy: ConsolidationPolicy,
+    /// Its pool is static (`spec.replicas`): never consolidated, scaled down to its replicas.
+    pub static_pool: bool,
     /// Whether `consolidateAfter` has elapsed since the last pod event (false when `Never`).
     pub consolidatable: bool,
     /// Why graceful disruption (Empty, Underutilized, Drifted) may not touch it.
@@ -393,6 +395,7 @@ pub(crate) fn build(
             expire_after,
             last_pod_event,
             policy: pool.disruption.consolidation_policy,
+            static_pool: pool.replicas.is_some(),
             consolidatable,
             blocker,
             drift,

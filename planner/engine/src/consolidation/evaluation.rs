@@ -10,6 +10,7 @@ mod replacement;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::balanced::{self, PoolTotals};
 use super::budgets::Budgets;
 use super::candidate::{self, Candidate, PdbState, PodsByNode};
 use super::{BuildSimulator, Error, Outcome, Reason, Relocation, Simulate, Stats};
@@ -81,6 +82,11 @@ pub struct Evaluation<'a> {
     unusable: BTreeMap<String, String>,
     simulations: Cell<usize>,
     rebuilds: Cell<usize>,
+    /// Totals of the Balanced NodePools, taken once from the snapshot (as Karpenter takes them
+    /// once per disruption cycle).
+    balanced: BTreeMap<String, PoolTotals>,
+    /// Per static NodePool, how many NodeClaims it has beyond its replicas.
+    static_excess: BTreeMap<String, usize>,
     /// No offering of the catalog has a negative price: the scheduler's lower bound on new
     /// claims (which prices at offerings a NodePool can use, never below 0) then also bounds
     /// what the replacement price filter charges.
@@ -114,6 +120,18 @@ impl<'a> Evaluation<'a> {
                 }
             }
         }
+        let balanced = balanced::pool_totals(snapshot, &candidates, &pods_on);
+        let sizes = crate::scheduling::static_pool_sizes(snapshot);
+        let static_excess = snapshot
+            .node_pools
+            .iter()
+            .filter(|_| options.static_capacity)
+            .filter_map(|p| {
+                let replicas = usize::try_from(p.replicas?.max(0)).unwrap_or(usize::MAX);
+                let have = sizes.get(&p.name).copied().unwrap_or(0);
+                (have > replicas).then(|| (p.name.clone(), have - replicas))
+            })
+            .collect();
         let mut notes = Vec::new();
         for c in &candidates {
             if let Some(b) = &c.blocker {
@@ -149,6 +167,8 @@ impl<'a> Evaluation<'a> {
             unusable,
             simulations: Cell::new(0),
             rebuilds: Cell::new(0),
+            balanced,
+            static_excess,
             prices_nonnegative: catalog.instance_types.iter().all(|t| {
                 t.offerings
                     .iter()
@@ -204,6 +224,12 @@ impl<'a> Evaluation<'a> {
     /// NodePool names, sorted.
     pub fn pool_names(&self) -> Vec<String> {
         self.pools.keys().map(|s| s.to_string()).collect()
+    }
+
+    /// How many NodeClaims the static NodePool `pool` has beyond its replicas (0 for a dynamic
+    /// pool).
+    pub fn static_excess(&self, pool: &str) -> usize {
+        self.static_excess.get(pool).copied().unwrap_or(0)
     }
 
     /// How many more nodes of `pool` this plan may disrupt for `reason`.
@@ -283,19 +309,49 @@ impl<'a> Evaluation<'a> {
         v.into_iter().map(|(_, _, i)| i).collect()
     }
 
+    /// The disruption cost Balanced scoring charges for a candidate (1 + its reschedulable
+    /// pods' positive eviction costs, in the working state).
+    fn balanced_disruption(&self, c: usize) -> f64 {
+        balanced::node_disruption_cost(self.displaced(&self.candidates[c].name))
+    }
+
+    /// Whether deleting the candidate outright, the best any move can do for it, would pass
+    /// its pool's Balanced score (Karpenter's `CanPassThreshold`); true outside Balanced pools.
+    fn can_pass_balanced(&self, c: usize) -> bool {
+        let cand = &self.candidates[c];
+        let Some(totals) = self.balanced.get(&cand.node_pool) else {
+            return true;
+        };
+        if totals.cost <= 0.0 {
+            return true;
+        }
+        balanced::Score::of(
+            cand.price.unwrap_or(0.0),
+            self.balanced_disruption(c),
+            *totals,
+        )
+        .approved()
+    }
+
     /// Candidates for Underutilized consolidation, in order, taken while their NodePool's
-    /// budget allows: consolidatable, policy WhenEmptyOrUnderutilized, unblocked, priced, not
-    /// empty (empty nodes are the Empty budget's business).
+    /// budget allows: consolidatable, policy WhenEmptyOrUnderutilized (or Balanced, when even
+    /// deleting the node would pass its score), unblocked, priced, not empty (empty nodes are
+    /// the Empty budget's business).
     pub fn underutilized_order(&self) -> Vec<usize> {
         let mut taken: BTreeMap<&str, u32> = BTreeMap::new();
         self.ordered(|c| {
             c.consolidatable
-                && c.policy == ConsolidationPolicy::WhenEmptyOrUnderutilized
+                && !c.static_pool
+                && matches!(
+                    c.policy,
+                    ConsolidationPolicy::WhenEmptyOrUnderutilized | ConsolidationPolicy::Balanced
+                )
                 && c.blocker.is_none()
                 && c.price.is_some()
         })
         .into_iter()
         .filter(|&i| !self.is_empty(i))
+        .filter(|&i| self.can_pass_balanced(i))
         .filter(|&i| {
             let pool = self.candidates[i].node_pool.as_str();
             let t = taken.entry(pool).or_default();
@@ -363,7 +419,7 @@ impl<'a> Evaluation<'a> {
         for &c in group {
             displaced.extend(self.displaced(&self.candidates[c].name));
         }
-        if reason != Reason::Expired {
+        if !reason.is_forceful() {
             self.check_pdbs(&displaced)?;
         }
         // Capacity that cannot be counted on is simulated as gone too, so that the scheduler
@@ -372,7 +428,7 @@ impl<'a> Evaluation<'a> {
             .iter()
             .map(|&c| self.candidates[c].name.as_str())
             .collect();
-        if reason != Reason::Expired {
+        if !reason.is_forceful() {
             removed.extend(self.unusable.keys().map(String::as_str));
             removed.sort_unstable();
             removed.dedup();
@@ -384,18 +440,18 @@ impl<'a> Evaluation<'a> {
             if max_claims == Some(0) {
                 // Any new claim rejects the group, whatever it costs.
                 sim.simulate_without_new_claims(&removed, &displaced)
-            } else if reason == Reason::Expired {
+            } else if reason.is_forceful() {
                 sim.simulate(&removed, &displaced)
             } else {
                 sim.simulate_within(&removed, &displaced, self.max_new_cost(group, reason))
             }
         };
-        if reason != Reason::Expired
+        if !reason.is_forceful()
             && let Some((pod, why)) = result.unschedulable.first()
         {
             return Err(Rejection::NoFit(format!("pod {pod} would not fit: {why}")));
         }
-        if reason != Reason::Expired {
+        if !reason.is_forceful() {
             for (node, pods) in &result.existing {
                 if let (Some(why), Some(pod)) = (self.unusable.get(node), pods.first()) {
                     return Err(Rejection::NoFit(format!(
@@ -449,6 +505,22 @@ impl<'a> Evaluation<'a> {
                 price - cost,
                 100.0 * self.min_repack_saving
             )));
+        }
+        if reason == Reason::Underutilized && !self.balanced.is_empty() {
+            let nodes: Vec<(&str, f64, f64)> = group
+                .iter()
+                .map(|&c| {
+                    let cand = &self.candidates[c];
+                    (
+                        cand.node_pool.as_str(),
+                        cand.price.unwrap_or(0.0),
+                        self.balanced_disruption(c),
+                    )
+                })
+                .collect();
+            if let Some(why) = balanced::refusal(&nodes, price - cost, &self.balanced) {
+                return Err(Rejection::NotCheaper(why));
+            }
         }
         Ok(Command {
             reason,

@@ -175,6 +175,7 @@ pub(super) fn node_pool(value: &Value) -> Result<(NodePool, bool, Vec<String>), 
     let disruption = Disruption {
         consolidation_policy: match d.consolidation_policy {
             Some(raw::ConsolidationPolicy::WhenEmpty) => ConsolidationPolicy::WhenEmpty,
+            Some(raw::ConsolidationPolicy::Balanced) => ConsolidationPolicy::Balanced,
             // `WhenUnderutilized` (v1beta1) is v1's WhenEmptyOrUnderutilized (with a warning).
             _ => ConsolidationPolicy::WhenEmptyOrUnderutilized,
         },
@@ -226,6 +227,7 @@ pub(super) fn node_pool(value: &Value) -> Result<(NodePool, bool, Vec<String>), 
         template_hash,
         metadata_annotations: meta.annotations,
         deletion_time: meta.deletion_timestamp.map(|t| t.0),
+        replicas: spec.replicas,
     };
     let warnings = legacy_node_pool_fields(value, &pool);
     Ok((pool, deleting, warnings))

@@ -657,6 +657,7 @@ pub(super) struct Budget {
 pub(super) enum ConsolidationPolicy {
     WhenEmpty,
     WhenEmptyOrUnderutilized,
+    Balanced,
     /// `WhenUnderutilized`, karpenter.sh/v1beta1's name of WhenEmptyOrUnderutilized (read with
     /// a warning).
     #[serde(rename = "WhenUnderutilized")]
@@ -680,6 +681,7 @@ pub(super) struct NodePoolSpec {
     pub(super) disruption: Disruption,
     pub(super) limits: Option<ResourceList>,
     pub(super) weight: Option<i32>,
+    pub(super) replicas: Option<i64>,
 }
 
 /// A NodePool.

@@ -12,6 +12,9 @@ pub enum ConsolidationPolicy {
     /// Empty and underutilized nodes are consolidated (the default).
     #[default]
     WhenEmptyOrUnderutilized,
+    /// Karpenter v1.14's `Balanced`: empty nodes are consolidated, and an underutilized move
+    /// only when its savings justify its disruption (`consolidation::balanced`).
+    Balanced,
 }
 
 /// `nodes` of a disruption budget.
@@ -99,6 +102,10 @@ pub struct NodePool {
     /// `karpenter.sh/nodepool-hash` and `-hash-version` that Karpenter keeps there).
     #[serde(default)]
     pub metadata_annotations: Labels,
+    /// `spec.replicas`: a static NodePool keeps exactly this many NodeClaims (within
+    /// `limits.nodes`) and launches nothing for pending pods; `None` is a dynamic pool.
+    #[serde(default)]
+    pub replicas: Option<i64>,
 }
 
 /// Kubelet settings of an EC2NodeClass that change what a node can hold.

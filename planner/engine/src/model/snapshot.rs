@@ -72,4 +72,8 @@ pub struct PlanOptions {
     pub spot_to_spot_consolidation: bool,
     /// Compute only the launch plan.
     pub no_disruption: bool,
+    /// Karpenter's `StaticCapacity` feature gate: static NodePools (`spec.replicas`) launch and
+    /// scale. Off (Karpenter's default), a static NodePool launches nothing.
+    #[serde(default)]
+    pub static_capacity: bool,
 }

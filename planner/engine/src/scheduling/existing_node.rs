@@ -18,7 +18,8 @@ use super::ports::{normalize_ports, port_conflict_either};
 use super::signature::Sig;
 
 /// Taints that the node lifecycle controller puts on nodes that are still starting; Karpenter
-/// ignores them (and startup taints) on nodes it has not initialized yet.
+/// ignores them, the `readiness.k8s.io/` family (`labels::EPHEMERAL_TAINT_KEY_PREFIXES`) and
+/// startup taints on nodes it has not initialized yet.
 const EPHEMERAL_TAINTS: &[&str] = &[
     "node.kubernetes.io/not-ready",
     "node.kubernetes.io/unreachable",
@@ -223,7 +224,11 @@ fn from_node(
     } else {
         n.taints
             .iter()
-            .filter(|t| !EPHEMERAL_TAINTS.contains(&t.key.as_str()) && !startup.contains(t))
+            .filter(|t| {
+                !EPHEMERAL_TAINTS.contains(&t.key.as_str())
+                    && !labels::is_ephemeral_taint_family(&t.key)
+                    && !startup.contains(t)
+            })
             .cloned()
             .collect()
     };

@@ -4,6 +4,8 @@ use crate::labels;
 use crate::model::PodKey;
 use crate::plan::{PlannedNodeClaim, TaintOut};
 
+use super::node_claim::Claim;
+use super::pools::Pool;
 use super::run::Run;
 
 /// Most instance types listed on one claim (Karpenter launches with at most 60).
@@ -72,6 +74,134 @@ pub(super) fn claim_name(pool: &str, index: usize, pods: &[PodKey]) -> String {
     format!("{pool}-{suffix}")
 }
 
+/// The plan's view of a claim of `pool`: its cheapest types (at most [`MAX_INSTANCE_TYPES`]),
+/// the zones and capacity types they can launch in, the labels every one of them carries, the
+/// pool's taints, and `pods`.
+pub(super) fn planned_claim(
+    pool: &Pool<'_>,
+    c: &Claim,
+    name: String,
+    pods: Vec<PodKey>,
+) -> PlannedNodeClaim {
+    let zone_req = c.reqs.get(labels::ZONE);
+    let ct_req = c.reqs.get(labels::CAPACITY_TYPE);
+    // Only the listed (cheapest) types can be launched, so zones, capacity types and
+    // shared labels are theirs. Fast path: the claim does not narrow zones or capacity types beyond its pool, so
+    // every usable offering is allowed, prices are the pool's and `c.types` is already
+    // cheapest first.
+    let fast = zone_req == pool.reqs.get(labels::ZONE)
+        && ct_req == pool.reqs.get(labels::CAPACITY_TYPE)
+        && pool.zone_names.is_some()
+        && pool.capacity_type_names.is_some();
+    let (priced, zones, cts): (Vec<Priced<'_>>, Vec<String>, Vec<String>) = if fast {
+        let priced: Vec<(f64, &str, usize)> = c
+            .types
+            .iter()
+            .take(MAX_INSTANCE_TYPES)
+            .map(|&t| {
+                let te = &pool.types[t as usize];
+                (te.price, te.name.as_str(), t as usize)
+            })
+            .collect();
+        let (mut zm, mut cm) = (0u64, 0u64);
+        for &(_, _, t) in &priced {
+            zm |= pool.types[t].zone_mask;
+            cm |= pool.types[t].ct_mask;
+        }
+        let decode = |names: &Option<Vec<String>>, m: u64| -> Vec<String> {
+            names
+                .iter()
+                .flatten()
+                .enumerate()
+                .filter(|(i, _)| m & (1 << i) != 0)
+                .map(|(_, n)| n.clone())
+                .collect()
+        };
+        let zones = decode(&pool.zone_names, zm);
+        let cts = decode(&pool.capacity_type_names, cm);
+        (priced, zones, cts)
+    } else {
+        let mut priced: Vec<(f64, &str, usize)> = c
+            .types
+            .iter()
+            .filter_map(|&t| {
+                let te = &pool.types[t as usize];
+                te.cheapest_allowed(&c.reqs)
+                    .map(|o| (o.price, te.name.as_str(), t as usize))
+            })
+            .collect();
+        priced.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+        priced.truncate(MAX_INSTANCE_TYPES);
+        // Few distinct values: linear dedup on borrowed strings, cloned once at the end.
+        let mut zones: Vec<&str> = Vec::new();
+        let mut cts: Vec<&str> = Vec::new();
+        for &(_, _, t) in &priced {
+            for o in &pool.types[t].offerings {
+                if zone_req.is_none_or(|z| z.has(&o.zone))
+                    && ct_req.is_none_or(|r| r.has(&o.capacity_type))
+                {
+                    if !zones.contains(&o.zone.as_str()) {
+                        zones.push(&o.zone);
+                    }
+                    if !cts.contains(&o.capacity_type.as_str()) {
+                        cts.push(&o.capacity_type);
+                    }
+                }
+            }
+        }
+        zones.sort_unstable();
+        cts.sort_unstable();
+        (
+            priced,
+            zones.into_iter().map(str::to_string).collect(),
+            cts.into_iter().map(str::to_string).collect(),
+        )
+    };
+    let mut node_labels = pool.np.labels.clone();
+    node_labels.extend(c.reqs.labels());
+    node_labels.insert(labels::NODEPOOL.to_string(), pool.name().to_string());
+    if zones.len() == 1 {
+        node_labels.insert(
+            labels::ZONE.to_string(),
+            zones.first().cloned().unwrap_or_default(),
+        );
+    }
+    if cts.len() == 1 {
+        node_labels.insert(
+            labels::CAPACITY_TYPE.to_string(),
+            cts.first().cloned().unwrap_or_default(),
+        );
+    }
+    // Labels every listed type carries with the same value (instance family, cpu, arch,
+    // ...; the instance type itself when only one is listed).
+    if let Some(&(_, _, first)) = priced.first() {
+        for (key, value) in &pool.types[first].labels {
+            if priced[1..]
+                .iter()
+                .all(|&(_, _, t)| pool.types[t].labels.get(key) == Some(value))
+            {
+                node_labels.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    node_labels.remove(labels::HOSTNAME);
+    PlannedNodeClaim {
+        name,
+        node_pool: pool.name().to_string(),
+        instance_types: priced
+            .iter()
+            .take(MAX_INSTANCE_TYPES)
+            .map(|(_, n, _)| n.to_string())
+            .collect(),
+        zones,
+        capacity_types: cts,
+        price: priced.first().map(|p| p.0).unwrap_or(0.0),
+        labels: node_labels,
+        taints: pool.taints().iter().map(TaintOut::from).collect(),
+        pods,
+    }
+}
+
 // === impl Run ===
 
 impl Run<'_, '_> {
@@ -84,136 +214,20 @@ impl Run<'_, '_> {
             .filter(|c| !c.pods.is_empty())
             .enumerate()
         {
-            let pool = &self.s.pools[c.pool];
-            let zone_req = c.reqs.get(labels::ZONE);
-            let ct_req = c.reqs.get(labels::CAPACITY_TYPE);
-            // Only the listed (cheapest) types can be launched, so zones, capacity types and
-            // shared labels are theirs. Fast path: the claim does not narrow zones or capacity types beyond its pool, so
-            // every usable offering is allowed, prices are the pool's and `c.types` is already
-            // cheapest first.
-            let fast = zone_req == pool.reqs.get(labels::ZONE)
-                && ct_req == pool.reqs.get(labels::CAPACITY_TYPE)
-                && pool.zone_names.is_some()
-                && pool.capacity_type_names.is_some();
-            let (priced, zones, cts): (Vec<Priced<'_>>, Vec<String>, Vec<String>) = if fast {
-                let priced: Vec<(f64, &str, usize)> = c
-                    .types
-                    .iter()
-                    .take(MAX_INSTANCE_TYPES)
-                    .map(|&t| {
-                        let te = &pool.types[t as usize];
-                        (te.price, te.name.as_str(), t as usize)
-                    })
-                    .collect();
-                let (mut zm, mut cm) = (0u64, 0u64);
-                for &(_, _, t) in &priced {
-                    zm |= pool.types[t].zone_mask;
-                    cm |= pool.types[t].ct_mask;
-                }
-                let decode = |names: &Option<Vec<String>>, m: u64| -> Vec<String> {
-                    names
-                        .iter()
-                        .flatten()
-                        .enumerate()
-                        .filter(|(i, _)| m & (1 << i) != 0)
-                        .map(|(_, n)| n.clone())
-                        .collect()
-                };
-                let zones = decode(&pool.zone_names, zm);
-                let cts = decode(&pool.capacity_type_names, cm);
-                (priced, zones, cts)
-            } else {
-                let mut priced: Vec<(f64, &str, usize)> = c
-                    .types
-                    .iter()
-                    .filter_map(|&t| {
-                        let te = &pool.types[t as usize];
-                        te.cheapest_allowed(&c.reqs)
-                            .map(|o| (o.price, te.name.as_str(), t as usize))
-                    })
-                    .collect();
-                priced.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
-                priced.truncate(MAX_INSTANCE_TYPES);
-                // Few distinct values: linear dedup on borrowed strings, cloned once at the end.
-                let mut zones: Vec<&str> = Vec::new();
-                let mut cts: Vec<&str> = Vec::new();
-                for &(_, _, t) in &priced {
-                    for o in &pool.types[t].offerings {
-                        if zone_req.is_none_or(|z| z.has(&o.zone))
-                            && ct_req.is_none_or(|r| r.has(&o.capacity_type))
-                        {
-                            if !zones.contains(&o.zone.as_str()) {
-                                zones.push(&o.zone);
-                            }
-                            if !cts.contains(&o.capacity_type.as_str()) {
-                                cts.push(&o.capacity_type);
-                            }
-                        }
-                    }
-                }
-                zones.sort_unstable();
-                cts.sort_unstable();
-                (
-                    priced,
-                    zones.into_iter().map(str::to_string).collect(),
-                    cts.into_iter().map(str::to_string).collect(),
-                )
-            };
             let mut pods: Vec<PodKey> = c
                 .pods
                 .iter()
                 .map(|&i| self.items[i as usize].pod.key())
                 .collect();
             pods.sort();
-            let mut node_labels = pool.np.labels.clone();
-            node_labels.extend(c.reqs.labels());
-            node_labels.insert(labels::NODEPOOL.to_string(), pool.name().to_string());
-            if zones.len() == 1 {
-                node_labels.insert(
-                    labels::ZONE.to_string(),
-                    zones.first().cloned().unwrap_or_default(),
-                );
-            }
-            if cts.len() == 1 {
-                node_labels.insert(
-                    labels::CAPACITY_TYPE.to_string(),
-                    cts.first().cloned().unwrap_or_default(),
-                );
-            }
-            // Labels every listed type carries with the same value (instance family, cpu, arch,
-            // ...; the instance type itself when only one is listed).
-            if let Some(&(_, _, first)) = priced.first() {
-                for (key, value) in &pool.types[first].labels {
-                    if priced[1..]
-                        .iter()
-                        .all(|&(_, _, t)| pool.types[t].labels.get(key) == Some(value))
-                    {
-                        node_labels.insert(key.clone(), value.clone());
-                    }
-                }
-            }
-            node_labels.remove(labels::HOSTNAME);
+            let pool = &self.s.pools[c.pool];
             let name = claim_name(pool.name(), index, &pods);
             for (key, wanted, kept) in &c.relaxed {
                 out.notes.push(format!(
                     "NodeClaim {name}: minValues {wanted} for {key} relaxed to {kept} (BestEffort)"
                 ));
             }
-            out.new_claims.push(PlannedNodeClaim {
-                name,
-                node_pool: pool.name().to_string(),
-                instance_types: priced
-                    .iter()
-                    .take(MAX_INSTANCE_TYPES)
-                    .map(|(_, n, _)| n.to_string())
-                    .collect(),
-                zones,
-                capacity_types: cts,
-                price: priced.first().map(|p| p.0).unwrap_or(0.0),
-                labels: node_labels,
-                taints: pool.taints().iter().map(TaintOut::from).collect(),
-                pods,
-            });
+            out.new_claims.push(planned_claim(pool, c, name, pods));
         }
         for n in &self.existing {
             if !n.pods().is_empty() {

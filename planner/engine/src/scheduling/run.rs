@@ -462,6 +462,14 @@ impl<'s, 'a> Run<'s, 'a> {
         let s = self.s;
         for p in 0..s.pools.len() {
             let pool = &s.pools[p];
+            if pool.np.replicas.is_some() {
+                // A static pool launches its replicas only (Karpenter's provisioner skips it).
+                errs.push(format!(
+                    "NodePool {} is static (spec.replicas): it launches no node for pending pods",
+                    pool.name()
+                ));
+                continue;
+            }
             let types = match self.pool_fit(sig_id, p) {
                 Err(e) => {
                     errs.push(e);

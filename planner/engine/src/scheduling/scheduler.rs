@@ -21,7 +21,7 @@ use super::volumes::VolumeTopology;
 /// [`Scheduler::simulate`] calls.
 #[derive(Debug)]
 pub struct Scheduler<'a> {
-    tables: Tables<'a>,
+    pub(super) tables: Tables<'a>,
 }
 
 // === impl Scheduler ===

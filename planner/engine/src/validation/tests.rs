@@ -99,6 +99,27 @@ fn each_rule_names_its_field() {
             "snapshot.node_pools[0].requirements[0].key",
         ),
         (
+            "negative replicas",
+            with_pool(|p| p.replicas = Some(-1)),
+            "snapshot.node_pools[0].replicas",
+        ),
+        (
+            "weight on a static pool",
+            with_pool(|p| {
+                p.replicas = Some(2);
+                p.weight = 10;
+            }),
+            "snapshot.node_pools[0].weight",
+        ),
+        (
+            "cpu limit on a static pool",
+            with_pool(|p| {
+                p.replicas = Some(2);
+                p.limited_resources = vec!["nodes".into(), "cpu".into()];
+            }),
+            "snapshot.node_pools[0].limits.cpu",
+        ),
+        (
             "restricted domain",
             with_pool(|p| p.requirements = vec![requirement("karpenter.sh/custom", None)]),
             "snapshot.node_pools[0].requirements[0].key",

@@ -28,6 +28,9 @@ pub struct Options {
     /// Plan no disruption.
     #[serde(default)]
     pub no_disruption: bool,
+    /// The StaticCapacity feature gate (static NodePools).
+    #[serde(default)]
+    pub static_capacity: bool,
     /// `builtin` uses the built-in AWS catalog of `region` even when a `catalog.yaml` exists.
     pub catalog: Option<String>,
     /// Region of the built-in catalog (default us-east-1).
@@ -103,6 +106,7 @@ pub fn plan_options(options: &Options, default_now: &str) -> Result<PlanOptions,
         min_values_policy: options.min_values_policy.unwrap_or_default(),
         spot_to_spot_consolidation: options.spot_to_spot_consolidation,
         no_disruption: options.no_disruption,
+        static_capacity: options.static_capacity,
     })
 }
 

@@ -1,0 +1,329 @@
+//! Karpenter's cluster-state metrics, by Karpenter's names and labels, computed from the mirror
+//! so that the dashboards and alerts users already have keep working (kubernetes-sigs/karpenter
+//! v1.14 `pkg/controllers/metrics/{node,nodepool,pod}`, `pkg/controllers/state/metrics.go`):
+//!
+//! - `karpenter_nodes_allocatable`, `karpenter_nodes_total_pod_requests`,
+//!   `karpenter_nodes_total_daemon_requests`, `karpenter_nodes_system_overhead`
+//!   {node_name, nodepool, instance_type, capacity_type, zone, arch, os, resource_type};
+//! - `karpenter_pods_state` {name, namespace, node, nodepool, zone, arch, capacity_type,
+//!   instance_type, phase} (1 per pod);
+//! - `karpenter_nodepools_usage` and `karpenter_nodepools_limit` {nodepool, resource_type};
+//! - `karpenter_cluster_state_node_count`, `karpenter_cluster_state_synced`.
+//!
+//! Resource values are in base units (cores, bytes, pods), as Karpenter reports them. The
+//! gauges are rebuilt from scratch on every refresh, so objects that went away leave no series.
+
+use std::collections::BTreeMap;
+
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use proto::v1 as pb;
+use proto::v1::upsert::Object;
+
+use crate::mirror::{Kind, State};
+
+type Labels = Vec<(String, String)>;
+type FGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
+/// The gauges, registered under the `karpenter` prefix.
+#[derive(Clone, Debug, Default)]
+pub struct KarpenterMetrics {
+    nodes_allocatable: Family<Labels, FGauge>,
+    nodes_pod_requests: Family<Labels, FGauge>,
+    nodes_daemon_requests: Family<Labels, FGauge>,
+    nodes_overhead: Family<Labels, FGauge>,
+    pods_state: Family<Labels, FGauge>,
+    nodepools_usage: Family<Labels, FGauge>,
+    nodepools_limit: Family<Labels, FGauge>,
+    node_count: Gauge,
+    synced: Gauge,
+}
+
+/// The node label keys Karpenter turns into metric labels (the well-known ones dashboards use).
+const NODE_LABELS: [(&str, &str); 6] = [
+    ("karpenter.sh/nodepool", "nodepool"),
+    ("node.kubernetes.io/instance-type", "instance_type"),
+    ("karpenter.sh/capacity-type", "capacity_type"),
+    ("topology.kubernetes.io/zone", "zone"),
+    ("kubernetes.io/arch", "arch"),
+    ("kubernetes.io/os", "os"),
+];
+
+// === impl KarpenterMetrics ===
+
+impl KarpenterMetrics {
+    /// Registers the gauges in `registry`, under `karpenter_` (the registry itself must have no
+    /// prefix).
+    pub fn register(&self, registry: &mut Registry) {
+        let k = registry.sub_registry_with_prefix("karpenter");
+        k.register(
+            "nodes_allocatable",
+            "Node allocatable are the resources allocatable by nodes",
+            self.nodes_allocatable.clone(),
+        );
+        k.register(
+            "nodes_total_pod_requests",
+            "Node total pod requests are the resources requested by pods bound to nodes, including the DaemonSet pods",
+            self.nodes_pod_requests.clone(),
+        );
+        k.register(
+            "nodes_total_daemon_requests",
+            "Node total daemon requests are the resource requested by DaemonSet pods bound to nodes",
+            self.nodes_daemon_requests.clone(),
+        );
+        k.register(
+            "nodes_system_overhead",
+            "Node system daemon overhead are the resources reserved for system overhead, the difference between the node's capacity and allocatable values are reported by the status",
+            self.nodes_overhead.clone(),
+        );
+        k.register(
+            "pods_state",
+            "Pod state is the current state of pods, labeled by the pod name, namespace, node, nodepool name, zone, architecture, capacity type, instance type and pod phase",
+            self.pods_state.clone(),
+        );
+        k.register(
+            "nodepools_usage",
+            "The amount of resources that have been provisioned for a nodepool. Labeled by nodepool name and resource type",
+            self.nodepools_usage.clone(),
+        );
+        k.register(
+            "nodepools_limit",
+            "Limits specified on the nodepool that restrict the quantity of resources provisioned. Labeled by nodepool name and resource type",
+            self.nodepools_limit.clone(),
+        );
+        k.register(
+            "cluster_state_node_count",
+            "Current count of nodes in cluster state",
+            self.node_count.clone(),
+        );
+        k.register(
+            "cluster_state_synced",
+            "Returns 1 if cluster state is synced and 0 otherwise",
+            self.synced.clone(),
+        );
+    }
+
+    /// Rebuilds every gauge from the mirror; `synced`: every informer has listed once.
+    pub fn refresh(&self, state: &State, synced: bool) {
+        for f in [
+            &self.nodes_allocatable,
+            &self.nodes_pod_requests,
+            &self.nodes_daemon_requests,
+            &self.nodes_overhead,
+            &self.pods_state,
+            &self.nodepools_usage,
+            &self.nodepools_limit,
+        ] {
+            f.clear();
+        }
+        self.synced.set(i64::from(synced));
+        let nodes: BTreeMap<&str, &pb::Node> = state
+            .iter(Kind::Node)
+            .filter_map(|o| match o {
+                Object::Node(n) => Some((n.name.as_str(), n)),
+                _ => None,
+            })
+            .collect();
+        self.node_count.set(nodes.len() as i64);
+        // Requests of bound, active pods per node: (all, DaemonSet pods only).
+        let mut requests: BTreeMap<&str, (Resources, Resources)> = BTreeMap::new();
+        for o in state.iter(Kind::Pod) {
+            let Object::Pod(p) = o else { continue };
+            let node = p.node_name.as_deref().and_then(|n| nodes.get(n).copied());
+            self.pods_state.get_or_create(&pod_labels(p, node)).set(1.0);
+            let Some(node) = node else { continue };
+            if matches!(p.phase.as_str(), "Succeeded" | "Failed") || p.deletion_time.is_some() {
+                continue;
+            }
+            let e = requests.entry(node.name.as_str()).or_default();
+            add(&mut e.0, &p.requests);
+            if p.owner.as_ref().is_some_and(|o| o.kind == "DaemonSet") {
+                add(&mut e.1, &p.requests);
+            }
+        }
+        let mut usage: BTreeMap<String, Resources> = BTreeMap::new();
+        for n in nodes.values() {
+            let base = node_labels(n);
+            let alloc = to_base(&n.allocatable);
+            let cap = to_base(&n.capacity);
+            let (pods, daemons) = requests.get(n.name.as_str()).cloned().unwrap_or_default();
+            for (family, values) in [
+                (&self.nodes_allocatable, &alloc),
+                (&self.nodes_pod_requests, &pods),
+                (&self.nodes_daemon_requests, &daemons),
+            ] {
+                for (resource, v) in values {
+                    family.get_or_create(&with(&base, resource)).set(*v);
+                }
+            }
+            for (resource, c) in &cap {
+                let a = alloc.get(resource).copied().unwrap_or(0.0);
+                self.nodes_overhead
+                    .get_or_create(&with(&base, resource))
+                    .set(c - a);
+            }
+            if let Some(pool) = n.labels.get("karpenter.sh/nodepool") {
+                let u = usage.entry(pool.clone()).or_default();
+                for (resource, c) in &cap {
+                    *u.entry(resource.clone()).or_default() += c;
+                }
+                *u.entry("nodes".into()).or_default() += 1.0;
+            }
+        }
+        for o in state.iter(Kind::NodePool) {
+            let Object::NodePool(p) = o else { continue };
+            let pool = vec![("nodepool".to_string(), p.name.clone())];
+            for (resource, v) in usage.get(&p.name).cloned().unwrap_or_default() {
+                self.nodepools_usage
+                    .get_or_create(&with(&pool, &resource))
+                    .set(v);
+            }
+            if let Some(limits) = &p.limits {
+                for (resource, v) in to_base(&limits.quantities) {
+                    self.nodepools_limit
+                        .get_or_create(&with(&pool, &resource))
+                        .set(v);
+                }
+            }
+        }
+    }
+}
+
+type Resources = BTreeMap<String, f64>;
+
+/// Quantities in base units (cores, bytes, counts); unparsable ones are left out.
+fn to_base(q: &BTreeMap<String, String>) -> Resources {
+    q.iter()
+        .filter_map(|(k, v)| {
+            common::quantity::parse_milli(v)
+                .ok()
+                .map(|m| (k.clone(), m as f64 / 1000.0))
+        })
+        .collect()
+}
+
+fn add(sum: &mut Resources, q: &BTreeMap<String, String>) {
+    for (k, v) in to_base(q) {
+        *sum.entry(k).or_default() += v;
+    }
+}
+
+fn node_labels(n: &pb::Node) -> Labels {
+    let mut out = vec![("node_name".to_string(), n.name.clone())];
+    for (key, name) in NODE_LABELS {
+        out.push((
+            name.to_string(),
+            n.labels.get(key).cloned().unwrap_or_default(),
+        ));
+    }
+    out
+}
+
+fn pod_labels(p: &pb::Pod, node: Option<&pb::Node>) -> Labels {
+    let label = |key: &str| {
+        node.and_then(|n| n.labels.get(key).cloned())
+            .unwrap_or_default()
+    };
+    vec![
+        ("name".into(), p.name.clone()),
+        ("namespace".into(), p.namespace.clone()),
+        ("node".into(), p.node_name.clone().unwrap_or_default()),
+        ("nodepool".into(), label("karpenter.sh/nodepool")),
+        ("zone".into(), label("topology.kubernetes.io/zone")),
+        ("arch".into(), label("kubernetes.io/arch")),
+        ("capacity_type".into(), label("karpenter.sh/capacity-type")),
+        (
+            "instance_type".into(),
+            label("node.kubernetes.io/instance-type"),
+        ),
+        (
+            "phase".into(),
+            if p.phase.is_empty() {
+                "Pending".into()
+            } else {
+                p.phase.clone()
+            },
+        ),
+    ]
+}
+
+fn with(base: &Labels, resource: &str) -> Labels {
+    let mut l = base.clone();
+    l.push(("resource_type".to_string(), resource.to_string()));
+    l
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mirror::State;
+
+    fn q(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn exports_karpenters_names_and_labels() {
+        let mut state = State::default();
+        state.upsert(Object::Node(pb::Node {
+            name: "n1".into(),
+            labels: q(&[
+                ("karpenter.sh/nodepool", "default"),
+                ("node.kubernetes.io/instance-type", "m5.large"),
+                ("karpenter.sh/capacity-type", "spot"),
+                ("topology.kubernetes.io/zone", "us-east-1a"),
+                ("kubernetes.io/arch", "amd64"),
+            ]),
+            capacity: q(&[("cpu", "2"), ("memory", "8Gi"), ("pods", "29")]),
+            allocatable: q(&[("cpu", "1930m"), ("memory", "7Gi"), ("pods", "29")]),
+            ..Default::default()
+        }));
+        state.upsert(Object::Pod(pb::Pod {
+            namespace: "default".into(),
+            name: "web-1".into(),
+            node_name: Some("n1".into()),
+            phase: "Running".into(),
+            requests: q(&[("cpu", "500m")]),
+            ..Default::default()
+        }));
+        state.upsert(Object::Pod(pb::Pod {
+            namespace: "default".into(),
+            name: "web-2".into(),
+            ..Default::default()
+        }));
+        state.upsert(Object::NodePool(pb::NodePool {
+            name: "default".into(),
+            limits: Some(pb::ResourceList {
+                quantities: q(&[("cpu", "100")]),
+            }),
+            ..Default::default()
+        }));
+        let m = KarpenterMetrics::default();
+        let mut registry = Registry::default();
+        m.register(&mut registry);
+        m.refresh(&state, true);
+        let text = service_shell::metrics::encode(&registry);
+        for want in [
+            r#"karpenter_nodes_allocatable{node_name="n1",nodepool="default",instance_type="m5.large",capacity_type="spot",zone="us-east-1a",arch="amd64",os="",resource_type="cpu"} 1.93"#,
+            r#"karpenter_nodes_total_pod_requests{node_name="n1",nodepool="default",instance_type="m5.large",capacity_type="spot",zone="us-east-1a",arch="amd64",os="",resource_type="cpu"} 0.5"#,
+            r#"karpenter_pods_state{name="web-1",namespace="default",node="n1",nodepool="default",zone="us-east-1a",arch="amd64",capacity_type="spot",instance_type="m5.large",phase="Running"} 1.0"#,
+            r#"karpenter_pods_state{name="web-2",namespace="default",node="",nodepool="",zone="",arch="",capacity_type="",instance_type="",phase="Pending"} 1.0"#,
+            r#"karpenter_nodepools_usage{nodepool="default",resource_type="nodes"} 1.0"#,
+            r#"karpenter_nodepools_usage{nodepool="default",resource_type="cpu"} 2.0"#,
+            r#"karpenter_nodepools_limit{nodepool="default",resource_type="cpu"} 100.0"#,
+            "karpenter_cluster_state_node_count 1",
+            "karpenter_cluster_state_synced 1",
+        ] {
+            assert!(text.contains(want), "{want} missing from:\n{text}");
+        }
+        // A pod that went away leaves no series.
+        state.delete(Kind::Pod, "default/web-2");
+        m.refresh(&state, true);
+        let text = service_shell::metrics::encode(&registry);
+        assert!(!text.contains(r#"name="web-2""#), "{text}");
+    }
+}
