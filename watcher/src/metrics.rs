@@ -15,6 +15,7 @@ type Labels = Vec<(String, String)>;
 #[derive(Clone, Debug)]
 pub struct Metrics {
     registry: Arc<Registry>,
+    excluded_seen: Arc<std::sync::Mutex<std::collections::BTreeSet<Labels>>>,
     /// Pods pending as Karpenter defines them, now.
     pub pending_pods: Gauge,
     /// Objects in the mirror, now.
@@ -43,6 +44,13 @@ pub struct Metrics {
     pub invalid_pods: Counter,
     /// 1 while this replica leads.
     pub leader: Gauge,
+    /// Objects the latest plan left out, by kind and reason (`Invalid`, `Unsupported`,
+    /// `Duplicate`, `NodeClassExcluded`).
+    pub excluded_objects: Family<Labels, Gauge>,
+    /// Session streams that ended in failure, by why (the gRPC code, or `closed`).
+    pub session_failures: Family<Labels, Counter>,
+    /// Seconds the publisher waits before reopening a session, now (0 while one is open).
+    pub reconnect_backoff: Gauge<f64, std::sync::atomic::AtomicU64>,
 }
 
 // === impl Metrics ===
@@ -59,6 +67,7 @@ impl Metrics {
         let mut r = Registry::with_prefix("dovetail_watcher");
         let m = Self {
             registry: Arc::new(Registry::default()),
+            excluded_seen: Arc::default(),
             pending_pods: Gauge::default(),
             objects: Gauge::default(),
             batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 18)),
@@ -73,6 +82,9 @@ impl Metrics {
             relists: Family::default(),
             invalid_pods: Counter::default(),
             leader: Gauge::default(),
+            excluded_objects: Family::default(),
+            session_failures: Family::default(),
+            reconnect_backoff: Gauge::default(),
         };
         r.register(
             "pending_pods",
@@ -132,10 +144,54 @@ impl Metrics {
             m.invalid_pods.clone(),
         );
         r.register("leader", "1 while this replica leads", m.leader.clone());
+        r.register(
+            "excluded_objects",
+            "Objects the latest plan left out, by kind and reason",
+            m.excluded_objects.clone(),
+        );
+        r.register(
+            "session_failures",
+            "Session streams that failed, by gRPC code",
+            m.session_failures.clone(),
+        );
+        r.register(
+            "reconnect_backoff_seconds",
+            "Wait before the session is reopened (0 while open)",
+            m.reconnect_backoff.clone(),
+        );
         Self {
             registry: Arc::new(r),
             ..m
         }
+    }
+
+    /// Sets the excluded-objects gauges from a plan: every (kind, reason) pair of the plan, and 0
+    /// for pairs an earlier plan had and this one does not.
+    pub fn note_excluded(&self, excluded: &[proto::v1::ExcludedObject]) {
+        let mut counts: std::collections::BTreeMap<Labels, i64> = Default::default();
+        for e in excluded {
+            *counts
+                .entry(vec![
+                    ("kind".to_string(), e.kind.clone()),
+                    ("reason".to_string(), e.reason.clone()),
+                ])
+                .or_default() += 1;
+        }
+        let mut stale = self.excluded_seen.lock().unwrap_or_else(|p| p.into_inner());
+        for labels in stale.iter() {
+            if !counts.contains_key(labels) {
+                self.excluded_objects.get_or_create(labels).set(0);
+            }
+        }
+        for (labels, n) in &counts {
+            self.excluded_objects.get_or_create(labels).set(*n);
+        }
+        stale.extend(counts.into_keys());
+    }
+
+    /// Labels of a per-cause metric.
+    pub fn why(why: &str) -> Labels {
+        vec![("why".to_string(), why.to_string())]
     }
 
     /// Labels of a per-kind metric.

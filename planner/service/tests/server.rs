@@ -611,3 +611,31 @@ async fn an_undecodable_request_is_invalid_argument() {
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     assert!(status.message().contains("undecodable"), "{status:?}");
 }
+
+#[tokio::test]
+async fn an_undecodable_session_frame_ends_the_stream_with_invalid_argument() {
+    let metrics = Metrics::new();
+    let server = start(config(Auth::Disabled), service(&metrics, None), metrics).await;
+    let mut grpc = tonic::client::Grpc::new(channel(&server).await);
+    grpc.ready().await.expect("ready");
+    let garbage = vec![0x08, 0xff, 0xff];
+    let status = match grpc
+        .streaming(
+            tonic::Request::new(tokio_stream::iter(vec![garbage])),
+            http::uri::PathAndQuery::from_static("/dovetail.v1.Planner/Session"),
+            RawCodec,
+        )
+        .await
+    {
+        Err(status) => status,
+        Ok(response) => {
+            let mut stream = response.into_inner();
+            match tokio::time::timeout(Duration::from_secs(10), stream.message()).await {
+                Ok(Err(status)) => status,
+                other => panic!("expected a refusal, got {other:?}"),
+            }
+        }
+    };
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("undecodable"), "{status:?}");
+}
