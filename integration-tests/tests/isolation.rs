@@ -61,7 +61,8 @@ fn pool(name: &str, disruption: Value) -> anyhow::Result<DynamicObject> {
 }
 
 async fn cluster(client: &kube::Client) -> anyhow::Result<()> {
-    let classes = Api::<DynamicObject>::all_with(client.clone(), &ar("karpenter.k8s.aws", "EC2NodeClass"));
+    let classes =
+        Api::<DynamicObject>::all_with(client.clone(), &ar("karpenter.k8s.aws", "EC2NodeClass"));
     classes
         .create(&PostParams::default(), &serde_json::from_value(json!({
             "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
@@ -93,10 +94,18 @@ async fn cluster(client: &kube::Client) -> anyhow::Result<()> {
 }
 
 /// The note of the first Event `reason` on `pod` that contains `needle`.
-async fn event(client: &kube::Client, pod: &str, reason: &str, needle: &str) -> anyhow::Result<String> {
+async fn event(
+    client: &kube::Client,
+    pod: &str,
+    reason: &str,
+    needle: &str,
+) -> anyhow::Result<String> {
     let events: Api<Event> = Api::namespaced(client.clone(), "default");
-    Ok(
-        try_eventually(&format!("{reason} on {pod} with {needle:?}"), WAIT, POLL, || {
+    Ok(try_eventually(
+        &format!("{reason} on {pod} with {needle:?}"),
+        WAIT,
+        POLL,
+        || {
             let events = events.clone();
             async move {
                 let l = events.list(&Default::default()).await.ok()?;
@@ -107,13 +116,16 @@ async fn event(client: &kube::Client, pod: &str, reason: &str, needle: &str) -> 
                     .filter_map(|e| e.note)
                     .find(|n| n.contains(needle))
             }
-        })
-        .await?,
+        },
     )
+    .await?)
 }
 
 /// `type` → (status, reason, message) of a NodePool's conditions.
-async fn conditions(client: &kube::Client, name: &str) -> Option<Vec<(String, String, String, String)>> {
+async fn conditions(
+    client: &kube::Client,
+    name: &str,
+) -> Option<Vec<(String, String, String, String)>> {
     let pools = Api::<DynamicObject>::all_with(client.clone(), &ar("karpenter.sh", "NodePool"));
     let p = pools.get(name).await.ok()?;
     let list = p.data.pointer("/status/conditions")?.as_array()?.clone();
@@ -128,7 +140,8 @@ async fn conditions(client: &kube::Client, name: &str) -> Option<Vec<(String, St
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_pools_the_planner_cannot_use_are_left_out_and_the_rest_is_planned() -> anyhow::Result<()> {
+async fn node_pools_the_planner_cannot_use_are_left_out_and_the_rest_is_planned()
+-> anyhow::Result<()> {
     let bin = binary("planner-service", "dovetail-planner")?;
     let planner = PlannerProcess::start(&bin, &["--insecure-no-auth"]).await?;
     let sim = simulator::Simulation::start(simulator::Config {
@@ -149,11 +162,25 @@ async fn node_pools_the_planner_cannot_use_are_left_out_and_the_rest_is_planned(
     settings.timings.retry_after = Duration::from_millis(100);
     settings.status_every = Duration::from_millis(500);
     let metrics = Metrics::new();
-    let running = app::start(client.clone(), Arc::new(planners), settings, metrics.clone());
+    let running = app::start(
+        client.clone(),
+        Arc::new(planners),
+        settings,
+        metrics.clone(),
+    );
 
     let note = event(&client, "canary", "Nominated", "nodeclaim/").await?;
-    assert!(note.starts_with("Pod should schedule on: nodeclaim/default-"), "{note}");
-    let note = event(&client, "wants-balanced", "FailedScheduling", "NodePool balanced").await?;
+    assert!(
+        note.starts_with("Pod should schedule on: nodeclaim/default-"),
+        "{note}"
+    );
+    let note = event(
+        &client,
+        "wants-balanced",
+        "FailedScheduling",
+        "NodePool balanced",
+    )
+    .await?;
     assert!(
         note.contains("NodePool balanced was left out of the plan") && note.contains("Balanced"),
         "{note}"
@@ -163,9 +190,10 @@ async fn node_pools_the_planner_cannot_use_are_left_out_and_the_rest_is_planned(
         let conds = try_eventually(&format!("NodePool {name} not valid"), WAIT, POLL, || {
             let client = client.clone();
             async move {
-                conditions(&client, name)
-                    .await
-                    .filter(|c| c.iter().any(|(t, s, _, _)| t == "ValidationSucceeded" && s == "False"))
+                conditions(&client, name).await.filter(|c| {
+                    c.iter()
+                        .any(|(t, s, _, _)| t == "ValidationSucceeded" && s == "False")
+                })
             }
         })
         .await?;
@@ -190,10 +218,15 @@ async fn node_pools_the_planner_cannot_use_are_left_out_and_the_rest_is_planned(
     }
     // One session, never refused: nothing to reconnect for.
     assert!(
-        !text.lines().any(|l| l.starts_with("dovetail_watcher_reconnects_total") && !l.ends_with(" 0")),
+        !text
+            .lines()
+            .any(|l| l.starts_with("dovetail_watcher_reconnects_total") && !l.ends_with(" 0")),
         "{text}"
     );
-    assert!(!text.contains("dovetail_watcher_session_failures_total{"), "{text}");
+    assert!(
+        !text.contains("dovetail_watcher_session_failures_total{"),
+        "{text}"
+    );
     running.shutdown().await;
     Ok(())
 }

@@ -220,8 +220,10 @@ pub fn placeholder(p: &Pod) -> Option<Pod> {
     if p.node_name.is_none() || matches!(p.phase, PodPhase::Succeeded | PodPhase::Failed) {
         return None;
     }
-    let mut requests = Resources::default();
-    requests.pods = 1;
+    let requests = Resources {
+        pods: 1,
+        ..Resources::default()
+    };
     let mut annotations = crate::model::Labels::new();
     annotations.insert(labels::DO_NOT_DISRUPT.to_string(), "true".to_string());
     Some(Pod {

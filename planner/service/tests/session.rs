@@ -473,16 +473,6 @@ async fn echo_server() -> Server {
     .await
 }
 
-fn field_of(status: &Status) -> String {
-    use tonic_types::StatusExt as _;
-    status
-        .get_error_details()
-        .bad_request()
-        .and_then(|b| b.field_violations.first())
-        .map(|v| v.field.clone())
-        .unwrap_or_default()
-}
-
 fn pod_named(uid: &str, name: &str) -> pb::upsert::Object {
     pb::upsert::Object::Pod(pb::Pod {
         namespace: "default".into(),
@@ -494,7 +484,7 @@ fn pod_named(uid: &str, name: &str) -> pb::upsert::Object {
 }
 
 #[tokio::test]
-async fn the_same_uid_twice_in_one_snapshot_is_refused_naming_both_places() {
+async fn the_same_uid_twice_in_one_snapshot_leaves_the_second_out_naming_both_places() {
     let server = echo_server().await;
     let (tx, mut plans) = open(&server).await;
     let mut update = snapshot_update(1, 3);
@@ -506,19 +496,31 @@ async fn the_same_uid_twice_in_one_snapshot_is_refused_naming_both_places() {
     twin.name = "another-name".into();
     snap.pods.push(twin);
     tx.send(update).await.expect("send");
-    let e = next_plan(&mut plans).await.expect_err("duplicate uid");
-    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
-    assert_eq!(field_of(&e), "snapshot.snapshot.pods[3].uid");
+    tx.send(close(2, 0)).await.expect("send");
+    let p = next_plan(&mut plans).await.expect("the rest is planned");
+    assert_eq!(
+        excluded(&p),
+        [(
+            "Pod",
+            "default/another-name".to_string(),
+            "Duplicate",
+            "uid"
+        )]
+    );
     assert!(
-        e.message()
-            .starts_with("session update 1: snapshot.snapshot.pods[3].uid: ")
-            && e.message()
-                .contains("already sent at snapshot.snapshot.pods[0]"),
+        p.excluded[0]
+            .message
+            .contains("snapshot.snapshot.pods[3] repeats snapshot.snapshot.pods[0]"),
         "{}",
-        e.message()
+        p.excluded[0].message
+    );
+    assert_eq!(
+        p.summary.expect("summary").pending_pods,
+        3,
+        "the first is kept"
     );
 
-    // Without uids, objects are keyed by name: two NodePools of one name are refused too.
+    // Without uids, objects are keyed by name: the second NodePool of one name is left out.
     let (tx, mut plans) = open(&server).await;
     let mut update = snapshot_update(7, 1);
     let Some(pb::cluster_update::Update::Snapshot(s)) = &mut update.update else {
@@ -527,13 +529,11 @@ async fn the_same_uid_twice_in_one_snapshot_is_refused_naming_both_places() {
     let snap = s.snapshot.as_mut().expect("objects");
     snap.node_pools.push(snap.node_pools[0].clone());
     tx.send(update).await.expect("send");
-    let e = next_plan(&mut plans).await.expect_err("duplicate name");
-    assert_eq!(e.code(), Code::InvalidArgument);
-    assert_eq!(field_of(&e), "snapshot.snapshot.node_pools[1].name");
-    assert!(
-        e.message().starts_with("session update 7: "),
-        "{}",
-        e.message()
+    tx.send(close(8, 0)).await.expect("send");
+    let p = next_plan(&mut plans).await.expect("the rest is planned");
+    assert_eq!(
+        excluded(&p),
+        [("NodePool", "default".to_string(), "Duplicate", "name")]
     );
 }
 

@@ -2,6 +2,10 @@
 //! ([`Exclusion`]), and the others are decoded. Each object is decoded from its own root, so
 //! the field an exclusion names is its path inside the object (`requests.cpu`).
 
+// An exclusion is what a bad object decodes to, one per object at most, and it is kept: boxing
+// it would only add an allocation.
+#![allow(clippy::result_large_err)]
+
 use proto::v1 as pb;
 
 use planner::exclusion::{self, Exclusion};
@@ -102,14 +106,11 @@ pub fn snapshot(s: pb::ClusterSnapshot) -> (ClusterSnapshot, Vec<Exclusion>) {
     let o = &mut out;
     for p in s.pods {
         let stand_in = pod_placeholder(&p);
-        match decode(p, "Pod", "", "", super::pod) {
+        let (ns, name) = (p.namespace.clone(), p.name.clone());
+        match decode(p, "Pod", &ns, &name, super::pod) {
             Ok(v) => snap.pods.push(v),
-            Err(mut e) => {
-                if let Some(x) = stand_in {
-                    e.object.namespace.clone_from(&x.namespace);
-                    e.object.name.clone_from(&x.name);
-                    snap.pods.push(x);
-                }
+            Err(e) => {
+                snap.pods.extend(stand_in);
                 o.push(e);
             }
         }
