@@ -174,7 +174,7 @@ pub fn desired_status(
                     cond(
                         "ValidationSucceeded",
                         false,
-                        "ValidationFailed",
+                        "NodePoolValidationFailed",
                         why.clone(),
                     ),
                     cond(
