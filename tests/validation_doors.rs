@@ -1,6 +1,8 @@
 //! One validation for every door: each rule fed through `dovetail plan`, `dovetail plan
-//! --server`, the gRPC `Plan` call and a gRPC `Session`, with the same verdict (refused, naming
-//! the field) everywhere.
+//! --server`, the gRPC `Plan` call and a gRPC `Session`. A broken catalog is refused everywhere,
+//! naming the field. An object that breaks a rule is refused by the CLI, which reads the
+//! manifests itself, and left out of the plan by both gRPC doors, which name the object and the
+//! field in `PlanResponse.excluded` and plan the rest.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -59,8 +61,11 @@ struct Case {
     break_model: fn(&mut ClusterSnapshot, &mut Catalog),
     /// What the CLI's message (both backends) must contain.
     cli_field: &'static str,
-    /// The gRPC field violation (Plan); a Session names the same path after `snapshot.`.
+    /// The gRPC field violation (Plan); a Session names the same path after `snapshot.`. For
+    /// an object's rule: the field inside the object both gRPC doors name in `excluded`.
     grpc_field: &'static str,
+    /// For an object's rule: the object the gRPC doors leave out (kind, namespace/name).
+    excluded: Option<(&'static str, &'static str)>,
 }
 
 fn pool_with(spec_extra: &str) -> String {
@@ -76,7 +81,8 @@ fn cases() -> Vec<Case> {
             catalog: CATALOG.into(),
             break_model: |s, _| s.pods.push(s.pods[0].clone()),
             cli_field: "snapshot.pods[1].name",
-            grpc_field: "snapshot.pods[1].name",
+            grpc_field: "name",
+            excluded: Some(("Pod", "default/web")),
         },
         Case {
             name: "negative quantity",
@@ -84,7 +90,8 @@ fn cases() -> Vec<Case> {
             catalog: CATALOG.into(),
             break_model: |s, _| s.pods[0].requests.cpu = -64_000,
             cli_field: "spec.containers[0].resources.requests.cpu",
-            grpc_field: "snapshot.pods[0].requests.cpu",
+            grpc_field: "requests.cpu",
+            excluded: Some(("Pod", "default/web")),
         },
         Case {
             name: "weight 101",
@@ -92,7 +99,8 @@ fn cases() -> Vec<Case> {
             catalog: CATALOG.into(),
             break_model: |s, _| s.node_pools[0].weight = 101,
             cli_field: "spec.weight",
-            grpc_field: "snapshot.node_pools[0].weight",
+            grpc_field: "weight",
+            excluded: Some(("NodePool", "default")),
         },
         Case {
             name: "restricted requirement key",
@@ -108,7 +116,8 @@ fn cases() -> Vec<Case> {
                 s.node_pools[0].requirements[0].key = "karpenter.sh/nodepool".into()
             },
             cli_field: "snapshot.node_pools[0].requirements[0].key",
-            grpc_field: "snapshot.node_pools[0].requirements[0].key",
+            grpc_field: "requirements[0].key",
+            excluded: Some(("NodePool", "default")),
         },
         Case {
             name: "minValues 51",
@@ -122,7 +131,8 @@ fn cases() -> Vec<Case> {
             catalog: CATALOG.into(),
             break_model: |s, _| s.node_pools[0].requirements[0].min_values = Some(51),
             cli_field: "min",
-            grpc_field: "snapshot.node_pools[0].requirements[0].min_values",
+            grpc_field: "requirements[0].min_values",
+            excluded: Some(("NodePool", "default")),
         },
         Case {
             name: "invalid budget cron",
@@ -139,7 +149,8 @@ fn cases() -> Vec<Case> {
                 b.duration = Some(3600);
             },
             cli_field: "budgets[0].schedule",
-            grpc_field: "snapshot.node_pools[0].disruption.budgets[0].schedule",
+            grpc_field: "disruption.budgets[0].schedule",
+            excluded: Some(("NodePool", "default")),
         },
         Case {
             name: "expireAfter that would overflow",
@@ -153,7 +164,8 @@ fn cases() -> Vec<Case> {
             catalog: CATALOG.into(),
             break_model: |s, _| s.node_pools[0].expire_after = Some(i64::MAX),
             cli_field: "expire",
-            grpc_field: "snapshot.node_pools[0].expire_after",
+            grpc_field: "expire_after",
+            excluded: Some(("NodePool", "default")),
         },
         Case {
             name: "duplicate NodePool names",
@@ -161,7 +173,8 @@ fn cases() -> Vec<Case> {
             catalog: CATALOG.into(),
             break_model: |s, _| s.node_pools.push(s.node_pools[0].clone()),
             cli_field: "snapshot.node_pools[1].name",
-            grpc_field: "snapshot.node_pools[1].name",
+            grpc_field: "name",
+            excluded: Some(("NodePool", "default")),
         },
         Case {
             name: "catalog type with zero cpu",
@@ -170,6 +183,7 @@ fn cases() -> Vec<Case> {
             break_model: |_, c| c.instance_types[0].capacity.cpu = 0,
             cli_field: "instanceTypes[0].cpu",
             grpc_field: "catalog.instance_types[0].capacity.cpu",
+            excluded: None,
         },
         Case {
             name: "catalog type with an unknown architecture",
@@ -182,6 +196,7 @@ fn cases() -> Vec<Case> {
             },
             cli_field: "instanceTypes[0].architecture",
             grpc_field: "catalog.instance_types[0].labels[\"kubernetes.io/arch\"]",
+            excluded: None,
         },
         Case {
             name: "empty catalog",
@@ -190,6 +205,7 @@ fn cases() -> Vec<Case> {
             break_model: |_, c| c.instance_types.clear(),
             cli_field: "instanceTypes",
             grpc_field: "catalog.instance_types",
+            excluded: None,
         },
     ]
 }
@@ -228,6 +244,21 @@ async fn start_planner() -> planner_service::server::Running {
         .expect("planner starts");
     running.set_serving().await;
     running
+}
+
+/// What a plan left out: (kind, namespace/name, field).
+fn left_out(plan: &pb::PlanResponse) -> Vec<(&str, String, String)> {
+    plan.excluded
+        .iter()
+        .map(|e| {
+            let name = if e.namespace.is_empty() {
+                e.name.clone()
+            } else {
+                format!("{}/{}", e.namespace, e.name)
+            };
+            (e.kind.as_str(), name, e.field.clone())
+        })
+        .collect()
 }
 
 fn field_violation(status: &tonic::Status) -> String {
@@ -300,12 +331,27 @@ async fn every_door_gives_the_same_verdict() {
             &CatalogChoice::Inline(cat.clone()),
             &options,
         );
-        let status = match client.plan_request(req).await {
-            Err(planner_client::Error::Rpc { status, .. }) => status,
-            other => panic!("{}: expected a refusal, got {other:?}", case.name),
-        };
-        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{}", case.name);
-        assert_eq!(field_violation(&status), case.grpc_field, "{}", case.name);
+        let answer = client.plan_request(req).await;
+        match case.excluded {
+            Some(object) => {
+                let plan =
+                    answer.unwrap_or_else(|e| panic!("{}: the rest is planned: {e}", case.name));
+                assert_eq!(
+                    left_out(&plan),
+                    [(object.0, object.1.to_string(), case.grpc_field.to_string())],
+                    "{}",
+                    case.name
+                );
+            }
+            None => {
+                let status = match answer {
+                    Err(planner_client::Error::Rpc { status, .. }) => status,
+                    other => panic!("{}: expected a refusal, got {other:?}", case.name),
+                };
+                assert_eq!(status.code(), tonic::Code::InvalidArgument, "{}", case.name);
+                assert_eq!(field_violation(&status), case.grpc_field, "{}", case.name);
+            }
+        }
 
         // gRPC Session: a snapshot, then a batch.
         let wire_snapshot = planner_wire::to_wire::snapshot(&snapshot);
@@ -330,35 +376,63 @@ async fn every_door_gives_the_same_verdict() {
                 },
             ])
         };
-        let status = match client.session(updates).await {
-            Err(planner_client::Error::Rpc { status, .. }) => status,
-            Ok(mut stream) => match stream.message().await {
-                Err(status) => status,
-                Ok(m) => panic!("{}: expected a refusal, got {m:?}", case.name),
-            },
+        let mut stream = match client.session(updates).await {
+            Ok(stream) => Ok(stream),
+            Err(planner_client::Error::Rpc { status, .. }) => Err(status),
             Err(e) => panic!("{}: {e}", case.name),
         };
-        assert_eq!(
-            status.code(),
-            tonic::Code::InvalidArgument,
-            "{}: {status:?}",
-            case.name
-        );
-        // The session names the field by its path in the client's own message (update 1, a
-        // SessionSnapshot), not in the batch the server assembles. The same pod twice has the
-        // same uid: refused as a duplicate uid inside one snapshot.
-        let expected = if case.name == "the same pod twice" {
-            "snapshot.snapshot.pods[1].uid".to_string()
-        } else {
-            format!("snapshot.{}", case.grpc_field)
-        };
-        assert_eq!(field_violation(&status), expected, "{}", case.name);
-        assert!(
-            status.message().starts_with("session update 1: "),
-            "{}: {}",
-            case.name,
-            status.message()
-        );
+        match case.excluded {
+            Some(object) => {
+                let plan = match &mut stream {
+                    Ok(s) => s.message().await,
+                    Err(status) => Err(status.clone()),
+                }
+                .unwrap_or_else(|e| panic!("{}: the rest is planned: {e:?}", case.name))
+                .expect("a plan");
+                // The same pod twice has the same uid: the session keys objects by uid, so
+                // the second is named by its uid.
+                let field = if case.name == "the same pod twice" {
+                    "uid"
+                } else {
+                    case.grpc_field
+                };
+                assert_eq!(
+                    left_out(&plan),
+                    [(object.0, object.1.to_string(), field.to_string())],
+                    "{}",
+                    case.name
+                );
+            }
+            None => {
+                let status = match stream {
+                    Err(status) => status,
+                    Ok(mut stream) => match stream.message().await {
+                        Err(status) => status,
+                        Ok(m) => panic!("{}: expected a refusal, got {m:?}", case.name),
+                    },
+                };
+                assert_eq!(
+                    status.code(),
+                    tonic::Code::InvalidArgument,
+                    "{}: {status:?}",
+                    case.name
+                );
+                // The session names the field by its path in the client's own message (update
+                // 1, a SessionSnapshot).
+                assert_eq!(
+                    field_violation(&status),
+                    format!("snapshot.{}", case.grpc_field),
+                    "{}",
+                    case.name
+                );
+                assert!(
+                    status.message().starts_with("session update 1: "),
+                    "{}: {}",
+                    case.name,
+                    status.message()
+                );
+            }
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

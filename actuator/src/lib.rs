@@ -29,6 +29,7 @@
 
 pub mod api;
 pub mod catalog;
+pub mod class_gate;
 pub mod cli;
 pub mod config;
 pub mod disruption;

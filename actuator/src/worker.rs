@@ -30,6 +30,7 @@ use cloud::{CloudProvider, Instance, ListFilter, NodeSpec};
 use futures::StreamExt;
 use tokio::sync::{Notify, watch};
 
+use crate::class_gate::{ClassGate, class_failure};
 use crate::ledger::{self, ClaimRecord, ClaimState, InstanceRecord, Ledger, Transition};
 use crate::metrics::Metrics;
 use service_shell::clock::{Clock, millis};
@@ -187,6 +188,7 @@ pub struct Worker {
     metrics: Metrics,
     options: Options,
     wake: Arc<Notify>,
+    gate: Arc<ClassGate>,
 }
 
 /// How a claim's round ended.
@@ -216,6 +218,7 @@ impl Worker {
             metrics,
             options,
             wake: Arc::new(Notify::new()),
+            gate: Arc::default(),
         }
     }
 
@@ -470,6 +473,26 @@ impl Worker {
                         return Err(Done::Rest);
                     }
                 };
+                // A class that just failed to resolve is not launched from until it changes or
+                // its backoff ends: the claim waits, counted by the planner as in flight.
+                let class = node.as_ref().map(|n| n.class.clone());
+                if let Some(c) = &class
+                    && let Some(closed) = self.gate.check(c, now)
+                {
+                    self.metrics.failure("node_class_backoff");
+                    let why = format!("EC2NodeClass {} cannot launch: {}", c.name, closed.reason);
+                    let mut t = Transition::new(
+                        &claim.name,
+                        owner,
+                        ClaimState::Launching,
+                        ClaimState::Launching,
+                        format!("waiting for the node class: {why}"),
+                    );
+                    t.retry_at = Some(closed.until_ms);
+                    t.failure_reason = Some(why);
+                    self.write(t).await?;
+                    return Err(Done::Rest);
+                }
                 let request =
                     claim
                         .spec
@@ -483,8 +506,18 @@ impl Worker {
                     }),
                 };
                 match created {
-                    Ok(i) => (i, "created".to_string()),
-                    Err(e) => return self.create_failed(claim, e).await,
+                    Ok(i) => {
+                        if let Some(c) = &class {
+                            self.gate.succeeded(&c.name);
+                        }
+                        (i, "created".to_string())
+                    }
+                    Err(e) => {
+                        if let (Some(c), cloud::Error::InvalidRequest { .. }) = (&class, &e) {
+                            self.note_class_failure(c).await;
+                        }
+                        return self.create_failed(claim, e).await;
+                    }
                 }
             }
             Err(e) => return self.create_failed(claim, e).await,
@@ -493,6 +526,19 @@ impl Worker {
         self.record_launched(claim, &instance, detail).await?;
         self.pause(Step::Launched, &claim.name).await;
         Ok(ClaimState::Launched)
+    }
+
+    /// After a create refused as invalid: when the claim's class itself does not resolve, back
+    /// the class off (see [`crate::class_gate`]).
+    async fn note_class_failure(&self, class: &cloud::NodeClassSpec) {
+        let Ok(resolution) = self.cloud.resolve_node_class(class).await else {
+            return;
+        };
+        if let Some(reason) = class_failure(&resolution) {
+            let wait = self.gate.failed(class, reason.clone(), self.clock.now_ms());
+            self.metrics.failure("node_class_not_ready");
+            tracing::warn!(node_class = %class.name, %reason, ?wait, "EC2NodeClass cannot launch; its claims wait");
+        }
     }
 
     async fn record_launched(

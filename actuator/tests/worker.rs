@@ -334,3 +334,147 @@ async fn two_workers_on_one_postgres_ledger_never_launch_a_claim_twice() {
     }
     db.drop().await;
 }
+
+/// A cloud whose every create is refused because the claim's EC2NodeClass matches no subnet,
+/// unless the class names `fixed` in its role; counts the creates.
+#[derive(Default)]
+struct NoSubnets {
+    creates: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl CloudProvider for NoSubnets {
+    async fn create(&self, r: &cloud::LaunchRequest) -> cloud::Result<Instance> {
+        self.creates
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let class = r
+            .node
+            .as_ref()
+            .map(|n| n.class.name.clone())
+            .unwrap_or_default();
+        Err(cloud::Error::InvalidRequest {
+            reason: format!("EC2NodeClass {class}: spec.subnetSelectorTerms matched no subnet"),
+        })
+    }
+    async fn get(&self, p: &cloud::ProviderId) -> cloud::Result<Instance> {
+        Err(cloud::Error::NotFound {
+            provider_id: p.to_string(),
+        })
+    }
+    async fn list(&self, _: &cloud::ListFilter) -> cloud::Result<Vec<Instance>> {
+        Ok(Vec::new())
+    }
+    async fn delete(&self, p: &cloud::ProviderId) -> cloud::Result<()> {
+        Err(cloud::Error::NotFound {
+            provider_id: p.to_string(),
+        })
+    }
+    async fn instance_types(&self) -> cloud::Result<cloud::Catalog> {
+        Ok(cloud::Catalog::default())
+    }
+    async fn resolve_node_class(
+        &self,
+        class: &cloud::NodeClassSpec,
+    ) -> cloud::Result<cloud::NodeClassResolution> {
+        Ok(cloud::NodeClassResolution {
+            subnets: Err(format!(
+                "EC2NodeClass {}: spec.subnetSelectorTerms matched no subnet",
+                class.name
+            )),
+            security_groups: Ok(Vec::new()),
+            amis: Ok(Vec::new()),
+            instance_profile: Ok(None),
+        })
+    }
+}
+
+/// Gives every claim the node of one EC2NodeClass, whose spec a test may change.
+struct OneClass(std::sync::Mutex<cloud::NodeClassSpec>);
+
+#[async_trait::async_trait]
+impl actuator::worker::Lifecycle for OneClass {
+    fn states(&self) -> Vec<ClaimState> {
+        Vec::new()
+    }
+    async fn advance(
+        &self,
+        _claim: &actuator::ledger::ClaimRecord,
+    ) -> Result<Option<(ClaimState, String)>, actuator::worker::LifecycleError> {
+        Ok(None)
+    }
+    async fn node_spec(
+        &self,
+        _claim: &actuator::ledger::ClaimRecord,
+    ) -> Result<Option<cloud::NodeSpec>, actuator::worker::LifecycleError> {
+        Ok(Some(cloud::NodeSpec {
+            class: self.0.lock().expect("class").clone(),
+            ..cloud::NodeSpec::default()
+        }))
+    }
+}
+
+#[tokio::test]
+async fn a_class_that_matches_no_subnet_is_not_launched_from_until_it_changes() {
+    let db = TestDb::sqlite();
+    let l = db.ledger().await;
+    let cloud = Arc::new(NoSubnets::default());
+    let class = cloud::NodeClassSpec {
+        name: "broken".into(),
+        ..cloud::NodeClassSpec::default()
+    };
+    let lifecycle = Arc::new(OneClass(std::sync::Mutex::new(class.clone())));
+    let metrics = Metrics::new();
+    let w = Worker::new(
+        l.clone(),
+        cloud.clone(),
+        Clock::new(),
+        metrics.clone(),
+        options("w"),
+    )
+    .with_lifecycle(lifecycle.clone());
+    // The planner asks again and again for the pods a failed claim left pending: twenty
+    // claims one after another, as a storm would bring them.
+    let mut names: Vec<String> = Vec::new();
+    for i in 0..20 {
+        let name = format!("c{i}");
+        let seen: Vec<&str> = names.iter().map(String::as_str).collect();
+        let out = l
+            .submit(&plan(&format!("p{i}"), &seen, &[name.as_str()]), i + 1)
+            .await
+            .expect("submit");
+        assert_eq!(out.len(), 1, "{out:?}");
+        names.push(name);
+        w.round().await.expect("round");
+    }
+    let creates = cloud.creates.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(creates, 1, "one create, then the class backs off");
+    let first = l.claim("c0").await.expect("read").expect("c0");
+    assert_eq!(first.state, ClaimState::Failed);
+    let held = l.claim("c7").await.expect("read").expect("c7");
+    assert_eq!(
+        held.state,
+        ClaimState::Launching,
+        "waits, counted as in flight"
+    );
+    assert!(
+        held.failure_reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("EC2NodeClass broken cannot launch: EC2NodeClass broken: spec.subnetSelectorTerms matched no subnet"),
+        "{held:?}"
+    );
+    let text = metrics.render();
+    assert!(
+        text.contains(r#"launch_failures_total{reason="node_class_not_ready"} 1"#),
+        "{text}"
+    );
+    // A changed class is tried at once.
+    lifecycle.0.lock().expect("class").role = Some("fixed".into());
+    let seen: Vec<&str> = names.iter().map(String::as_str).collect();
+    l.submit(&plan("p-fixed", &seen, &["after-fix"]), 100)
+        .await
+        .expect("submit");
+    w.round().await.expect("round");
+    assert_eq!(cloud.creates.load(std::sync::atomic::Ordering::SeqCst), 2);
+    db.drop().await;
+}

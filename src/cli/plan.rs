@@ -71,6 +71,10 @@ pub(crate) struct PlanArgs {
     /// Output format. Default: `table` when standard output is a terminal, `json` otherwise.
     #[arg(short = 'o', long, value_enum, ignore_case = true)]
     output: Option<OutputFormat>,
+    /// Refuse (exit 2, no plan) when an object had to be left out of the plan, instead of
+    /// planning the rest and warning about it on standard error.
+    #[arg(long)]
+    strict: bool,
 }
 
 /// A flag whose values are a model enum's names (the table on the enum, [`Named`]); matching
@@ -147,12 +151,46 @@ pub(super) fn run(args: &PlanArgs, clock_now: i64) -> Result<(), CliError> {
         }
         .plan(&request)?
     };
+    for e in &planned.plan.excluded {
+        eprintln!("warning: {}", excluded_line(e));
+    }
+    if args.strict && !planned.plan.excluded.is_empty() {
+        return Err(CliError::Input(format!(
+            "--strict: {} object(s) could not be planned: {}",
+            planned.plan.excluded.len(),
+            planned
+                .plan
+                .excluded
+                .iter()
+                .map(excluded_line)
+                .collect::<Vec<_>>()
+                .join("; ")
+        )));
+    }
     let format = args.output.unwrap_or(if std::io::stdout().is_terminal() {
         OutputFormat::Table
     } else {
         OutputFormat::Json
     });
     write_output(&planned, format)
+}
+
+/// `NodePool gpu left out of the plan (Invalid, disruption.budgets[0].schedule): ...`.
+fn excluded_line(e: &planner::plan::ExcludedObject) -> String {
+    let what = if e.namespace.is_empty() {
+        e.name.clone()
+    } else {
+        format!("{}/{}", e.namespace, e.name)
+    };
+    let field = if e.field.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", e.field)
+    };
+    format!(
+        "{} {what} left out of the plan ({}{field}): {}",
+        e.kind, e.reason, e.message
+    )
 }
 
 fn write_output(planned: &Planned, format: OutputFormat) -> Result<(), CliError> {

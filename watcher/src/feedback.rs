@@ -53,6 +53,7 @@ pub async fn run(
 ) {
     let mut events = Events::new(client.clone(), reporter);
     let mut status = NodePoolStatus::new(client);
+    let mut left_out: Vec<proto::v1::ExcludedObject> = Vec::new();
     let mut tick = tokio::time::interval(status_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -64,6 +65,13 @@ pub async fn run(
                 }
                 let plan: Option<Arc<_>> = plans.borrow_and_update().clone();
                 if let Some(plan) = plan {
+                    metrics.note_excluded(&plan.excluded);
+                    // Logged when the set changes, not with every plan.
+                    for e in plan.excluded.iter().filter(|e| !left_out.contains(e)) {
+                        tracing::warn!(kind = %e.kind, namespace = %e.namespace, name = %e.name, reason = %e.reason, field = %e.field, message = %e.message, "Object left out of the plan");
+                    }
+                    left_out.clone_from(&plan.excluded);
+                    status.note_plan(&plan);
                     let todo = pod_events(&plan, &mirror);
                     events.publish_all(todo).await;
                 }

@@ -18,6 +18,7 @@ pub struct Metrics {
     /// The mirror and informer readiness Karpenter's metrics are computed from at each scrape
     /// (set once by `app::start`).
     source: Arc<std::sync::OnceLock<(crate::mirror::Mirror, Arc<crate::informers::Readiness>)>>,
+    excluded_seen: Arc<std::sync::Mutex<std::collections::BTreeSet<Labels>>>,
     /// Pods pending as Karpenter defines them, now.
     pub pending_pods: Gauge,
     /// Objects in the mirror, now.
@@ -48,6 +49,13 @@ pub struct Metrics {
     pub leader: Gauge,
     /// Karpenter's cluster-state metrics, by its names.
     pub karpenter: crate::karpenter_metrics::KarpenterMetrics,
+    /// Objects the latest plan left out, by kind and reason (`Invalid`, `Unsupported`,
+    /// `Duplicate`, `NodeClassExcluded`).
+    pub excluded_objects: Family<Labels, Gauge>,
+    /// Session streams that ended in failure, by why (the gRPC code, or `closed`).
+    pub session_failures: Family<Labels, Counter>,
+    /// Seconds the publisher waits before reopening a session, now (0 while one is open).
+    pub reconnect_backoff: Gauge<f64, std::sync::atomic::AtomicU64>,
 }
 
 // === impl Metrics ===
@@ -66,6 +74,7 @@ impl Metrics {
         let m = Self {
             registry: Arc::new(Registry::default()),
             source: Default::default(),
+            excluded_seen: Arc::default(),
             pending_pods: Gauge::default(),
             objects: Gauge::default(),
             batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 18)),
@@ -81,6 +90,9 @@ impl Metrics {
             invalid_pods: Counter::default(),
             leader: Gauge::default(),
             karpenter: Default::default(),
+            excluded_objects: Family::default(),
+            session_failures: Family::default(),
+            reconnect_backoff: Gauge::default(),
         };
         r.register(
             "pending_pods",
@@ -141,6 +153,21 @@ impl Metrics {
         );
         r.register("leader", "1 while this replica leads", m.leader.clone());
         m.karpenter.register(&mut root);
+        r.register(
+            "excluded_objects",
+            "Objects the latest plan left out, by kind and reason",
+            m.excluded_objects.clone(),
+        );
+        r.register(
+            "session_failures",
+            "Session streams that failed, by gRPC code",
+            m.session_failures.clone(),
+        );
+        r.register(
+            "reconnect_backoff_seconds",
+            "Wait before the session is reopened (0 while open)",
+            m.reconnect_backoff.clone(),
+        );
         Self {
             registry: Arc::new(root),
             ..m
@@ -154,6 +181,35 @@ impl Metrics {
         readiness: Arc<crate::informers::Readiness>,
     ) {
         let _ = self.source.set((mirror, readiness));
+    }
+
+    /// Sets the excluded-objects gauges from a plan: every (kind, reason) pair of the plan, and 0
+    /// for pairs an earlier plan had and this one does not.
+    pub fn note_excluded(&self, excluded: &[proto::v1::ExcludedObject]) {
+        let mut counts: std::collections::BTreeMap<Labels, i64> = Default::default();
+        for e in excluded {
+            *counts
+                .entry(vec![
+                    ("kind".to_string(), e.kind.clone()),
+                    ("reason".to_string(), e.reason.clone()),
+                ])
+                .or_default() += 1;
+        }
+        let mut stale = self.excluded_seen.lock().unwrap_or_else(|p| p.into_inner());
+        for labels in stale.iter() {
+            if !counts.contains_key(labels) {
+                self.excluded_objects.get_or_create(labels).set(0);
+            }
+        }
+        for (labels, n) in &counts {
+            self.excluded_objects.get_or_create(labels).set(*n);
+        }
+        stale.extend(counts.into_keys());
+    }
+
+    /// Labels of a per-cause metric.
+    pub fn why(why: &str) -> Labels {
+        vec![("why".to_string(), why.to_string())]
     }
 
     /// Labels of a per-kind metric.

@@ -81,8 +81,11 @@ pub struct Timings {
     pub consolidate_every: Duration,
     /// Changes are coalesced this long before a delta is sent.
     pub flush_after: Duration,
-    /// First wait after no replica accepted a session; doubles up to 30 s.
+    /// First wait after no replica accepted a session, or after a session failed before any
+    /// plan came back; doubles (with jitter) up to `retry_max`.
     pub retry_after: Duration,
+    /// Longest wait before a session is reopened.
+    pub retry_max: Duration,
 }
 
 impl Default for Timings {
@@ -93,6 +96,7 @@ impl Default for Timings {
             consolidate_every: Duration::from_secs(60),
             flush_after: Duration::from_millis(100),
             retry_after: Duration::from_millis(200),
+            retry_max: Duration::from_secs(30),
         }
     }
 }
@@ -116,8 +120,20 @@ pub struct Publisher {
 enum Ended {
     /// Shut down.
     Stop,
-    /// The stream failed; open another.
-    Failed,
+    /// The stream failed; open another. `planned`: it delivered at least one plan first (a
+    /// replica that served and then went away: fail over at once); `why`: the gRPC code, or
+    /// `closed`/`send` when the stream ended without one.
+    Failed { planned: bool, why: String },
+}
+
+/// `d` scaled by a random factor in [0.5, 1): spreads reconnecting watchers apart.
+fn jittered(d: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let r = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    let unit = (r >> 11) as f64 / (1u64 << 53) as f64;
+    d.mul_f64(0.5 + unit / 2.0)
 }
 
 /// The live half of one session: where updates go and the next sequence number.
@@ -218,16 +234,22 @@ impl Publisher {
             let plans = match opened {
                 Ok(p) => p,
                 Err(e) => {
-                    tracing::warn!(error = %e, retry_in = ?retry, "No planner accepted the session");
+                    let wait = jittered(retry);
+                    tracing::warn!(error = %e, retry_in = ?wait, "No planner accepted the session");
+                    self.metrics
+                        .session_failures
+                        .get_or_create(&Metrics::why("unavailable"))
+                        .inc();
+                    self.metrics.reconnect_backoff.set(wait.as_secs_f64());
                     tokio::select! {
-                        _ = tokio::time::sleep(retry) => {}
+                        _ = tokio::time::sleep(wait) => {}
                         _ = crate::when(&mut stop, true) => return,
                     }
-                    retry = (retry * 2).min(Duration::from_secs(30));
+                    retry = (retry * 2).min(self.timings.retry_max);
                     continue;
                 }
             };
-            retry = self.timings.retry_after;
+            self.metrics.reconnect_backoff.set(0.0);
             if opened_before {
                 self.metrics.reconnects.inc();
             }
@@ -242,7 +264,34 @@ impl Publisher {
             sequence = sequence.max(live.sequence);
             match ended {
                 Ended::Stop => return,
-                Ended::Failed => tracing::info!("Session ended; reopening with a fresh snapshot"),
+                Ended::Failed { planned: true, why } => {
+                    // It served: another replica takes over at once.
+                    retry = self.timings.retry_after;
+                    self.metrics
+                        .session_failures
+                        .get_or_create(&Metrics::why(&why))
+                        .inc();
+                    tracing::info!(%why, "Session ended; reopening with a fresh snapshot");
+                }
+                Ended::Failed {
+                    planned: false,
+                    why,
+                } => {
+                    // Refused before any plan: the same snapshot would likely be refused
+                    // again, so wait, longer each time.
+                    let wait = jittered(retry);
+                    self.metrics
+                        .session_failures
+                        .get_or_create(&Metrics::why(&why))
+                        .inc();
+                    self.metrics.reconnect_backoff.set(wait.as_secs_f64());
+                    tracing::warn!(%why, retry_in = ?wait, "Session failed before any plan; reopening after a backoff");
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = crate::when(&mut stop, true) => return,
+                    }
+                    retry = (retry * 2).min(self.timings.retry_max);
+                }
             }
         }
     }
@@ -258,10 +307,15 @@ impl Publisher {
     ) -> Ended {
         // A batch closed on the failed stream was never answered: close it again here.
         let mut sent_at: std::collections::VecDeque<Instant> = Default::default();
+        let mut planned = false;
+        let failed = |planned: bool, why: &str| Ended::Failed {
+            planned,
+            why: why.to_string(),
+        };
         if *unanswered > 0 {
             *unanswered = 0;
             if !self.close_batch(live, &mut sent_at, unanswered).await {
-                return Ended::Failed;
+                return failed(planned, "send");
             }
         }
         let mut consolidate = tokio::time::interval_at(
@@ -309,7 +363,7 @@ impl Publisher {
                 _ = flush => {
                     flush_at = None;
                     if !self.flush(live, dirty_since.take()).await {
-                        return Ended::Failed;
+                        return failed(planned, "send");
                     }
                 }
                 _ = batcher.due() => {
@@ -321,7 +375,7 @@ impl Publisher {
                         if !self.flush(live, dirty_since.take()).await
                             || !self.close_batch(live, &mut sent_at, unanswered).await
                         {
-                            return Ended::Failed;
+                            return failed(planned, "send");
                         }
                     }
                 }
@@ -332,12 +386,13 @@ impl Publisher {
                         if !self.flush(live, dirty_since.take()).await
                             || !self.close_batch(live, &mut sent_at, unanswered).await
                         {
-                            return Ended::Failed;
+                            return failed(planned, "send");
                         }
                     }
                 }
                 plan = plans.next() => match plan {
                     Some(Ok(plan)) => {
+                        planned = true;
                         *unanswered = unanswered.saturating_sub(1);
                         if let Some(t) = sent_at.pop_front() {
                             self.metrics.plan_latency.observe(t.elapsed().as_secs_f64());
@@ -353,11 +408,11 @@ impl Publisher {
                     }
                     Some(Err(status)) => {
                         tracing::warn!(code = ?status.code(), message = status.message(), "Session failed");
-                        return Ended::Failed;
+                        return failed(planned, &format!("{:?}", status.code()));
                     }
                     None => {
                         tracing::warn!("Session closed by the planner");
-                        return Ended::Failed;
+                        return failed(planned, "closed");
                     }
                 },
             }

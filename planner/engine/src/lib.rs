@@ -16,6 +16,7 @@
 pub mod cancel;
 pub mod catalog;
 pub mod consolidation;
+pub mod exclusion;
 pub use common::labels;
 pub mod manifests;
 pub mod model;

@@ -30,6 +30,31 @@ pub struct Plan {
     /// back). Set by the service, not by the engine; absent from the JSON when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catalog_version: Option<String>,
+    /// Objects of the input left out of the plan, each with why (sorted by kind, namespace and
+    /// name). The rest of the input was planned without them.
+    #[serde(default)]
+    pub excluded: Vec<ExcludedObject>,
+}
+
+/// An object of the input the planner could not use, left out of the plan.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExcludedObject {
+    /// Its kind: `Pod`, `NodePool`, `EC2NodeClass`, `Node`, ...
+    pub kind: String,
+    /// Its namespace (empty for cluster-scoped kinds).
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Why, as a CamelCase word: `Invalid` (breaks a rule of its schema), `Unsupported` (a
+    /// value newer than this planner), `Duplicate` (a second object of the same name) or
+    /// `NodeClassExcluded` (a NodePool whose EC2NodeClass was left out).
+    pub reason: String,
+    /// Why, in words a person can act on.
+    pub message: String,
+    /// The field at fault, by its path inside the object (e.g. `requests.cpu`,
+    /// `disruption.budgets[0].schedule`); empty when the object as a whole is at fault.
+    pub field: String,
 }
 
 /// One new NodeClaim.

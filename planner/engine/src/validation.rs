@@ -21,7 +21,9 @@ use std::fmt::Write as _;
 use thiserror::Error;
 
 use crate::labels;
-use crate::model::{BudgetNodes, ClusterSnapshot, NodePool, Requirement, Resources};
+use crate::model::{
+    BudgetNodes, ClusterSnapshot, Node, NodeClaim, NodeClass, NodePool, Pod, Requirement, Resources,
+};
 use crate::requirements::well_known;
 use common::catalog::Catalog;
 use common::cron::Schedule;
@@ -117,47 +119,21 @@ pub fn snapshot(s: &ClusterSnapshot) -> Result {
         let at = format!("snapshot.pods[{i}]");
         let obj = format!("Pod {}/{}", p.namespace, p.name);
         unique(&mut seen, &at, &obj, "pod", &p.namespace, &p.name)?;
-        resources(&p.requests, &format!("{at}.requests"), &obj)?;
-        for (w, t) in p.preferred_node_affinity.iter().enumerate() {
-            weight_1_100(
-                t.weight,
-                format!("{at}.preferred_node_affinity[{w}].weight"),
-                &obj,
-            )?;
-        }
-        for (w, t) in p.preferred_pod_affinity.iter().enumerate() {
-            weight_1_100(
-                t.weight,
-                format!("{at}.preferred_pod_affinity[{w}].weight"),
-                &obj,
-            )?;
-        }
-        for (w, t) in p.preferred_pod_anti_affinity.iter().enumerate() {
-            weight_1_100(
-                t.weight,
-                format!("{at}.preferred_pod_anti_affinity[{w}].weight"),
-                &obj,
-            )?;
-        }
+        pod(p, &at, &obj)?;
     }
     seen.clear();
     for (i, n) in s.nodes.iter().enumerate() {
         let at = format!("snapshot.nodes[{i}]");
         let obj = format!("Node {}", n.name);
         unique(&mut seen, &at, &obj, "node", "", &n.name)?;
-        resources(&n.allocatable, &format!("{at}.allocatable"), &obj)?;
-        resources(&n.capacity, &format!("{at}.capacity"), &obj)?;
+        node(n, &at, &obj)?;
     }
     seen.clear();
     for (i, c) in s.node_claims.iter().enumerate() {
         let at = format!("snapshot.node_claims[{i}]");
         let obj = format!("NodeClaim {}", c.name);
         unique(&mut seen, &at, &obj, "NodeClaim", "", &c.name)?;
-        duration(c.expire_after, format!("{at}.expire_after"), &obj)?;
-        min_values(&c.requirements, &format!("{at}.requirements"), &obj)?;
-        resources(&c.requests, &format!("{at}.requests"), &obj)?;
-        resources(&c.allocatable, &format!("{at}.allocatable"), &obj)?;
-        resources(&c.capacity, &format!("{at}.capacity"), &obj)?;
+        node_claim(c, &at, &obj)?;
     }
     seen.clear();
     for (i, p) in s.node_pools.iter().enumerate() {
@@ -171,20 +147,7 @@ pub fn snapshot(s: &ClusterSnapshot) -> Result {
         let at = format!("snapshot.node_classes[{i}]");
         let obj = format!("EC2NodeClass {}", c.name);
         unique(&mut seen, &at, &obj, "EC2NodeClass", "", &c.name)?;
-        for (v, f) in [
-            (c.kubelet.max_pods, "max_pods"),
-            (c.kubelet.pods_per_core, "pods_per_core"),
-        ] {
-            if let Some(v) = v
-                && v < 0
-            {
-                return Err(invalid(
-                    format!("{at}.kubelet.{f}"),
-                    &obj,
-                    format!("must not be negative, got {v}"),
-                ));
-            }
-        }
+        node_class(c, &at, &obj)?;
     }
     seen.clear();
     for (i, d) in s.daemon_sets.iter().enumerate() {
@@ -235,6 +198,67 @@ pub fn snapshot(s: &ClusterSnapshot) -> Result {
         let at = format!("snapshot.storage_classes[{i}]");
         let obj = format!("StorageClass {}", c.name);
         unique(&mut seen, &at, &obj, "StorageClass", "", &c.name)?;
+    }
+    Ok(())
+}
+
+/// The rules of one pod; `at` is its path (empty: paths relative to the pod).
+pub(crate) fn pod(p: &Pod, at: &str, obj: &str) -> Result {
+    resources(&p.requests, &format!("{at}.requests"), obj)?;
+    for (w, t) in p.preferred_node_affinity.iter().enumerate() {
+        weight_1_100(
+            t.weight,
+            format!("{at}.preferred_node_affinity[{w}].weight"),
+            obj,
+        )?;
+    }
+    for (w, t) in p.preferred_pod_affinity.iter().enumerate() {
+        weight_1_100(
+            t.weight,
+            format!("{at}.preferred_pod_affinity[{w}].weight"),
+            obj,
+        )?;
+    }
+    for (w, t) in p.preferred_pod_anti_affinity.iter().enumerate() {
+        weight_1_100(
+            t.weight,
+            format!("{at}.preferred_pod_anti_affinity[{w}].weight"),
+            obj,
+        )?;
+    }
+    Ok(())
+}
+
+/// The rules of one node.
+pub(crate) fn node(n: &Node, at: &str, obj: &str) -> Result {
+    resources(&n.allocatable, &format!("{at}.allocatable"), obj)?;
+    resources(&n.capacity, &format!("{at}.capacity"), obj)
+}
+
+/// The rules of one NodeClaim.
+pub(crate) fn node_claim(c: &NodeClaim, at: &str, obj: &str) -> Result {
+    duration(c.expire_after, format!("{at}.expire_after"), obj)?;
+    min_values(&c.requirements, &format!("{at}.requirements"), obj)?;
+    resources(&c.requests, &format!("{at}.requests"), obj)?;
+    resources(&c.allocatable, &format!("{at}.allocatable"), obj)?;
+    resources(&c.capacity, &format!("{at}.capacity"), obj)
+}
+
+/// The rules of one EC2NodeClass.
+pub(crate) fn node_class(c: &NodeClass, at: &str, obj: &str) -> Result {
+    for (v, f) in [
+        (c.kubelet.max_pods, "max_pods"),
+        (c.kubelet.pods_per_core, "pods_per_core"),
+    ] {
+        if let Some(v) = v
+            && v < 0
+        {
+            return Err(invalid(
+                format!("{at}.kubelet.{f}"),
+                obj,
+                format!("must not be negative, got {v}"),
+            ));
+        }
     }
     Ok(())
 }
@@ -328,7 +352,8 @@ pub fn is_restricted_requirement_key(key: &str) -> bool {
     key != labels::CAPACITY_TYPE && domain.ends_with("karpenter.sh")
 }
 
-fn node_pool(p: &NodePool, at: &str, obj: &str) -> Result {
+/// The rules of one NodePool.
+pub(crate) fn node_pool(p: &NodePool, at: &str, obj: &str) -> Result {
     if !(0..=100).contains(&p.weight) {
         return Err(invalid(
             format!("{at}.weight"),

@@ -48,15 +48,18 @@ pub async fn start(
     )
     .with_grace(config.request_timeout + Duration::from_secs(5));
     let bound = server::bind(spec, Arc::new(metrics.clone())).await?;
-    let service = service.with_draining(bound.draining());
+    let guard = GuardLayer::new(
+        config.max_concurrent_requests,
+        config.request_timeout,
+        metrics,
+    );
+    // Session plans take the guard's permits too: one limit for every plan.
+    let service = service
+        .with_draining(bound.draining())
+        .with_permits(guard.permits());
     // The bearer check first: a request without the token takes no permit.
     let planner = InterceptedService::new(
-        GuardLayer::new(
-            config.max_concurrent_requests,
-            config.request_timeout,
-            metrics,
-        )
-        .layer(service.into_server(config.max_message_bytes)),
+        guard.layer(service.into_server(config.max_message_bytes)),
         config.auth.require(),
     );
     bound.serve(Some(Routes::new(planner))).await

@@ -201,7 +201,7 @@ async fn plan_answers_what_the_planner_computes() {
 }
 
 #[tokio::test]
-async fn invalid_input_is_invalid_argument_naming_the_field() {
+async fn an_invalid_object_is_left_out_naming_the_field_and_the_rest_planned() {
     let metrics = Metrics::new();
     let server = start(config(Auth::Disabled), service(&metrics, None), metrics).await;
     let mut req = to_plan_request(
@@ -209,25 +209,46 @@ async fn invalid_input_is_invalid_argument_naming_the_field() {
         &CatalogChoice::Inline(fixtures::catalog()),
         &PlanOptions::default(),
     );
-    req.snapshot.as_mut().expect("snapshot").pods[17]
-        .requests
-        .insert("cpu".into(), "a lot".into());
+    let bad = &mut req.snapshot.as_mut().expect("snapshot").pods[17];
+    bad.requests.insert("cpu".into(), "a lot".into());
+    let bad = format!("{}/{}", bad.namespace, bad.name);
     let mut raw = pb::planner_client::PlannerClient::new(channel(&server).await);
+    let plan = raw
+        .plan(req)
+        .await
+        .expect("the rest is planned")
+        .into_inner();
+    let e = &plan.excluded[..];
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(
+        (
+            e[0].kind.as_str(),
+            format!("{}/{}", e[0].namespace, e[0].name)
+        ),
+        ("Pod", bad)
+    );
+    assert_eq!(e[0].reason, "Invalid");
+    assert_eq!(e[0].field, "requests.cpu");
+    assert!(e[0].message.contains("\"a lot\""), "{}", e[0].message);
+    assert_eq!(plan.summary.expect("summary").pending_pods, 19);
+
+    // A broken catalog is still refused whole, naming the field.
+    let mut req = to_plan_request(
+        &fixtures::snapshot(2),
+        &CatalogChoice::Inline(fixtures::catalog()),
+        &PlanOptions::default(),
+    );
+    if let Some(pb::plan_request::CatalogSource::Catalog(c)) = &mut req.catalog_source {
+        c.instance_types.clear();
+    }
     let status = raw.plan(req).await.expect_err("rejected");
     assert_eq!(status.code(), Code::InvalidArgument);
-    assert!(
-        status
-            .message()
-            .starts_with("snapshot.pods[17].requests.cpu: "),
-        "{}",
-        status.message()
-    );
     let details = status.get_error_details();
     let violations = &details
         .bad_request()
         .expect("field violations")
         .field_violations;
-    assert_eq!(violations[0].field, "snapshot.pods[17].requests.cpu");
+    assert_eq!(violations[0].field, "catalog.instance_types");
 }
 
 #[tokio::test]
@@ -608,6 +629,34 @@ async fn an_undecodable_request_is_invalid_argument() {
         )
         .await
         .expect_err("refused");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("undecodable"), "{status:?}");
+}
+
+#[tokio::test]
+async fn an_undecodable_session_frame_ends_the_stream_with_invalid_argument() {
+    let metrics = Metrics::new();
+    let server = start(config(Auth::Disabled), service(&metrics, None), metrics).await;
+    let mut grpc = tonic::client::Grpc::new(channel(&server).await);
+    grpc.ready().await.expect("ready");
+    let garbage = vec![0x08, 0xff, 0xff];
+    let status = match grpc
+        .streaming(
+            tonic::Request::new(tokio_stream::iter(vec![garbage])),
+            http::uri::PathAndQuery::from_static("/dovetail.v1.Planner/Session"),
+            RawCodec,
+        )
+        .await
+    {
+        Err(status) => status,
+        Ok(response) => {
+            let mut stream = response.into_inner();
+            match tokio::time::timeout(Duration::from_secs(10), stream.message()).await {
+                Ok(Err(status)) => status,
+                other => panic!("expected a refusal, got {other:?}"),
+            }
+        }
+    };
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     assert!(status.message().contains("undecodable"), "{status:?}");
 }

@@ -179,19 +179,24 @@ async fn out_of_order_updates_end_the_session_with_failed_precondition() {
         e.message()
     );
 
+    // A delete of a kind this planner does not know (a newer client) holds nothing: ignored.
     let (tx, mut plans) = open(&server).await;
     tx.send(snapshot_update(1, 2)).await.expect("send");
     tx.send(delta(2, vec![], vec![("Gadget", "x")]))
         .await
         .expect("send");
-    let e = next_plan(&mut plans).await.expect_err("bad kind");
-    assert_eq!(e.code(), Code::InvalidArgument);
-    assert!(
-        e.message()
-            .starts_with("session update 2: delta.deletes[0].kind"),
-        "{}",
-        e.message()
-    );
+    tx.send(pb::ClusterUpdate {
+        sequence: 3,
+        update: Some(pb::cluster_update::Update::Delta(pb::Delta {
+            upserts: vec![pb::Upsert { object: None }],
+            deletes: vec![],
+        })),
+    })
+    .await
+    .expect("send");
+    tx.send(close(4, 0)).await.expect("send");
+    let p = next_plan(&mut plans).await.expect("planned");
+    assert_eq!(p.summary.expect("summary").pending_pods, 2);
 }
 
 #[tokio::test]
@@ -468,16 +473,6 @@ async fn echo_server() -> Server {
     .await
 }
 
-fn field_of(status: &Status) -> String {
-    use tonic_types::StatusExt as _;
-    status
-        .get_error_details()
-        .bad_request()
-        .and_then(|b| b.field_violations.first())
-        .map(|v| v.field.clone())
-        .unwrap_or_default()
-}
-
 fn pod_named(uid: &str, name: &str) -> pb::upsert::Object {
     pb::upsert::Object::Pod(pb::Pod {
         namespace: "default".into(),
@@ -489,7 +484,7 @@ fn pod_named(uid: &str, name: &str) -> pb::upsert::Object {
 }
 
 #[tokio::test]
-async fn the_same_uid_twice_in_one_snapshot_is_refused_naming_both_places() {
+async fn the_same_uid_twice_in_one_snapshot_leaves_the_second_out_naming_both_places() {
     let server = echo_server().await;
     let (tx, mut plans) = open(&server).await;
     let mut update = snapshot_update(1, 3);
@@ -501,19 +496,31 @@ async fn the_same_uid_twice_in_one_snapshot_is_refused_naming_both_places() {
     twin.name = "another-name".into();
     snap.pods.push(twin);
     tx.send(update).await.expect("send");
-    let e = next_plan(&mut plans).await.expect_err("duplicate uid");
-    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
-    assert_eq!(field_of(&e), "snapshot.snapshot.pods[3].uid");
+    tx.send(close(2, 0)).await.expect("send");
+    let p = next_plan(&mut plans).await.expect("the rest is planned");
+    assert_eq!(
+        excluded(&p),
+        [(
+            "Pod",
+            "default/another-name".to_string(),
+            "Duplicate",
+            "uid"
+        )]
+    );
     assert!(
-        e.message()
-            .starts_with("session update 1: snapshot.snapshot.pods[3].uid: ")
-            && e.message()
-                .contains("already sent at snapshot.snapshot.pods[0]"),
+        p.excluded[0]
+            .message
+            .contains("snapshot.snapshot.pods[3] repeats snapshot.snapshot.pods[0]"),
         "{}",
-        e.message()
+        p.excluded[0].message
+    );
+    assert_eq!(
+        p.summary.expect("summary").pending_pods,
+        3,
+        "the first is kept"
     );
 
-    // Without uids, objects are keyed by name: two NodePools of one name are refused too.
+    // Without uids, objects are keyed by name: the second NodePool of one name is left out.
     let (tx, mut plans) = open(&server).await;
     let mut update = snapshot_update(7, 1);
     let Some(pb::cluster_update::Update::Snapshot(s)) = &mut update.update else {
@@ -522,18 +529,16 @@ async fn the_same_uid_twice_in_one_snapshot_is_refused_naming_both_places() {
     let snap = s.snapshot.as_mut().expect("objects");
     snap.node_pools.push(snap.node_pools[0].clone());
     tx.send(update).await.expect("send");
-    let e = next_plan(&mut plans).await.expect_err("duplicate name");
-    assert_eq!(e.code(), Code::InvalidArgument);
-    assert_eq!(field_of(&e), "snapshot.snapshot.node_pools[1].name");
-    assert!(
-        e.message().starts_with("session update 7: "),
-        "{}",
-        e.message()
+    tx.send(close(8, 0)).await.expect("send");
+    let p = next_plan(&mut plans).await.expect("the rest is planned");
+    assert_eq!(
+        excluded(&p),
+        [("NodePool", "default".to_string(), "Duplicate", "name")]
     );
 }
 
 #[tokio::test]
-async fn two_objects_of_one_name_in_a_batch_are_refused_at_the_update_that_sent_the_second() {
+async fn the_second_of_two_objects_of_one_name_in_a_batch_is_left_out() {
     let server = echo_server().await;
     let (tx, mut plans) = open(&server).await;
     tx.send(snapshot_update(1, 2)).await.expect("send");
@@ -547,17 +552,13 @@ async fn two_objects_of_one_name_in_a_batch_are_refused_at_the_update_that_sent_
     .await
     .expect("send");
     tx.send(close(3, 0)).await.expect("send");
-    let e = next_plan(&mut plans).await.expect_err("two pods, one name");
-    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let p = next_plan(&mut plans).await.expect("the rest is planned");
     // Keyed by uid, the batch lists uid-0 before uid-other: the second is the delta's.
-    assert_eq!(field_of(&e), "delta.upserts[1].pod.name");
-    assert!(
-        e.message()
-            .starts_with("session update 2: delta.upserts[1].pod.name: ")
-            && e.message().contains("duplicate pod default/app-0-0"),
-        "{}",
-        e.message()
+    assert_eq!(
+        excluded(&p),
+        [("Pod", "default/app-0-0".to_string(), "Duplicate", "name")]
     );
+    assert_eq!(p.summary.expect("summary").pending_pods, 3);
 }
 
 #[tokio::test]
@@ -584,16 +585,33 @@ async fn a_later_upsert_of_a_held_uid_is_an_update_not_a_duplicate() {
     );
 }
 
+/// The plan's exclusions as (kind, namespace/name, reason, field).
+fn excluded(p: &pb::PlanResponse) -> Vec<(&str, String, &str, &str)> {
+    p.excluded
+        .iter()
+        .map(|e| {
+            let name = if e.namespace.is_empty() {
+                e.name.clone()
+            } else {
+                format!("{}/{}", e.namespace, e.name)
+            };
+            (e.kind.as_str(), name, e.reason.as_str(), e.field.as_str())
+        })
+        .collect()
+}
+
 #[tokio::test]
-async fn a_batch_error_names_the_update_and_the_path_the_client_sent() {
+async fn an_object_the_planner_cannot_use_is_left_out_and_the_rest_is_planned() {
     let server = echo_server().await;
     let (tx, mut plans) = open(&server).await;
     tx.send(snapshot_update(1, 2)).await.expect("send");
-    // An invalid budget cron is found by the validation of the closed batch (update 3); the
-    // error names update 2 and the NodePool's place in it.
-    let mut pool = planner_wire::to_wire::node_pool(&fixtures::snapshot(1).node_pools[0]);
-    pool.name = "second".into();
-    pool.disruption = Some(pb::Disruption {
+    let base = planner_wire::to_wire::node_pool(&fixtures::snapshot(1).node_pools[0]);
+    // An invalid budget cron (found by the rules of the closed batch), an explicit weight 0
+    // (found when decoding), a policy newer than the planner, a budget over 100%, minValues
+    // over 50, a restricted requirement key, and a bound pod with negative cpu.
+    let mut cron = base.clone();
+    cron.name = "cron".into();
+    cron.disruption = Some(pb::Disruption {
         budgets: vec![pb::Budget {
             nodes: "1".into(),
             schedule: Some("61 * * * *".into()),
@@ -602,42 +620,232 @@ async fn a_batch_error_names_the_update_and_the_path_the_client_sent() {
         }],
         ..pb::Disruption::default()
     });
-    tx.send(delta(
-        2,
-        vec![new_pod("a"), pb::upsert::Object::NodePool(pool)],
-        vec![],
-    ))
-    .await
-    .expect("send");
+    let mut weight = base.clone();
+    weight.name = "weight".into();
+    weight.weight = Some(0);
+    let mut balanced = base.clone();
+    balanced.name = "balanced".into();
+    balanced.disruption = Some(pb::Disruption {
+        consolidation_policy: "Sometimes".into(),
+        ..pb::Disruption::default()
+    });
+    let mut percent = base.clone();
+    percent.name = "percent".into();
+    percent.disruption = Some(pb::Disruption {
+        budgets: vec![pb::Budget {
+            nodes: "150%".into(),
+            ..pb::Budget::default()
+        }],
+        ..pb::Disruption::default()
+    });
+    let mut min_values = base.clone();
+    min_values.name = "min-values".into();
+    min_values.requirements = vec![pb::Requirement {
+        key: "karpenter.k8s.aws/instance-family".into(),
+        operator: "Exists".into(),
+        values: vec![],
+        min_values: Some(100),
+    }];
+    let mut restricted = base.clone();
+    restricted.name = "restricted".into();
+    restricted.requirements = vec![pb::Requirement {
+        key: "karpenter.sh/nodepool".into(),
+        operator: "In".into(),
+        values: vec!["x".into()],
+        min_values: None,
+    }];
+    let pools = [cron, weight, balanced, percent, min_values, restricted];
+    let mut upserts: Vec<pb::upsert::Object> = pools
+        .iter()
+        .cloned()
+        .map(pb::upsert::Object::NodePool)
+        .collect();
+    upserts.push(new_pod("a"));
+    upserts.push(pb::upsert::Object::Pod(pb::Pod {
+        namespace: "default".into(),
+        name: "negative".into(),
+        uid: "uid-negative".into(),
+        node_name: Some("node-0".into()),
+        phase: "Running".into(),
+        requests: [("cpu".to_string(), "-2".to_string())].into(),
+        ..pb::Pod::default()
+    }));
+    tx.send(delta(2, upserts, vec![])).await.expect("send");
     tx.send(close(3, 0)).await.expect("send");
-    let e = next_plan(&mut plans).await.expect_err("bad cron");
-    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let p = next_plan(&mut plans).await.expect("the rest is planned");
     assert_eq!(
-        field_of(&e),
-        "delta.upserts[1].node_pool.disruption.budgets[0].schedule"
+        excluded(&p),
+        [
+            (
+                "NodePool",
+                "balanced".into(),
+                "Unsupported",
+                "disruption.consolidation_policy"
+            ),
+            (
+                "NodePool",
+                "cron".into(),
+                "Invalid",
+                "disruption.budgets[0].schedule"
+            ),
+            (
+                "NodePool",
+                "min-values".into(),
+                "Invalid",
+                "requirements[0].min_values"
+            ),
+            (
+                "NodePool",
+                "percent".into(),
+                "Invalid",
+                "disruption.budgets[0].nodes"
+            ),
+            (
+                "NodePool",
+                "restricted".into(),
+                "Invalid",
+                "requirements[0].key"
+            ),
+            ("NodePool", "weight".into(), "Invalid", "weight"),
+            ("Pod", "default/negative".into(), "Invalid", "requests.cpu"),
+        ]
     );
     assert!(
-        e.message().starts_with("session update 2: "),
+        p.excluded[0].message.contains("Sometimes"),
         "{}",
-        e.message()
+        p.excluded[0].message
+    );
+    // The two pods of the snapshot and `a` are planned; the bound pod stays as a placeholder
+    // that keeps its node from looking empty.
+    assert_eq!(p.summary.as_ref().expect("summary").pending_pods, 4);
+    assert!(
+        p.notes.iter().any(|n| n == "default/negative"),
+        "{:?}",
+        p.notes
     );
 
-    // A conversion error is found when the update arrives, and names it too.
-    let (tx, mut plans) = open(&server).await;
-    tx.send(snapshot_update(1, 2)).await.expect("send");
-    let mut pool = planner_wire::to_wire::node_pool(&fixtures::snapshot(1).node_pools[0]);
-    pool.weight = Some(0);
-    tx.send(delta(2, vec![pb::upsert::Object::NodePool(pool)], vec![]))
+    // Fixed by a later upsert (and the pod deleted), nothing is left out any more.
+    let mut fixed: Vec<pb::upsert::Object> = pools
+        .into_iter()
+        .map(|mut pool| {
+            pool.disruption = None;
+            pool.weight = None;
+            pool.requirements = vec![];
+            pb::upsert::Object::NodePool(pool)
+        })
+        .collect();
+    fixed.push(new_pod("b"));
+    tx.send(delta(4, fixed, vec![("Pod", "uid-negative")]))
         .await
         .expect("send");
-    let e = next_plan(&mut plans).await.expect_err("weight 0");
-    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
-    assert_eq!(field_of(&e), "delta.upserts[0].node_pool.weight");
+    tx.send(close(5, 0)).await.expect("send");
+    let p = next_plan(&mut plans).await.expect("plan");
+    assert!(p.excluded.is_empty(), "{:?}", p.excluded);
+}
+
+#[tokio::test]
+async fn pods_that_needed_an_excluded_node_pool_are_told_which() {
+    // The real planner: a pool the pod selects, left out for its budget.
+    let metrics = Metrics::new();
+    let server = start(
+        config(service_shell::auth::Auth::Disabled),
+        service(&metrics, None),
+        metrics,
+    )
+    .await;
+    let (tx, mut plans) = open(&server).await;
+    let mut s = fixtures::snapshot(0);
+    s.node_claims.clear();
+    s.nodes.clear();
+    let mut snapshot = planner_wire::to_wire::snapshot(&s);
+    let mut gpu = snapshot.node_pools[0].clone();
+    gpu.name = "gpu".into();
+    gpu.disruption = Some(pb::Disruption {
+        budgets: vec![pb::Budget {
+            nodes: "150%".into(),
+            ..pb::Budget::default()
+        }],
+        ..pb::Disruption::default()
+    });
+    snapshot.node_pools.push(gpu);
+    let pod = |name: &str, pool: Option<&str>| pb::Pod {
+        namespace: "default".into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        requests: [("cpu".to_string(), "100m".to_string())].into(),
+        node_selector: pool
+            .map(|p| [("karpenter.sh/nodepool".to_string(), p.to_string())].into())
+            .unwrap_or_default(),
+        ..pb::Pod::default()
+    };
+    snapshot.pods = vec![pod("canary", None), pod("trainer", Some("gpu"))];
+    tx.send(pb::ClusterUpdate {
+        sequence: 1,
+        update: Some(pb::cluster_update::Update::Snapshot(pb::SessionSnapshot {
+            snapshot: Some(snapshot),
+            catalog_source: None,
+            options: None,
+        })),
+    })
+    .await
+    .expect("send");
+    tx.send(close(2, 1_700_000_000)).await.expect("send");
+    let p = next_plan(&mut plans).await.expect("plan");
+    let placed: Vec<&str> = p
+        .node_claims
+        .iter()
+        .flat_map(|c| c.pods.iter().map(String::as_str))
+        .collect();
+    assert_eq!(placed, ["default/canary"], "{p:?}");
+    let trainer = p
+        .unschedulable
+        .iter()
+        .find(|u| u.pod == "default/trainer")
+        .expect("trainer unschedulable");
     assert!(
-        e.message().starts_with(
-            "session update 2: delta.upserts[0].node_pool.weight: must be between 1 and 100, got 0"
-        ),
+        trainer
+            .reason
+            .contains("NodePool gpu was left out of the plan")
+            && trainer.reason.contains("150%"),
         "{}",
-        e.message()
+        trainer.reason
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn session_plans_wait_for_the_same_limit_as_unary_plans() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let running = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let plan_fn: planner_service::api::PlanFn = {
+        let (running, peak) = (running.clone(), peak.clone());
+        Arc::new(move |_, _, _| {
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            peak.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(100));
+            running.fetch_sub(1, Ordering::SeqCst);
+            fixtures::plan()
+        })
+    };
+    let metrics = Metrics::new();
+    let config = planner_service::config::Config {
+        max_concurrent_requests: 2,
+        ..config(service_shell::auth::Auth::Disabled)
+    };
+    let server = start(config, service(&metrics, Some(plan_fn)), metrics).await;
+    // Sessions open one by one (opening takes a permit for a moment), then all close a batch
+    // at once: 16 plans wanted, never more than 2 running.
+    let mut sessions = Vec::new();
+    for _ in 0..16 {
+        let (tx, plans) = open(&server).await;
+        tx.send(snapshot_update(1, 3)).await.expect("send");
+        sessions.push((tx, plans));
+    }
+    for (tx, _) in &sessions {
+        tx.send(close(2, 0)).await.expect("send");
+    }
+    for (_, plans) in &mut sessions {
+        next_plan(plans).await.expect("every session gets its plan");
+    }
+    assert_eq!(peak.load(Ordering::SeqCst), 2, "at most the limit at once");
 }

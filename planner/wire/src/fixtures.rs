@@ -9,8 +9,8 @@ use planner::model::{
     TaintEffect, Toleration, TolerationOperator,
 };
 use planner::plan::{
-    DisruptionDecision, ExistingNodePlacement, Plan, PlannedNodeClaim, Summary, TaintOut,
-    Unschedulable,
+    DisruptionDecision, ExcludedObject, ExistingNodePlacement, Plan, PlannedNodeClaim, Summary,
+    TaintOut, Unschedulable,
 };
 
 const GI: i64 = 1 << 30;
@@ -212,5 +212,13 @@ pub fn plan() -> Plan {
         },
         notes: vec!["spot prices are estimates".into()],
         catalog_version: None,
+        excluded: vec![ExcludedObject {
+            kind: "NodePool".into(),
+            namespace: String::new(),
+            name: "balanced".into(),
+            reason: "Unsupported".into(),
+            message: "consolidationPolicy \"Sometimes\" is not supported by this planner".into(),
+            field: "disruption.consolidation_policy".into(),
+        }],
     }
 }

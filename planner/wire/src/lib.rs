@@ -97,6 +97,8 @@ pub struct PlanInput {
     pub catalog: CatalogChoice,
     /// Options, `now` included.
     pub options: PlanOptions,
+    /// Objects of the snapshot left out of it, with why.
+    pub excluded: Vec<planner::exclusion::Exclusion>,
 }
 
 // === paths ===

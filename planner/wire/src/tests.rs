@@ -193,7 +193,18 @@ fn error_of(mutate: impl FnOnce(&mut pb::PlanRequest)) -> Error {
         &PlanOptions::default(),
     );
     mutate(&mut req);
-    to_model::plan_request(req).expect_err("must be rejected")
+    strict(req).expect_err("must be rejected")
+}
+
+/// A request decoded the strict way: the snapshot whole ([`to_model::snapshot`] and the rules),
+/// so the first error names its path in the request; then the catalog and options.
+fn strict(mut req: pb::PlanRequest) -> crate::Result<()> {
+    let s = to_model::snapshot(
+        req.snapshot.take().unwrap_or_default(),
+        crate::At::ROOT.field("snapshot"),
+    )?;
+    planner::validation::snapshot(&s)?;
+    to_model::plan_request(req).map(drop)
 }
 
 fn snap(req: &mut pb::PlanRequest) -> &mut pb::ClusterSnapshot {

@@ -13,8 +13,8 @@ use planner::model::{
     quantity,
 };
 use planner::plan::{
-    DisruptionDecision, ExistingNodePlacement, Plan, PlannedNodeClaim, Summary, TaintOut,
-    Unschedulable,
+    DisruptionDecision, ExcludedObject, ExistingNodePlacement, Plan, PlannedNodeClaim, Summary,
+    TaintOut, Unschedulable,
 };
 
 use crate::{
@@ -22,17 +22,18 @@ use crate::{
 };
 
 mod catalog;
+pub mod isolated;
 
 pub use catalog::{catalog, live_catalog};
 
-/// Decodes a whole `PlanRequest`.
+/// Decodes a whole `PlanRequest`. An object of the snapshot that cannot be decoded or breaks
+/// a rule is left out, with why, in [`PlanInput::excluded`]; the rest is planned.
 ///
 /// # Errors
-/// [`Error::InvalidField`] naming the first field at fault.
+/// [`Error::InvalidField`] naming the first field at fault in the catalog or the options.
 pub fn plan_request(req: pb::PlanRequest) -> Result<PlanInput> {
     let root = At::ROOT;
-    let snapshot = snapshot(req.snapshot.unwrap_or_default(), root.field("snapshot"))?;
-    planner::validation::snapshot(&snapshot)?;
+    let (snapshot, excluded) = isolated::snapshot(req.snapshot.unwrap_or_default());
     let catalog = catalog_choice(req.catalog_source, root)?;
     let mut options = options(req.options.unwrap_or_default(), root.field("options"))?;
     options.now = req.now;
@@ -40,6 +41,7 @@ pub fn plan_request(req: pb::PlanRequest) -> Result<PlanInput> {
         snapshot,
         catalog,
         options,
+        excluded,
     })
 }
 
@@ -51,19 +53,21 @@ impl TryFrom<pb::PlanRequest> for PlanInput {
     }
 }
 
-/// Decodes a session's opening snapshot (`now` is set per batch).
+/// Decodes a session's opening snapshot (`now` is set per batch); objects are isolated as in
+/// [`plan_request`].
 ///
 /// # Errors
-/// [`Error::InvalidField`] naming the first field at fault (paths start at `snapshot.`).
+/// [`Error::InvalidField`] naming the first field at fault in the catalog or the options
+/// (paths start at `snapshot.`).
 pub fn session_snapshot(s: pb::SessionSnapshot, at: At<'_>) -> Result<PlanInput> {
-    let snapshot = snapshot(s.snapshot.unwrap_or_default(), at.field("snapshot"))?;
-    planner::validation::snapshot(&snapshot)?;
+    let (snapshot, excluded) = isolated::snapshot(s.snapshot.unwrap_or_default());
     let catalog = session_catalog_choice(s.catalog_source, at)?;
     let options = options(s.options.unwrap_or_default(), at.field("options"))?;
     Ok(PlanInput {
         snapshot,
         catalog,
         options,
+        excluded,
     })
 }
 
@@ -839,6 +843,18 @@ pub fn plan(p: pb::PlanResponse) -> Plan {
             },
             notes: p.notes,
             catalog_version: p.catalog_version,
+            excluded: p
+                .excluded
+                .into_iter()
+                .map(|e| ExcludedObject {
+                    kind: e.kind,
+                    namespace: e.namespace,
+                    name: e.name,
+                    reason: e.reason,
+                    message: e.message,
+                    field: e.field,
+                })
+                .collect(),
         }
     }
 }

@@ -509,6 +509,18 @@ pub fn plan_response(p: &Plan) -> pb::PlanResponse {
         }),
         notes: p.notes.clone(),
         catalog_version: p.catalog_version.clone(),
+        excluded: p
+            .excluded
+            .iter()
+            .map(|e| pb::ExcludedObject {
+                kind: e.kind.clone(),
+                namespace: e.namespace.clone(),
+                name: e.name.clone(),
+                reason: e.reason.clone(),
+                message: e.message.clone(),
+                field: e.field.clone(),
+            })
+            .collect(),
     }
 }
 

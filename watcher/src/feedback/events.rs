@@ -62,6 +62,13 @@ pub fn pod_events(plan: &pb::PlanResponse, mirror: &Mirror) -> Vec<PodEvent> {
             format!("Failed to schedule pod, {}", u.reason),
         );
     }
+    for e in plan.excluded.iter().filter(|e| e.kind == "Pod") {
+        push(
+            &common::key::namespaced(&e.namespace, &e.name),
+            "FailedScheduling",
+            format!("Ignoring pod, it was left out of the plan: {}", e.message),
+        );
+    }
     out
 }
 

@@ -1,7 +1,14 @@
 //! NodePool status: resources in use and node count (summed over the Nodes labelled
-//! `karpenter.sh/nodepool=<pool>`), and the conditions ValidationSucceeded (the pool converts),
-//! NodeClassReady (its EC2NodeClass exists) and Ready (both). Written with a merge patch on the
-//! status subresource only when it changed; transition times are kept while a condition holds.
+//! `karpenter.sh/nodepool=<pool>`), and the conditions ValidationSucceeded (the pool converts and
+//! the planner did not leave it out of the latest plan), NodeClassReady (its EC2NodeClass exists
+//! and was not left out) and Ready (both). Written with a merge patch on the status subresource
+//! only when it changed; transition times are kept while a condition holds.
+//!
+//! As Karpenter's: `ValidationSucceeded=False` with reason `NodePoolValidationFailed`
+//! (`pkg/controllers/nodepool/validation/controller.go`), `NodeClassReady=False` with the node
+//! class's reason (`pkg/controllers/nodepool/readiness/controller.go`), and a pool that is not
+//! Ready gets no capacity (`NewScheduler` in `pkg/controllers/provisioning/provisioner.go`
+//! skips it; here the planner leaves it out).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -47,11 +54,21 @@ fn cond(type_: &'static str, ok: bool, reason: &str, message: String) -> Conditi
     }
 }
 
+/// Why the planner left a NodePool out of its latest plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Excluded {
+    /// The plan's reason (`Invalid`, `Unsupported`, `Duplicate`, `NodeClassExcluded`).
+    pub reason: String,
+    /// Its message.
+    pub message: String,
+}
+
 /// The status of every NodePool: those in the mirror, and those that failed validation
-/// (`invalid`: name → why).
+/// (`invalid`: name → why); `excluded` are the pools the latest plan left out.
 pub fn desired_status(
     mirror: &Mirror,
     invalid: &HashMap<String, String>,
+    excluded: &HashMap<String, Excluded>,
 ) -> BTreeMap<String, Desired> {
     let s = mirror.lock();
     let classes: Vec<&str> = s
@@ -85,15 +102,54 @@ pub fn desired_status(
             .collect();
         resources.insert("nodes".into(), nodes.to_string());
         let class = p.node_class.as_deref().unwrap_or_default();
-        let class_ok = classes.contains(&class);
-        let class_cond = if class_ok {
-            cond("NodeClassReady", true, "NodeClassReady", String::new())
-        } else {
-            cond(
+        let left_out = excluded.get(&p.name);
+        let class_excluded = left_out.filter(|e| e.reason == "NodeClassExcluded");
+        let invalid_pool = left_out.filter(|e| e.reason != "NodeClassExcluded");
+        let class_ok = classes.contains(&class) && class_excluded.is_none();
+        let class_cond = match class_excluded {
+            Some(e) => cond(
+                "NodeClassReady",
+                false,
+                "NodeClassExcluded",
+                e.message.clone(),
+            ),
+            None if class_ok => cond("NodeClassReady", true, "NodeClassReady", String::new()),
+            None => cond(
                 "NodeClassReady",
                 false,
                 "NodeClassNotFound",
                 format!("EC2NodeClass {class:?} not found"),
+            ),
+        };
+        let validation = match invalid_pool {
+            Some(e) => cond(
+                "ValidationSucceeded",
+                false,
+                "NodePoolValidationFailed",
+                format!("{} ({})", e.message, e.reason),
+            ),
+            None => cond(
+                "ValidationSucceeded",
+                true,
+                "ValidationSucceeded",
+                String::new(),
+            ),
+        };
+        let ready = if invalid_pool.is_some() {
+            cond(
+                "Ready",
+                false,
+                "ValidationFailed",
+                "ValidationSucceeded=False".into(),
+            )
+        } else if class_ok {
+            cond("Ready", true, "Ready", String::new())
+        } else {
+            cond(
+                "Ready",
+                false,
+                "NodeClassNotReady",
+                "NodeClassReady=False".into(),
             )
         };
         out.insert(
@@ -101,25 +157,7 @@ pub fn desired_status(
             Desired {
                 resources,
                 nodes,
-                conditions: vec![
-                    cond(
-                        "ValidationSucceeded",
-                        true,
-                        "ValidationSucceeded",
-                        String::new(),
-                    ),
-                    class_cond,
-                    if class_ok {
-                        cond("Ready", true, "Ready", String::new())
-                    } else {
-                        cond(
-                            "Ready",
-                            false,
-                            "NodeClassNotReady",
-                            "NodeClassReady=False".into(),
-                        )
-                    },
-                ],
+                conditions: vec![validation, class_cond, ready],
             },
         );
     }
@@ -136,7 +174,7 @@ pub fn desired_status(
                     cond(
                         "ValidationSucceeded",
                         false,
-                        "ValidationFailed",
+                        "NodePoolValidationFailed",
                         why.clone(),
                     ),
                     cond(
@@ -157,6 +195,7 @@ pub struct NodePoolStatus {
     api: Api<DynamicObject>,
     written: HashMap<String, Desired>,
     invalid: HashMap<String, String>,
+    excluded: HashMap<String, Excluded>,
 }
 
 // === impl NodePoolStatus ===
@@ -169,7 +208,26 @@ impl NodePoolStatus {
             api: Api::all_with(client, &ar),
             written: HashMap::new(),
             invalid: HashMap::new(),
+            excluded: HashMap::new(),
         }
+    }
+
+    /// Records the NodePools a plan left out (replacing those of the previous plan).
+    pub fn note_plan(&mut self, plan: &proto::v1::PlanResponse) {
+        self.excluded = plan
+            .excluded
+            .iter()
+            .filter(|e| e.kind == "NodePool")
+            .map(|e| {
+                (
+                    e.name.clone(),
+                    Excluded {
+                        reason: e.reason.clone(),
+                        message: e.message.clone(),
+                    },
+                )
+            })
+            .collect();
     }
 
     /// Records a NodePool that failed validation.
@@ -181,7 +239,7 @@ impl NodePoolStatus {
 
     /// Writes every status that differs from what was last written.
     pub async fn reconcile(&mut self, mirror: &Mirror) {
-        let desired = desired_status(mirror, &self.invalid);
+        let desired = desired_status(mirror, &self.invalid, &self.excluded);
         // A pool that converts now is valid again.
         self.invalid.retain(|name, _| {
             !mirror

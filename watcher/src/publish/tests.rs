@@ -29,6 +29,9 @@ struct Fake {
     plans: Mutex<Vec<mpsc::UnboundedSender<std::result::Result<pb::PlanResponse, tonic::Status>>>>,
     answer: Arc<std::sync::atomic::AtomicBool>,
     arrived: Arc<tokio::sync::Notify>,
+    /// Refuse every session at once with INVALID_ARGUMENT (a planner that cannot use the
+    /// snapshot).
+    refuse: std::sync::atomic::AtomicBool,
 }
 
 impl Fake {
@@ -72,6 +75,11 @@ impl Planners for Arc<Fake> {
             p.push(tx.clone());
             p.len()
         };
+        if self.refuse.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = tx.send(Err(tonic::Status::invalid_argument(
+                "cannot use the snapshot",
+            )));
+        }
         let (log, answer, arrived) = (self.log.clone(), self.answer.clone(), self.arrived.clone());
         tokio::spawn(async move {
             while let Some(update) = updates.next().await {
@@ -325,4 +333,55 @@ async fn a_failed_session_reopens_with_a_fresh_snapshot_and_closes_the_lost_batc
     );
     h.stop.send_replace(true);
     let _ = h.task.await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_planner_that_refuses_every_session_is_retried_with_a_capped_backoff() {
+    let fake = Fake::new();
+    fake.refuse.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mirror = Mirror::new();
+    let metrics = Metrics::new();
+    let readiness = Readiness::new(NAMES);
+    for n in NAMES {
+        readiness.mark(n);
+    }
+    let publisher = Publisher::new(
+        mirror.clone(),
+        readiness,
+        Arc::new(fake.clone()),
+        SessionBase::default(),
+        Timings {
+            consolidate_every: Duration::from_secs(3600),
+            retry_max: Duration::from_secs(5),
+            ..Timings::default()
+        },
+        Clock::fixed(std::time::Duration::from_secs(1_767_225_600)),
+        metrics.clone(),
+    );
+    let (stop, rx) = watch::channel(false);
+    let task = tokio::spawn(publisher.run(rx));
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let sessions = fake.plans.lock().expect("plans").len();
+    // Without a backoff this is thousands (each refusal reopened at once); with 200 ms doubling
+    // (jittered to 50-100%), at most 7 fit in 10 s.
+    assert!((3..=8).contains(&sessions), "{sessions} sessions in 10 s");
+    // Capped: over the next minute the waits stay at most 5 s.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let later = fake.plans.lock().expect("plans").len();
+    assert!(
+        later - sessions >= 12,
+        "{} more sessions in 60 s",
+        later - sessions
+    );
+    let text = service_shell::metrics::Render::render(&metrics);
+    assert!(
+        text.contains(r#"dovetail_watcher_session_failures_total{why="InvalidArgument"}"#),
+        "{text}"
+    );
+    assert!(
+        text.contains("dovetail_watcher_reconnect_backoff_seconds"),
+        "{text}"
+    );
+    stop.send_replace(true);
+    let _ = task.await;
 }

@@ -64,6 +64,9 @@ pub struct PlannerService {
     live: Option<LiveCatalog>,
     sessions: Arc<AtomicU64>,
     pub(crate) draining: Option<tokio::sync::watch::Receiver<bool>>,
+    /// The server's concurrency limit, which each Session plan waits for (unary Plans take
+    /// theirs in the server's guard).
+    pub(crate) permits: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 // === impl PlannerService ===
@@ -81,7 +84,14 @@ impl PlannerService {
             live: None,
             sessions: Arc::default(),
             draining: None,
+            permits: None,
         }
+    }
+
+    /// Session plans wait for one of `permits` (the server's limit on concurrent requests).
+    pub fn with_permits(mut self, permits: Arc<tokio::sync::Semaphore>) -> Self {
+        self.permits = Some(permits);
+        self
     }
 
     /// Replaces the planning function.
@@ -207,6 +217,7 @@ impl PlannerService {
             ),
         };
         let mut plan = self.run_plan(&input.snapshot, &catalog, &input.options, cancel)?;
+        planner::exclusion::explain(&mut plan, &input.snapshot, &input.excluded);
         stamp_version(&mut plan, version);
         tracing::debug!(
             pods = input.snapshot.pods.len(),

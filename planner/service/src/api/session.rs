@@ -23,7 +23,9 @@ use super::planning::{PlannerService, blocking, stamp_version};
 use super::{Error, Result};
 use common::key::object as key;
 use planner::catalog::Catalog;
+use planner::exclusion::{self, Exclusion};
 use planner::model::{self, ClusterSnapshot, PlanOptions};
+use planner_wire::to_model::isolated;
 
 /// Starts serving one session stream; the returned stream carries its plans.
 pub(crate) fn start(
@@ -80,7 +82,15 @@ async fn run(
             Ok(Some(u)) => u,
             Ok(None) => break,
             Err(status) => {
-                tracing::info!(code = ?status.code(), "Session stream failed");
+                // A frame that cannot be decoded ends the stream with INVALID_ARGUMENT (a
+                // transport failure has no one left to tell).
+                tracing::info!(code = ?status.code(), message = status.message(), "Session stream failed");
+                let e = Status::invalid_argument(format!(
+                    "session update cannot be read: {}",
+                    status.message()
+                ));
+                metrics.request("Session", e.code(), 0.0);
+                let _ = tx.send(Err(e)).await;
                 break;
             }
         };
@@ -102,6 +112,24 @@ async fn run(
         match outcome {
             Ok(None) => {}
             Ok(Some(batch)) => {
+                // One of the server's permits per plan, as a unary Plan takes: queued here, so
+                // the stream waits (backpressure) instead of planning past the limit.
+                let permit = match &service.permits {
+                    Some(p) => {
+                        let acquired = tokio::select! {
+                            p = p.clone().acquire_owned() => p.ok(),
+                            () = tx.closed() => {
+                                tracing::info!("Session closed while waiting to plan");
+                                break;
+                            }
+                        };
+                        if acquired.is_none() {
+                            break;
+                        }
+                        acquired
+                    }
+                    None => None,
+                };
                 let svc = service.clone();
                 let cancel = planner::cancel::CancelToken::new();
                 let run_cancel = cancel.clone();
@@ -119,6 +147,7 @@ async fn run(
                     };
                     let mut plan =
                         svc.run_plan(&batch.snapshot, &catalog, &batch.options, &run_cancel)?;
+                    planner::exclusion::explain(&mut plan, &batch.snapshot, &batch.excluded);
                     stamp_version(&mut plan, version);
                     Ok((batch, plan))
                 });
@@ -131,6 +160,7 @@ async fn run(
                         break;
                     }
                 };
+                drop(permit);
                 let (batch, plan) = match planned {
                     Ok(x) => x,
                     Err(e) => {
@@ -174,6 +204,8 @@ pub(crate) struct Batch {
     /// The session's snapshot named no catalog (the service's default applies).
     pub(crate) default_catalog: bool,
     pub(crate) options: PlanOptions,
+    /// Objects left out of `snapshot`, with why.
+    pub(crate) excluded: Vec<Exclusion>,
 }
 
 struct Base {
@@ -183,7 +215,7 @@ struct Base {
 }
 
 /// The kinds a session holds, in the order of the snapshot's lists.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
     Pod,
     Node,
@@ -201,20 +233,6 @@ enum Kind {
 // === impl Kind ===
 
 impl Kind {
-    const ALL: [Kind; 11] = [
-        Kind::Pod,
-        Kind::Node,
-        Kind::NodeClaim,
-        Kind::NodePool,
-        Kind::NodeClass,
-        Kind::DaemonSet,
-        Kind::Pdb,
-        Kind::Namespace,
-        Kind::Pvc,
-        Kind::Pv,
-        Kind::StorageClass,
-    ];
-
     /// The field of `ClusterSnapshot` holding this kind (and of the validated snapshot's paths).
     fn list(self) -> &'static str {
         match self {
@@ -247,6 +265,24 @@ impl Kind {
             Kind::Pv => "pv",
             Kind::StorageClass => "storage_class",
         }
+    }
+
+    /// The kind a `Delete` names.
+    fn named(kind: &str) -> Option<Kind> {
+        Some(match kind {
+            "Pod" => Kind::Pod,
+            "Node" => Kind::Node,
+            "NodeClaim" => Kind::NodeClaim,
+            "NodePool" => Kind::NodePool,
+            "NodeClass" | "EC2NodeClass" => Kind::NodeClass,
+            "DaemonSet" => Kind::DaemonSet,
+            "PodDisruptionBudget" => Kind::Pdb,
+            "Namespace" => Kind::Namespace,
+            "PersistentVolumeClaim" => Kind::Pvc,
+            "PersistentVolume" => Kind::Pv,
+            "StorageClass" => Kind::StorageClass,
+            _ => return None,
+        })
     }
 
     fn of(object: &pb::upsert::Object) -> Kind {
@@ -318,19 +354,22 @@ pub(crate) struct SessionState {
     pvcs: Store<model::PersistentVolumeClaim>,
     pvs: Store<model::PersistentVolume>,
     storage_classes: Store<model::StorageClass>,
+    /// Objects that cannot be decoded, by kind and key, each with why; left out of every batch
+    /// until an upsert replaces them or a delete removes them.
+    rejected: BTreeMap<(Kind, String), Exclusion>,
 }
 
 /// Stores one object. Inside a snapshot a key may appear once: a second object with the same
-/// uid (or, without a uid, the same name) is refused naming both places. In a delta an upsert
-/// of a key already held is an update, as a Kubernetes watch's MODIFIED event is.
+/// uid (or, without a uid, the same name) is not stored, and the field and why come back
+/// (naming both places). In a delta an upsert of a key already held is an update, as a
+/// Kubernetes watch's MODIFIED event is.
 fn put<T>(
     store: &mut Store<T>,
     key: String,
     object: T,
     origin: Origin,
     by_uid: bool,
-    at: At<'_>,
-) -> Result<()> {
+) -> Option<(&'static str, String)> {
     if origin.in_snapshot
         && let Some(first) = store.get(&key)
         && first.origin.sequence == origin.sequence
@@ -341,16 +380,17 @@ fn put<T>(
         } else {
             ("name", "name (the object has no uid)")
         };
-        return Err(at
-            .field(field)
-            .err(format!(
-                "duplicate {what} {key:?}: already sent at {} of this snapshot",
+        return Some((
+            field,
+            format!(
+                "duplicate {what} {key:?}: {} repeats {} of the same snapshot; the first is kept",
+                origin.path(),
                 first.origin.path()
-            ))
-            .into());
+            ),
+        ));
     }
     store.insert(key, Held { object, origin });
-    Ok(())
+    None
 }
 
 // === impl SessionState ===
@@ -374,6 +414,7 @@ impl SessionState {
             pvcs: BTreeMap::new(),
             pvs: BTreeMap::new(),
             storage_classes: BTreeMap::new(),
+            rejected: BTreeMap::new(),
         }
     }
 
@@ -390,6 +431,7 @@ impl SessionState {
             + self.pvcs.len()
             + self.pvs.len()
             + self.storage_classes.len()
+            + self.rejected.len()
     }
 
     fn clear(&mut self) {
@@ -404,46 +446,7 @@ impl SessionState {
         self.pvcs.clear();
         self.pvs.clear();
         self.storage_classes.clear();
-    }
-
-    /// Where the `index`-th object of `kind` (in key order, the order of the batch's lists)
-    /// came from.
-    fn origin(&self, kind: Kind, index: usize) -> Option<Origin> {
-        fn nth<T>(s: &Store<T>, i: usize) -> Option<Origin> {
-            s.values().nth(i).map(|h| h.origin)
-        }
-        match kind {
-            Kind::Pod => nth(&self.pods, index),
-            Kind::Node => nth(&self.nodes, index),
-            Kind::NodeClaim => nth(&self.node_claims, index),
-            Kind::NodePool => nth(&self.node_pools, index),
-            Kind::NodeClass => nth(&self.node_classes, index),
-            Kind::DaemonSet => nth(&self.daemon_sets, index),
-            Kind::Pdb => nth(&self.pdbs, index),
-            Kind::Namespace => nth(&self.namespaces, index),
-            Kind::Pvc => nth(&self.pvcs, index),
-            Kind::Pv => nth(&self.pvs, index),
-            Kind::StorageClass => nth(&self.storage_classes, index),
-        }
-    }
-
-    /// Turns a validation error of the assembled batch (paths like `snapshot.pods[7].name`)
-    /// into one naming the update and the place the client sent the object from.
-    fn client_error(&self, e: planner::validation::Error) -> Error {
-        let source = super::convert::Error::from(e);
-        let Some((kind, index, rest)) = batch_path(source.field()) else {
-            return Error::Convert(source);
-        };
-        match self.origin(kind, index) {
-            Some(origin) => Error::SessionUpdate {
-                sequence: origin.sequence,
-                source: super::convert::Error::InvalidField {
-                    field: format!("{}{rest}", origin.path()),
-                    reason: source.reason().to_string(),
-                },
-            },
-            None => Error::Convert(source),
-        }
+        self.rejected.clear();
     }
 
     fn recount(&mut self) -> Result<()> {
@@ -504,13 +507,7 @@ impl SessionState {
                 let catalog =
                     service.resolve_catalog(input.catalog, "snapshot.catalog_ref.region")?;
                 self.clear();
-                let loaded = self.load(objects, seq, at.field("snapshot"));
-                if let Err(e) = loaded {
-                    // Half a snapshot is no snapshot: release it, the stream is about to end.
-                    self.clear();
-                    self.recount_quiet();
-                    return Err(e);
-                }
+                self.load(objects, seq);
                 self.base = Some(Base {
                     catalog,
                     default_catalog,
@@ -536,17 +533,14 @@ impl SessionState {
                 );
                 match other {
                     Update::Delta(d) => {
-                        self.apply_delta(d, seq, root.field("delta"))?;
+                        self.apply_delta(d, seq);
                         self.recount()?;
                         Ok(None)
                     }
                     Update::CloseBatch(c) => {
-                        // The one validation every door runs, on the snapshot the deltas made;
-                        // its errors name where the client sent the object at fault.
-                        let batch = self.batch(seq, c.now);
-                        planner::validation::snapshot(&batch.snapshot)
-                            .map_err(|e| self.client_error(e))?;
-                        Ok(Some(batch))
+                        // The one validation every door runs, object by object, on the
+                        // snapshot the deltas made: an object that breaks a rule is left out.
+                        Ok(Some(self.batch(seq, c.now)))
                     }
                     Update::Snapshot(_) => Ok(None),
                 }
@@ -554,13 +548,13 @@ impl SessionState {
         }
     }
 
-    fn apply_delta(&mut self, d: pb::Delta, sequence: u64, at: At<'_>) -> Result<()> {
-        let ua = at.field("upserts");
+    fn apply_delta(&mut self, d: pb::Delta, sequence: u64) {
         for (i, u) in d.upserts.into_iter().enumerate() {
-            let at = ua.index(i);
-            let object = u
-                .object
-                .ok_or_else(|| at.field("object").err("is required"))?;
+            let Some(object) = u.object else {
+                // A kind this planner does not know (a newer client): nothing to plan with.
+                tracing::debug!(sequence, index = i, "Upsert of an unknown kind ignored");
+                continue;
+            };
             let kind = Kind::of(&object);
             let origin = Origin {
                 sequence,
@@ -568,11 +562,13 @@ impl SessionState {
                 index: i,
                 in_snapshot: false,
             };
-            self.upsert(object, origin, at.field(kind.upsert_field()))?;
+            self.upsert(object, origin);
         }
-        let da = at.field("deletes");
-        for (i, del) in d.deletes.into_iter().enumerate() {
+        for del in d.deletes {
             let uid = del.uid.as_str();
+            if let Some(kind) = Kind::named(&del.kind) {
+                self.rejected.remove(&(kind, uid.to_string()));
+            }
             match del.kind.as_str() {
                 "Pod" => drop(self.pods.remove(uid)),
                 "Node" => drop(self.nodes.remove(uid)),
@@ -585,30 +581,22 @@ impl SessionState {
                 "PersistentVolumeClaim" => drop(self.pvcs.remove(uid)),
                 "PersistentVolume" => drop(self.pvs.remove(uid)),
                 "StorageClass" => drop(self.storage_classes.remove(uid)),
-                other => {
-                    return Err(da
-                        .index(i)
-                        .field("kind")
-                        .err(format!("unknown kind {other:?}"))
-                        .into());
-                }
+                // A kind this planner does not know holds nothing here.
+                other => tracing::debug!(kind = other, "Delete of an unknown kind ignored"),
             }
         }
-        Ok(())
     }
 
     /// Loads a snapshot's objects, keyed exactly as deltas key them.
-    fn load(&mut self, s: pb::ClusterSnapshot, sequence: u64, at: At<'_>) -> Result<()> {
+    fn load(&mut self, s: pb::ClusterSnapshot, sequence: u64) {
         use pb::upsert::Object;
         fn each<T>(
             this: &mut SessionState,
             items: Vec<T>,
             sequence: u64,
             kind: Kind,
-            at: At<'_>,
             wrap: fn(T) -> Object,
-        ) -> Result<()> {
-            let at = at.field(kind.list());
+        ) {
             for (index, x) in items.into_iter().enumerate() {
                 let origin = Origin {
                     sequence,
@@ -616,137 +604,171 @@ impl SessionState {
                     index,
                     in_snapshot: true,
                 };
-                this.upsert(wrap(x), origin, at.index(index))?;
+                this.upsert(wrap(x), origin);
             }
-            Ok(())
         }
-        each(self, s.pods, sequence, Kind::Pod, at, Object::Pod)?;
-        each(self, s.nodes, sequence, Kind::Node, at, Object::Node)?;
+        each(self, s.pods, sequence, Kind::Pod, Object::Pod);
+        each(self, s.nodes, sequence, Kind::Node, Object::Node);
         each(
             self,
             s.node_claims,
             sequence,
             Kind::NodeClaim,
-            at,
             Object::NodeClaim,
-        )?;
+        );
         each(
             self,
             s.node_pools,
             sequence,
             Kind::NodePool,
-            at,
             Object::NodePool,
-        )?;
+        );
         each(
             self,
             s.node_classes,
             sequence,
             Kind::NodeClass,
-            at,
             Object::NodeClass,
-        )?;
+        );
         each(
             self,
             s.daemon_sets,
             sequence,
             Kind::DaemonSet,
-            at,
             Object::DaemonSet,
-        )?;
-        each(self, s.pdbs, sequence, Kind::Pdb, at, Object::Pdb)?;
+        );
+        each(self, s.pdbs, sequence, Kind::Pdb, Object::Pdb);
         each(
             self,
             s.namespaces,
             sequence,
             Kind::Namespace,
-            at,
             Object::Namespace,
-        )?;
-        each(self, s.pvcs, sequence, Kind::Pvc, at, Object::Pvc)?;
-        each(self, s.pvs, sequence, Kind::Pv, at, Object::Pv)?;
+        );
+        each(self, s.pvcs, sequence, Kind::Pvc, Object::Pvc);
+        each(self, s.pvs, sequence, Kind::Pv, Object::Pv);
         each(
             self,
             s.storage_classes,
             sequence,
             Kind::StorageClass,
-            at,
             Object::StorageClass,
-        )?;
-        Ok(())
+        );
     }
 
-    /// Upserts one object; `at` is the path of the object itself.
-    fn upsert(&mut self, object: pb::upsert::Object, origin: Origin, at: At<'_>) -> Result<()> {
+    /// Upserts one object. An object that cannot be decoded is held as its exclusion (a bound
+    /// pod also as a placeholder that protects its node) until an upsert replaces it or a delete
+    /// removes it.
+    fn upsert(&mut self, object: pb::upsert::Object, origin: Origin) {
         use pb::upsert::Object;
+        /// Kind name, namespace and name of the object, for its exclusion.
+        type Id = (&'static str, String, String);
+        #[allow(clippy::too_many_arguments)] // One call per kind below; a struct would only rename these.
+        fn store<T>(
+            this: &mut SessionState,
+            kind: Kind,
+            key: String,
+            id: Id,
+            decoded: std::result::Result<T, Exclusion>,
+            origin: Origin,
+            by_uid: bool,
+            pick: fn(&mut SessionState) -> &mut Store<T>,
+        ) {
+            match decoded {
+                Ok(v) => match put(pick(this), key.clone(), v, origin, by_uid) {
+                    None => {
+                        this.rejected.remove(&(kind, key));
+                    }
+                    Some((field, why)) => {
+                        let x =
+                            Exclusion::new(id.0, &id.1, &id.2, exclusion::DUPLICATE, why, field);
+                        this.rejected.insert((kind, key), x);
+                    }
+                },
+                Err(e) => {
+                    pick(this).remove(&key);
+                    this.rejected.insert((kind, key), e);
+                }
+            }
+        }
+        let k = Kind::of(&object);
         match object {
             Object::Pod(p) => {
                 let by_uid = !p.uid.is_empty();
-                let p = convert::pod(p, at)?;
-                put(&mut self.pods, p.uid.clone(), p, origin, by_uid, at)
+                let key = key(&p.uid, Some(&p.namespace), &p.name);
+                let stand_in = isolated::pod_placeholder(&p);
+                let id: Id = ("Pod", p.namespace.clone(), p.name.clone());
+                let d = isolated::decode(p, "Pod", &id.1, &id.2, convert::pod);
+                let failed = d.is_err();
+                store(self, k, key.clone(), id, d, origin, by_uid, |s| &mut s.pods);
+                if failed && let Some(x) = stand_in {
+                    self.pods.insert(key, Held { object: x, origin });
+                }
             }
             Object::Node(n) => {
-                let k = key(&n.uid, None, &n.name);
-                let by_uid = !n.uid.is_empty();
-                put(
-                    &mut self.nodes,
-                    k,
-                    convert::node(n, at)?,
-                    origin,
-                    by_uid,
-                    at,
-                )
+                let (key, by_uid) = (key(&n.uid, None, &n.name), !n.uid.is_empty());
+                let id: Id = ("Node", String::new(), n.name.clone());
+                let d = isolated::decode(n, id.0, "", &id.2, convert::node);
+                store(self, k, key, id, d, origin, by_uid, |s| &mut s.nodes);
             }
             Object::NodeClaim(c) => {
-                let k = key(&c.uid, None, &c.name);
-                let by_uid = !c.uid.is_empty();
-                let c = convert::node_claim(c, at)?;
-                put(&mut self.node_claims, k, c, origin, by_uid, at)
+                let (key, by_uid) = (key(&c.uid, None, &c.name), !c.uid.is_empty());
+                let id: Id = ("NodeClaim", String::new(), c.name.clone());
+                let d = isolated::decode(c, id.0, "", &id.2, convert::node_claim);
+                store(self, k, key, id, d, origin, by_uid, |s| &mut s.node_claims);
             }
             Object::NodePool(p) => {
-                let k = key(&p.uid, None, &p.name);
-                let by_uid = !p.uid.is_empty();
-                let p = convert::node_pool(p, at)?;
-                put(&mut self.node_pools, k, p, origin, by_uid, at)
+                let (key, by_uid) = (key(&p.uid, None, &p.name), !p.uid.is_empty());
+                let id: Id = ("NodePool", String::new(), p.name.clone());
+                let d = isolated::node_pool(p);
+                store(self, k, key, id, d, origin, by_uid, |s| &mut s.node_pools);
             }
             Object::NodeClass(c) => {
-                let k = key(&c.uid, None, &c.name);
-                let by_uid = !c.uid.is_empty();
-                let c = convert::node_class(c, at)?;
-                put(&mut self.node_classes, k, c, origin, by_uid, at)
+                let (key, by_uid) = (key(&c.uid, None, &c.name), !c.uid.is_empty());
+                let id: Id = ("EC2NodeClass", String::new(), c.name.clone());
+                let d = isolated::decode(c, id.0, "", &id.2, convert::node_class);
+                store(self, k, key, id, d, origin, by_uid, |s| &mut s.node_classes);
             }
             Object::DaemonSet(d) => {
-                let k = key(&d.uid, Some(&d.namespace), &d.name);
+                let key = key(&d.uid, Some(&d.namespace), &d.name);
                 let by_uid = !d.uid.is_empty();
-                let d = convert::daemon_set(d, at)?;
-                put(&mut self.daemon_sets, k, d, origin, by_uid, at)
+                let id: Id = ("DaemonSet", d.namespace.clone(), d.name.clone());
+                let d = isolated::decode(d, id.0, &id.1, &id.2, convert::daemon_set);
+                store(self, k, key, id, d, origin, by_uid, |s| &mut s.daemon_sets);
             }
             Object::Pdb(p) => {
-                let k = key(&p.uid, Some(&p.namespace), &p.name);
+                let key = key(&p.uid, Some(&p.namespace), &p.name);
                 let by_uid = !p.uid.is_empty();
-                put(&mut self.pdbs, k, convert::pdb(p, at)?, origin, by_uid, at)
+                let id: Id = ("PodDisruptionBudget", p.namespace.clone(), p.name.clone());
+                let d = isolated::decode(p, id.0, &id.1, &id.2, convert::pdb);
+                store(self, k, key, id, d, origin, by_uid, |s| &mut s.pdbs);
             }
             Object::Namespace(n) => {
-                let k = key(&n.uid, None, &n.name);
-                let by_uid = !n.uid.is_empty();
-                let n = convert::namespace(n, at)?;
-                put(&mut self.namespaces, k, n, origin, by_uid, at)
+                let (key, by_uid) = (key(&n.uid, None, &n.name), !n.uid.is_empty());
+                let id: Id = ("Namespace", String::new(), n.name.clone());
+                let d = isolated::decode(n, id.0, "", &id.2, convert::namespace);
+                store(self, k, key, id, d, origin, by_uid, |s| &mut s.namespaces);
             }
             Object::Pvc(c) => {
-                let k = key(&c.uid, Some(&c.namespace), &c.name);
+                let key = key(&c.uid, Some(&c.namespace), &c.name);
                 let by_uid = !c.uid.is_empty();
-                put(&mut self.pvcs, k, convert::pvc(c, at)?, origin, by_uid, at)
+                let id: Id = ("PersistentVolumeClaim", c.namespace.clone(), c.name.clone());
+                let d = isolated::decode(c, id.0, &id.1, &id.2, convert::pvc);
+                store(self, k, key, id, d, origin, by_uid, |s| &mut s.pvcs);
             }
             Object::Pv(v) => {
-                let k = key(&v.uid, None, &v.name);
-                let by_uid = !v.uid.is_empty();
-                put(&mut self.pvs, k, convert::pv(v, at)?, origin, by_uid, at)
+                let (key, by_uid) = (key(&v.uid, None, &v.name), !v.uid.is_empty());
+                let id: Id = ("PersistentVolume", String::new(), v.name.clone());
+                let d = isolated::decode(v, id.0, "", &id.2, convert::pv);
+                store(self, k, key, id, d, origin, by_uid, |s| &mut s.pvs);
             }
             Object::StorageClass(c) => {
-                let k = key(&c.uid, None, &c.name);
-                let by_uid = !c.uid.is_empty();
-                let c = convert::storage_class(c, at)?;
-                put(&mut self.storage_classes, k, c, origin, by_uid, at)
+                let (key, by_uid) = (key(&c.uid, None, &c.name), !c.uid.is_empty());
+                let id: Id = ("StorageClass", String::new(), c.name.clone());
+                let d = isolated::decode(c, id.0, "", &id.2, convert::storage_class);
+                store(self, k, key, id, d, origin, by_uid, |s| {
+                    &mut s.storage_classes
+                });
             }
         }
     }
@@ -758,35 +780,29 @@ impl SessionState {
         let base = self.base.as_ref();
         let mut options = base.map(|b| b.options.clone()).unwrap_or_default();
         options.now = now;
+        let mut snapshot = ClusterSnapshot {
+            pods: objects(&self.pods),
+            nodes: objects(&self.nodes),
+            node_claims: objects(&self.node_claims),
+            node_pools: objects(&self.node_pools),
+            node_classes: objects(&self.node_classes),
+            daemon_sets: objects(&self.daemon_sets),
+            pdbs: objects(&self.pdbs),
+            namespaces: objects(&self.namespaces),
+            pvcs: objects(&self.pvcs),
+            pvs: objects(&self.pvs),
+            storage_classes: objects(&self.storage_classes),
+        };
+        let excluded = isolated::finish(&mut snapshot, self.rejected.values().cloned().collect());
         Batch {
             sequence,
             catalog: base.map(|b| b.catalog.clone()).unwrap_or_default(),
             default_catalog: base.is_some_and(|b| b.default_catalog),
             options,
-            snapshot: ClusterSnapshot {
-                pods: objects(&self.pods),
-                nodes: objects(&self.nodes),
-                node_claims: objects(&self.node_claims),
-                node_pools: objects(&self.node_pools),
-                node_classes: objects(&self.node_classes),
-                daemon_sets: objects(&self.daemon_sets),
-                pdbs: objects(&self.pdbs),
-                namespaces: objects(&self.namespaces),
-                pvcs: objects(&self.pvcs),
-                pvs: objects(&self.pvs),
-                storage_classes: objects(&self.storage_classes),
-            },
+            snapshot,
+            excluded,
         }
     }
-}
-
-/// Splits a validated batch's path `snapshot.<list>[<i>]<rest>` into its kind, index and rest.
-fn batch_path(field: &str) -> Option<(Kind, usize, &str)> {
-    let tail = field.strip_prefix("snapshot.")?;
-    let (list, tail) = tail.split_once('[')?;
-    let (index, rest) = tail.split_once(']')?;
-    let kind = Kind::ALL.into_iter().find(|k| k.list() == list)?;
-    Some((kind, index.parse().ok()?, rest))
 }
 
 impl Drop for SessionState {

@@ -2,7 +2,9 @@
 //!
 //! It wraps the Planner service only, so that health probes and reflection are never shed. A request over the limit is answered at once with RESOURCE_EXHAUSTED (never queued), and
 //! one that runs past the timeout with DEADLINE_EXCEEDED. For a streaming call the timeout covers
-//! opening the stream, not its whole life.
+//! opening the stream, not its whole life; each plan a Session computes takes one of the same
+//! permits ([`GuardLayer::permits`], handed to the service), waiting for it, so that Session
+//! plans and unary Plans together never exceed the limit.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -31,6 +33,11 @@ pub struct GuardLayer {
 // === impl GuardLayer ===
 
 impl GuardLayer {
+    /// The permits of the limit, shared with the service's Session plans.
+    pub fn permits(&self) -> Arc<Semaphore> {
+        self.permits.clone()
+    }
+
     /// At most `limit` guarded requests at once, each given `timeout`.
     pub fn new(limit: usize, timeout: Duration, metrics: Metrics) -> Self {
         Self {
