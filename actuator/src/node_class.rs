@@ -90,6 +90,7 @@ pub fn node_class_spec(class: &EC2NodeClass) -> Result<NodeClassSpec, Error> {
                 id: t.id.clone(),
                 name: t.name.clone(),
                 owner: t.owner.clone(),
+                ssm_parameter: t.ssm_parameter.clone(),
             })
             .collect(),
         subnet_selector_terms: s

@@ -103,15 +103,18 @@ async fn the_status_follows_the_account_and_says_what_matched_nothing() {
         })
         .collect();
     amis.sort_by(|a, b| a.0.cmp(&b.0));
+    // The seeded alias parameters are the standard images: Karpenter's requirements of the
+    // standard variant (no GPUs, no accelerators) come with the architecture.
+    let standard = |arch: &str| {
+        json!([
+            {"key": "kubernetes.io/arch", "operator": "In", "values": [arch]},
+            {"key": "karpenter.k8s.aws/instance-accelerator-count", "operator": "DoesNotExist"},
+            {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "DoesNotExist"},
+        ])
+    };
     let mut expected = vec![
-        (
-            aws_testing::X86_IMAGE.to_string(),
-            json!([{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]),
-        ),
-        (
-            aws_testing::ARM_IMAGE.to_string(),
-            json!([{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]),
-        ),
+        (aws_testing::X86_IMAGE.to_string(), standard("amd64")),
+        (aws_testing::ARM_IMAGE.to_string(), standard("arm64")),
     ];
     expected.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(amis, expected, "{s}");
@@ -129,7 +132,11 @@ async fn the_status_follows_the_account_and_says_what_matched_nothing() {
         vec![world.security_group.clone()]
     );
     assert_eq!(s["securityGroups"][0]["name"], "dovetail-nodes", "{s}");
-    assert_eq!(s["instanceProfile"], "KarpenterNodeRole-test-cluster");
+    // The instance profile the provider made for the role through (moto's) IAM.
+    assert_eq!(
+        s["instanceProfile"],
+        cloud_aws::instance_profile::profile_name(TEST_CLUSTER, "us-east-1", "default")
+    );
     for t in [
         "AMIsReady",
         "SubnetsReady",
