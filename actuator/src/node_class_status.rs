@@ -7,8 +7,10 @@
 //!   an alias's image once per variant it serves with Karpenter's requirements of the variant
 //!   (standard: no GPU or accelerator count; nvidia: a GPU count; neuron: an accelerator count);
 //! - `subnets`: `{id, zone, zoneID}`; `securityGroups`: `{id, name}`; `instanceProfile`;
-//! - `conditions`: `AMIsReady`, `SubnetsReady`, `SecurityGroupsReady`, `InstanceProfileReady`
-//!   and `Ready` (all of them), each `True` with its type as reason, or `False` with Karpenter's
+//! - `conditions`: `AMIsReady`, `SubnetsReady`, `SecurityGroupsReady`, `InstanceProfileReady`,
+//!   `ValidationSucceeded` (`False`, reason `UnsupportedField`, naming every field that is set
+//!   but that dovetail does not honour: `crate::node_class::unhonoured_fields`) and `Ready` (all
+//!   of them), each `True` with its type as reason, or `False` with Karpenter's
 //!   reason (`AMINotFound`, `SubnetsNotFound`, `SecurityGroupsNotFound`,
 //!   `InstanceProfileNotFound`, `NotReady`) and the resolver's message naming the field.
 //!   `lastTransitionTime` changes only when the status does; `observedGeneration` is the
@@ -416,7 +418,19 @@ impl StatusWriter {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        let (mut status, parts) = status_parts(&resolution);
+        let (mut status, mut parts) = status_parts(&resolution);
+        // A field that is set but not honoured is never dropped silently.
+        let unhonoured = crate::node_class::unhonoured_fields(class);
+        parts.push((
+            "ValidationSucceeded",
+            "UnsupportedField",
+            (!unhonoured.is_empty()).then(|| {
+                format!(
+                    "EC2NodeClass {name}: not supported by dovetail: {}",
+                    unhonoured.join(", ")
+                )
+            }),
+        ));
         let now = rfc3339(self.clock.now_ms());
         status["conditions"] = json!(conditions(
             &parts,
