@@ -164,7 +164,10 @@ pub fn unhonoured_fields(class: &EC2NodeClass) -> Vec<String> {
         s.network_interfaces.as_ref().is_some_and(|n| !n.is_empty()),
         "networkInterfaces",
     );
-    set(s.placement_group_selector.is_some(), "placementGroupSelector");
+    set(
+        s.placement_group_selector.is_some(),
+        "placementGroupSelector",
+    );
     let windows = |name: &str| name.to_ascii_lowercase().starts_with("windows");
     if let Some(f) = &s.ami_family {
         let name = serde_json::to_value(f)

@@ -243,7 +243,8 @@ async fn a_field_set_but_not_honoured_fails_validation_naming_it() {
     assert_eq!(v["reason"], "UnsupportedField", "{s}");
     let msg = v["message"].as_str().expect("message");
     assert!(
-        msg.contains("spec.networkInterfaces") && msg.contains("spec.kubelet.evictionMaxPodGracePeriod"),
+        msg.contains("spec.networkInterfaces")
+            && msg.contains("spec.kubelet.evictionMaxPodGracePeriod"),
         "{msg}"
     );
     assert_eq!(condition(&s, "AMIsReady")["status"], "True", "{s}");
