@@ -90,6 +90,7 @@ pub fn node_class_spec(class: &EC2NodeClass) -> Result<NodeClassSpec, Error> {
                 id: t.id.clone(),
                 name: t.name.clone(),
                 owner: t.owner.clone(),
+                ssm_parameter: t.ssm_parameter.clone(),
             })
             .collect(),
         subnet_selector_terms: s
@@ -137,6 +138,80 @@ pub fn node_class_spec(class: &EC2NodeClass) -> Result<NodeClassSpec, Error> {
     })
 }
 
+/// The fields of `class` that are set but that no launch honours (`docs` table:
+/// `designs/ec2nodeclass-fields.md`), by their path, so that the class is
+/// `ValidationSucceeded=False` naming them instead of launching without them.
+pub fn unhonoured_fields(class: &EC2NodeClass) -> Vec<String> {
+    let s = &class.spec;
+    let mut out: Vec<String> = Vec::new();
+    let mut set = |on: bool, path: &str| {
+        if on {
+            out.push(format!("spec.{path}"));
+        }
+    };
+    set(
+        s.capacity_reservation_selector_terms
+            .as_ref()
+            .is_some_and(|t| !t.is_empty()),
+        "capacityReservationSelectorTerms",
+    );
+    set(s.instance_store_policy.is_some(), "instanceStorePolicy");
+    set(s.context.is_some(), "context");
+    set(s.ip_prefix_count.is_some(), "ipPrefixCount");
+    set(s.connection_tracking.is_some(), "connectionTracking");
+    set(s.cpu_options.is_some(), "cpuOptions");
+    set(
+        s.network_interfaces.as_ref().is_some_and(|n| !n.is_empty()),
+        "networkInterfaces",
+    );
+    set(
+        s.placement_group_selector.is_some(),
+        "placementGroupSelector",
+    );
+    let windows = |name: &str| name.to_ascii_lowercase().starts_with("windows");
+    if let Some(f) = &s.ami_family {
+        let name = serde_json::to_value(f)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        set(windows(&name), "amiFamily (Windows)");
+    }
+    for (i, t) in s.ami_selector_terms.iter().enumerate() {
+        set(
+            t.alias.as_deref().is_some_and(windows),
+            &format!("amiSelectorTerms[{i}].alias (Windows)"),
+        );
+    }
+    for (i, m) in s.block_device_mappings.iter().flatten().enumerate() {
+        set(
+            m.ebs
+                .as_ref()
+                .is_some_and(|e| e.volume_initialization_rate.is_some()),
+            &format!("blockDeviceMappings[{i}].ebs.volumeInitializationRate"),
+        );
+    }
+    if let Some(k) = &s.kubelet {
+        set(
+            k.eviction_soft_grace_period.is_some(),
+            "kubelet.evictionSoftGracePeriod",
+        );
+        set(
+            k.eviction_max_pod_grace_period.is_some(),
+            "kubelet.evictionMaxPodGracePeriod",
+        );
+        set(
+            k.image_gc_high_threshold_percent.is_some(),
+            "kubelet.imageGCHighThresholdPercent",
+        );
+        set(
+            k.image_gc_low_threshold_percent.is_some(),
+            "kubelet.imageGCLowThresholdPercent",
+        );
+        set(k.cpu_cfs_quota.is_some(), "kubelet.cpuCFSQuota");
+    }
+    out
+}
+
 /// The node of `spec` launched from `class`: the claim's labels (without per-claim values such
 /// as the NodeClaim name) and its taints followed by its startup taints.
 pub fn node_spec(spec: &LaunchSpec, class: NodeClassSpec) -> NodeSpec {
@@ -169,6 +244,48 @@ mod tests {
 
     fn class(json: serde_json::Value) -> EC2NodeClass {
         serde_json::from_value(json).expect("an EC2NodeClass")
+    }
+
+    #[test]
+    fn fields_set_but_not_honoured_are_named() {
+        let c = class(serde_json::json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": "default"},
+            "spec": {
+                "amiSelectorTerms": [{"alias": "windows2022@latest"}],
+                "subnetSelectorTerms": [{"id": "subnet-1"}],
+                "securityGroupSelectorTerms": [{"id": "sg-1"}],
+                "role": "KarpenterNodeRole",
+                "instanceStorePolicy": "RAID0",
+                "cpuOptions": {"coreCount": 2, "threadsPerCore": 1},
+                "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {
+                    "volumeSize": "20Gi", "snapshotID": "snap-1", "volumeInitializationRate": 200}}],
+                "kubelet": {"maxPods": 50, "cpuCFSQuota": false, "imageGCHighThresholdPercent": 80}
+            }
+        }));
+        assert_eq!(
+            unhonoured_fields(&c),
+            [
+                "spec.instanceStorePolicy",
+                "spec.cpuOptions",
+                "spec.amiSelectorTerms[0].alias (Windows)",
+                "spec.blockDeviceMappings[0].ebs.volumeInitializationRate",
+                "spec.kubelet.imageGCHighThresholdPercent",
+                "spec.kubelet.cpuCFSQuota",
+            ]
+        );
+        let plain = class(serde_json::json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": "default"},
+            "spec": {
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "subnetSelectorTerms": [{"id": "subnet-1"}],
+                "securityGroupSelectorTerms": [{"id": "sg-1"}],
+                "role": "KarpenterNodeRole",
+                "kubelet": {"maxPods": 50}
+            }
+        }));
+        assert!(unhonoured_fields(&plain).is_empty());
     }
 
     #[test]

@@ -3,10 +3,14 @@
 //! security groups, AMIs through SSM aliases or DescribeImages, instance profile) and writes the
 //! result to its `status` subresource:
 //!
-//! - `amis`: `{id, name, requirements: [{key: kubernetes.io/arch, operator: In, values}]}`;
+//! - `amis`: `{id, name, requirements: [{key: kubernetes.io/arch, operator: In, values}, …]}`,
+//!   an alias's image once per variant it serves with Karpenter's requirements of the variant
+//!   (standard: no GPU or accelerator count; nvidia: a GPU count; neuron: an accelerator count);
 //! - `subnets`: `{id, zone, zoneID}`; `securityGroups`: `{id, name}`; `instanceProfile`;
-//! - `conditions`: `AMIsReady`, `SubnetsReady`, `SecurityGroupsReady`, `InstanceProfileReady`
-//!   and `Ready` (all of them), each `True` with its type as reason, or `False` with Karpenter's
+//! - `conditions`: `AMIsReady`, `SubnetsReady`, `SecurityGroupsReady`, `InstanceProfileReady`,
+//!   `ValidationSucceeded` (`False`, reason `UnsupportedField`, naming every field that is set
+//!   but that dovetail does not honour: `crate::node_class::unhonoured_fields`) and `Ready` (all
+//!   of them), each `True` with its type as reason, or `False` with Karpenter's
 //!   reason (`AMINotFound`, `SubnetsNotFound`, `SecurityGroupsNotFound`,
 //!   `InstanceProfileNotFound`, `NotReady`) and the resolver's message naming the field.
 //!   `lastTransitionTime` changes only when the status does; `observedGeneration` is the
@@ -15,6 +19,10 @@
 //! A part that fails keeps nothing stale: its list is written empty. A cloud that cannot be
 //! asked (throttled, unavailable) writes nothing, so a transient outage never makes a node
 //! class look empty.
+//!
+//! After the classes, the pass asks the cloud to delete what it made for classes that are gone
+//! ([`cloud::CloudProvider::collect_node_classes`]: the managed instance profiles no class
+//! derives and no live instance uses), as Karpenter's garbage collection does.
 //!
 //! The same pass keeps the instance's side current (when [`Options::cluster_name`] is set): one
 //! paged DescribeInstances of the cluster's instances (tag `kubernetes.io/cluster/<name>:
@@ -66,6 +74,8 @@ pub struct Pass {
     pub unchanged: Vec<String>,
     /// NodeClaims whose instance annotations were written (changed).
     pub annotated: Vec<String>,
+    /// What the cloud deleted for classes that are gone (instance profiles).
+    pub collected: Vec<String>,
     /// Classes (by name) or NodeClaims (`NodeClaim <name>`) that could not be resolved or
     /// written, with why.
     pub errors: Vec<(String, String)>,
@@ -88,6 +98,28 @@ fn arch_label(ec2: &str) -> &str {
     }
 }
 
+/// Karpenter's requirements of an AMI variant (`pkg/providers/amifamily/types.go`
+/// `Variant.Requirements`): standard images serve types without GPUs or accelerators, NVIDIA
+/// images types with GPUs, Neuron images types with accelerators.
+fn variant_requirements(variant: Option<&str>) -> Vec<Value> {
+    let req = |key: &str, op: &str| json!({"key": key, "operator": op});
+    match variant {
+        Some("standard") => vec![
+            req(
+                "karpenter.k8s.aws/instance-accelerator-count",
+                "DoesNotExist",
+            ),
+            req("karpenter.k8s.aws/instance-gpu-count", "DoesNotExist"),
+        ],
+        Some("nvidia") => vec![req("karpenter.k8s.aws/instance-gpu-count", "Exists")],
+        Some("neuron") => vec![req(
+            "karpenter.k8s.aws/instance-accelerator-count",
+            "Exists",
+        )],
+        _ => Vec::new(),
+    }
+}
+
 /// One part's condition: its type, its reason when false, and the resolver's error (`None`:
 /// ready).
 type Part = (&'static str, &'static str, Option<String>);
@@ -99,19 +131,27 @@ fn status_parts(r: &NodeClassResolution) -> (Value, Vec<Part>) {
         .as_ref()
         .map(|v| {
             v.iter()
-                .map(|a| {
-                    let mut o = json!({
-                        "id": a.id,
-                        "requirements": [{
+                .flat_map(|a| {
+                    // One entry per variant an alias image serves, with Karpenter's known
+                    // requirements of the variant; images from selector terms: one entry.
+                    let variants: Vec<Option<&str>> = if a.variants.is_empty() {
+                        vec![None]
+                    } else {
+                        a.variants.iter().map(|v| Some(v.as_str())).collect()
+                    };
+                    variants.into_iter().map(move |variant| {
+                        let mut requirements = vec![json!({
                             "key": "kubernetes.io/arch",
                             "operator": "In",
                             "values": [arch_label(&a.architecture)],
-                        }],
-                    });
-                    if let Some(n) = &a.name {
-                        o["name"] = json!(n);
-                    }
-                    o
+                        })];
+                        requirements.extend(variant_requirements(variant));
+                        let mut o = json!({"id": a.id, "requirements": requirements});
+                        if let Some(n) = &a.name {
+                            o["name"] = json!(n);
+                        }
+                        o
+                    })
                 })
                 .collect()
         })
@@ -259,13 +299,33 @@ impl StatusWriter {
             .await
             .map_err(kube_err("listing EC2NodeClasses".into()))?;
         let mut pass = Pass::default();
-        for class in classes.items {
+        for class in &classes.items {
             let name = class.metadata.name.clone().unwrap_or_default();
-            match self.write(&api, &class).await {
+            match self.write(&api, class).await {
                 Ok(true) => pass.written.push(name),
                 Ok(false) => pass.unchanged.push(name),
                 Err(e) => pass.errors.push((name, e)),
             }
+        }
+        // What the cloud made for classes no longer listed goes (Karpenter's instance profile
+        // garbage collection). A class whose spec does not convert keeps its profile: it is
+        // kept by name with a placeholder role.
+        let specs: Vec<cloud::NodeClassSpec> = classes
+            .items
+            .iter()
+            .map(|c| {
+                crate::node_class::node_class_spec(c).unwrap_or_else(|_| cloud::NodeClassSpec {
+                    name: c.metadata.name.clone().unwrap_or_default(),
+                    role: Some(String::new()),
+                    ..cloud::NodeClassSpec::default()
+                })
+            })
+            .collect();
+        match self.cloud.collect_node_classes(&specs).await {
+            Ok(deleted) => pass.collected = deleted,
+            Err(e) => pass
+                .errors
+                .push(("instance profiles".into(), format!("collecting: {e}"))),
         }
         if let Some(cluster) = &self.options.cluster_name {
             self.annotate_claims(cluster, &mut pass).await?;
@@ -358,7 +418,19 @@ impl StatusWriter {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        let (mut status, parts) = status_parts(&resolution);
+        let (mut status, mut parts) = status_parts(&resolution);
+        // A field that is set but not honoured is never dropped silently.
+        let unhonoured = crate::node_class::unhonoured_fields(class);
+        parts.push((
+            "ValidationSucceeded",
+            "UnsupportedField",
+            (!unhonoured.is_empty()).then(|| {
+                format!(
+                    "EC2NodeClass {name}: not supported by dovetail: {}",
+                    unhonoured.join(", ")
+                )
+            }),
+        ));
         let now = rfc3339(self.clock.now_ms());
         status["conditions"] = json!(conditions(
             &parts,
@@ -441,6 +513,7 @@ mod tests {
                 id: "ami-1".into(),
                 name: None,
                 architecture: "x86_64".into(),
+                variants: Vec::new(),
             }]),
             instance_profile: Ok(Some("NodeProfile".into())),
         }

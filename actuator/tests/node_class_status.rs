@@ -103,15 +103,18 @@ async fn the_status_follows_the_account_and_says_what_matched_nothing() {
         })
         .collect();
     amis.sort_by(|a, b| a.0.cmp(&b.0));
+    // The seeded alias parameters are the standard images: Karpenter's requirements of the
+    // standard variant (no GPUs, no accelerators) come with the architecture.
+    let standard = |arch: &str| {
+        json!([
+            {"key": "kubernetes.io/arch", "operator": "In", "values": [arch]},
+            {"key": "karpenter.k8s.aws/instance-accelerator-count", "operator": "DoesNotExist"},
+            {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "DoesNotExist"},
+        ])
+    };
     let mut expected = vec![
-        (
-            aws_testing::X86_IMAGE.to_string(),
-            json!([{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]),
-        ),
-        (
-            aws_testing::ARM_IMAGE.to_string(),
-            json!([{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]),
-        ),
+        (aws_testing::X86_IMAGE.to_string(), standard("amd64")),
+        (aws_testing::ARM_IMAGE.to_string(), standard("arm64")),
     ];
     expected.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(amis, expected, "{s}");
@@ -129,7 +132,11 @@ async fn the_status_follows_the_account_and_says_what_matched_nothing() {
         vec![world.security_group.clone()]
     );
     assert_eq!(s["securityGroups"][0]["name"], "dovetail-nodes", "{s}");
-    assert_eq!(s["instanceProfile"], "KarpenterNodeRole-test-cluster");
+    // The instance profile the provider made for the role through (moto's) IAM.
+    assert_eq!(
+        s["instanceProfile"],
+        cloud_aws::instance_profile::profile_name(TEST_CLUSTER, "us-east-1", "default")
+    );
     for t in [
         "AMIsReady",
         "SubnetsReady",
@@ -191,4 +198,55 @@ async fn the_status_follows_the_account_and_says_what_matched_nothing() {
         "an unchanged condition keeps its transition time"
     );
     sim.shutdown().await;
+}
+
+/// A field that is set but that dovetail does not honour makes the class
+/// `ValidationSucceeded=False` (and not Ready), naming the field, while the rest resolves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_field_set_but_not_honoured_fails_validation_naming_it() {
+    let Some(moto) = MotoServer::start_or_skip() else {
+        return;
+    };
+    aws_testing::seed(&moto.config()).await;
+    let cloud: Arc<dyn CloudProvider> = Arc::new(cloud_aws::Ec2Provider::new(moto.config()).await);
+    let sim = Simulation::start(Config::default())
+        .await
+        .expect("simulation");
+    let client = sim.kube_client().expect("client");
+    let class: EC2NodeClass = serde_json::from_value(json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "efa"},
+        "spec": {
+            "role": aws_testing::TEST_ROLE,
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": TEST_CLUSTER}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": TEST_CLUSTER}}],
+            "networkInterfaces": [{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}],
+            "kubelet": {"evictionMaxPodGracePeriod": 60}
+        }
+    }))
+    .expect("class");
+    Api::<EC2NodeClass>::all(client.clone())
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("create the EC2NodeClass");
+    let writer = StatusWriter::new(
+        client.clone(),
+        cloud,
+        Clock::new(),
+        node_class_status::Options::default(),
+    );
+    let pass = writer.pass().await.expect("pass");
+    assert!(pass.errors.is_empty(), "{pass:?}");
+    let s = status(&client, "efa").await;
+    let v = condition(&s, "ValidationSucceeded");
+    assert_eq!(v["status"], "False", "{s}");
+    assert_eq!(v["reason"], "UnsupportedField", "{s}");
+    let msg = v["message"].as_str().expect("message");
+    assert!(
+        msg.contains("spec.networkInterfaces")
+            && msg.contains("spec.kubelet.evictionMaxPodGracePeriod"),
+        "{msg}"
+    );
+    assert_eq!(condition(&s, "AMIsReady")["status"], "True", "{s}");
+    assert_eq!(condition(&s, "Ready")["status"], "False", "{s}");
 }

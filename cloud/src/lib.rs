@@ -361,6 +361,18 @@ pub trait CloudProvider: Send + Sync {
             ),
         })
     }
+
+    /// Deletes what the provider made for node classes that are gone (EC2: the instance
+    /// profiles of `role`s), keeping what `classes` (every class that exists, by its spec) and
+    /// live instances still use; returns what was deleted. Providers that make nothing for
+    /// node classes keep this default, which deletes nothing.
+    ///
+    /// # Errors
+    /// [`Error::Throttled`], [`Error::Unavailable`], [`Error::InvalidRequest`].
+    async fn collect_node_classes(&self, classes: &[NodeClassSpec]) -> Result<Vec<String>> {
+        let _ = classes;
+        Ok(Vec::new())
+    }
 }
 
 #[cfg(test)]

@@ -101,6 +101,9 @@ pub struct AmiSelectorTerm {
     pub name: Option<String>,
     /// The owner (account ID or alias such as `amazon`, `self`).
     pub owner: Option<String>,
+    /// An SSM parameter holding an image ID (`ssmParameter`); the image it names must match the
+    /// term's other fields too.
+    pub ssm_parameter: Option<String>,
 }
 
 /// One block device mapping.
@@ -218,4 +221,7 @@ pub struct ResolvedAmi {
     pub name: Option<String>,
     /// EC2's architecture name (`x86_64`, `arm64`).
     pub architecture: String,
+    /// The hardware an alias's image serves (`standard`, `nvidia`, `neuron`); empty for images
+    /// found by selector terms (every type of the architecture).
+    pub variants: Vec<String>,
 }

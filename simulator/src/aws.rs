@@ -1,10 +1,10 @@
-//! The simulated cloud's AWS face: EC2 (Query protocol), SSM and SQS (JSON protocols) on one
-//! loopback HTTP endpoint, backed by the simulated EC2 ([`crate::cloud::SimCloud`]), so that
+//! The simulated cloud's AWS face: EC2 and IAM (Query protocol), SSM and SQS (JSON protocols)
+//! on one loopback HTTP endpoint, backed by the simulated EC2 ([`crate::cloud::SimCloud`]), so that
 //! the production adapter (`cloud-aws`, the real AWS SDK with an endpoint override) runs against
 //! the simulator unchanged: instances it launches become Nodes through the simulated kubelet,
 //! and the simulator's capacity errors, throttling and interruptions come back through the SDK.
 //!
-//! One endpoint serves all three services, as moto_server does: a request with an
+//! One endpoint serves all four services, as moto_server does: a request with an
 //! `X-Amz-Target: AmazonSSM.<Operation>` or `AmazonSQS.<Operation>` header is SSM or SQS (JSON
 //! bodies), anything else is an EC2 Query request (`Action=…&Version=2016-11-15`, a form body;
 //! XML answers in EC2's namespace, errors as `<Response><Errors><Error><Code>…`).
@@ -18,6 +18,8 @@
 //!   and EKS-optimized-like images per family and architecture.
 //! - [`ssm`]: GetParameter / GetParameters / PutParameter; the EKS AMI alias parameters under
 //!   `/aws/service/` resolve to the network's images.
+//! - [`iam`]: the instance profiles of EC2NodeClass roles (a form body with
+//!   `Version=2010-05-08` is IAM, any other form body EC2).
 //! - [`sqs`]: queues (GetQueueUrl, CreateQueue, SendMessage, ReceiveMessage with long polling,
 //!   DeleteMessage, …); every event of the simulated cloud is also delivered to the
 //!   interruption queue as an EventBridge-shaped body ([`events`]).
@@ -42,6 +44,7 @@ pub mod catalog;
 pub mod ec2;
 mod ec2_network;
 pub mod events;
+pub mod iam;
 pub mod network;
 mod query;
 pub mod sqs;
@@ -163,6 +166,7 @@ struct Inner {
     endpoint: Mutex<String>,
     network: Mutex<Network>,
     parameters: Mutex<ssm::Parameters>,
+    iam: Mutex<iam::Profiles>,
     queues: sqs::Queues,
     requests: AtomicU64,
 }
@@ -180,6 +184,7 @@ impl Aws {
                 endpoint: Mutex::new(String::new()),
                 network: Mutex::new(network),
                 parameters: Mutex::default(),
+                iam: Mutex::default(),
                 queues,
                 requests: AtomicU64::new(0),
                 cloud,
@@ -220,7 +225,7 @@ impl Aws {
                 tracing::error!(error = %e, "Simulated AWS endpoint failed");
             }
         });
-        tracing::info!(%addr, "Simulated AWS endpoint (EC2, SSM, SQS) started");
+        tracing::info!(%addr, "Simulated AWS endpoint (EC2, SSM, SQS, IAM) started");
         Ok((addr, task))
     }
 
@@ -254,6 +259,11 @@ impl Aws {
     pub fn put_parameter(&self, name: &str, value: &str) {
         let now = self.clock().now();
         lock(&self.inner.parameters).put(name, value, now);
+    }
+
+    /// The IAM instance profiles (read or change them in tests).
+    pub fn iam(&self) -> MutexGuard<'_, iam::Profiles> {
+        lock(&self.inner.iam)
     }
 
     /// The SQS queues.
@@ -302,6 +312,10 @@ async fn handle(State(aws): State<Aws>, headers: HeaderMap, body: Bytes) -> Resp
             ),
         )
     } else {
+        let p = query::Params::parse(&body);
+        if p.get("Version") == Some(iam::VERSION) {
+            return iam::handle(&aws, &p, &request_id);
+        }
         ec2::handle(&aws, &body, &request_id).await
     }
 }

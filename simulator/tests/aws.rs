@@ -169,10 +169,17 @@ async fn cloud_aws_launches_a_node_and_terminates_it() -> Result<()> {
         .map(|s| s.id.clone());
     assert_eq!(raw.subnet_id().map(str::to_string), subnet);
     assert_eq!(raw.security_groups().len(), 1);
+    // The instance profile cloud-aws made for the class's role through the simulator's IAM.
+    let profile = cloud_aws::instance_profile::profile_name("demo", "us-east-1", "default");
     assert_eq!(
         raw.iam_instance_profile().and_then(|p| p.arn()),
-        Some("arn:aws:iam::123456789012:instance-profile/KarpenterNodeRole-demo")
+        Some(
+            format!("arn:aws:iam::123456789012:instance-profile/dovetail/us-east-1/demo/{profile}")
+                .as_str()
+        )
     );
+    let profiles = sim.aws().iam().all();
+    assert_eq!(profiles[&profile].roles, ["KarpenterNodeRole-demo"]);
     let other = provider
         .create(&request(
             "claim-2",

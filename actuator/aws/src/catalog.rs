@@ -8,8 +8,8 @@
 //!   of the region;
 //! - spot prices: DescribeSpotPriceHistory for Linux/UNIX from now, the latest price per type
 //!   and zone (called on each refresh; the caller sets the interval);
-//! - on-demand prices: the built-in us-east-1 table (`common::ec2::prices`), a note says so for
-//!   other regions.
+//! - on-demand prices: the region's built-in table (`common::ec2::prices`), us-east-1's for a
+//!   region Karpenter publishes none for (as Karpenter does), a note says which.
 //!
 //! A spot offering needs a spot price and an on-demand offering an on-demand price; offerings
 //! without one are left out and counted in a note. Types are sorted by name and offerings by
@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use aws_sdk_ec2::primitives::DateTime;
 use aws_sdk_ec2::types::{Filter, InstanceTypeInfo as Ec2Info, LocationType};
 use cloud::{CatalogFacts, InstanceTypeFacts, InstanceTypeInfo, Offering, Result};
-use common::ec2::prices::{OnDemandPrices, PRICED_REGION};
+use common::ec2::prices::{OnDemandPrices, RegionPrices};
 use common::ec2::{Accelerator, Gpu, NetworkCard};
 use common::labels::{CAPACITY_ON_DEMAND, CAPACITY_SPOT};
 
@@ -43,7 +43,7 @@ pub async fn read(
     let infos = instance_types(ec2).await?;
     let offered = offerings(ec2, zones).await?;
     let spot = spot_prices(ec2, zones, now).await?;
-    let prices = OnDemandPrices::builtin().map_err(|e| cloud::Error::Unavailable {
+    let prices = OnDemandPrices::for_region(region).map_err(|e| cloud::Error::Unavailable {
         message: format!("built-in on-demand prices do not parse: {e}"),
     })?;
     Ok(assemble(region, infos, &offered, &spot, &prices))
@@ -239,8 +239,9 @@ pub fn assemble(
     mut infos: Vec<InstanceTypeInfo>,
     offered: &BTreeMap<String, BTreeSet<String>>,
     spot: &BTreeMap<(String, String), f64>,
-    prices: &OnDemandPrices,
+    region_prices: &RegionPrices,
 ) -> CatalogFacts {
+    let prices = &region_prices.prices;
     infos.sort_by(|a, b| a.name.cmp(&b.name));
     infos.dedup_by(|a, b| a.name == b.name);
     let (mut no_zone, mut no_on_demand_price, mut no_spot_price) = (0, 0, 0);
@@ -285,16 +286,10 @@ pub fn assemble(
     let mut notes = vec![format!(
         "Live EC2 catalog for {region}: {} instance types (DescribeInstanceTypes), offerings \
          per zone (DescribeInstanceTypeOfferings), spot prices from DescribeSpotPriceHistory \
-         (latest per type and zone), on-demand prices from the built-in {PRICED_REGION} table \
-         ({}).",
+         (latest per type and zone), on-demand prices from the built-in table.",
         instance_types.len(),
-        prices.source
     )];
-    if region != PRICED_REGION {
-        notes.push(format!(
-            "On-demand prices are {PRICED_REGION}'s: the built-in table has no {region} prices."
-        ));
-    }
+    notes.push(region_prices.note(region));
     for (n, what) in [
         (
             no_zone,
@@ -339,7 +334,7 @@ mod tests {
 
     #[test]
     fn offerings_need_a_zone_and_a_price() {
-        let prices = OnDemandPrices::builtin().expect("prices");
+        let prices = OnDemandPrices::for_region("us-east-1").expect("prices");
         let offered = BTreeMap::from([
             (
                 "m5.large".to_string(),

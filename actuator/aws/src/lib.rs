@@ -1,10 +1,12 @@
-//! `cloud::CloudProvider` over EC2 and SSM, and `cloud::InterruptionQueue` over SQS, through the
+//! `cloud::CloudProvider` over EC2, SSM and IAM, and `cloud::InterruptionQueue` over SQS, through the
 //! real AWS SDK.
 //!
 //! - [`config`]: region, endpoint override, credentials (static for a stand-in, else the SDK's
 //!   default chain with IRSA web identity), the cluster the nodes join, the SSM prefix of the
 //!   AMI alias parameters.
 //! - [`resolve`]: an EC2NodeClass's subnets, security groups, AMIs and instance profile.
+//! - [`instance_profile`]: the instance profiles of `role`s, created, reused and collected
+//!   through IAM as Karpenter does.
 //! - [`user_data`]: bootstrap user data for AL2023, AL2 and Bottlerocket, merged with the node
 //!   class's own.
 //! - [`launch_template`]: one launch template per node class, AMI and content, reused.
@@ -21,6 +23,7 @@
 pub mod catalog;
 pub mod config;
 pub mod error;
+pub mod instance_profile;
 pub mod interruption;
 pub mod launch_template;
 pub mod provider;

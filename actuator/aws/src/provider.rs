@@ -1,6 +1,7 @@
 //! [`Ec2Provider`]: `cloud::CloudProvider` over EC2.
 //!
-//! `create` resolves the node class (subnets, security groups, AMIs, instance profile), renders
+//! `create` resolves the node class (subnets, security groups, AMIs, and for `role` the managed
+//! instance profile, `crate::instance_profile`), renders
 //! the user data, makes sure one launch template exists per AMI and sends one instant
 //! CreateFleet with overrides for the offerings × their zones' subnets and the caller's client
 //! token; `get`/`list` are DescribeInstances, `delete` is TerminateInstances.
@@ -26,8 +27,9 @@ use sha2::{Digest, Sha256};
 
 use crate::config::Config;
 use crate::error::{FleetError, from_fleet_errors, from_sdk};
+use crate::instance_profile;
 use crate::launch_template::{TemplateSpec, Templates};
-use crate::resolve::{self, Resolved};
+use crate::resolve::{self, Resolved, Variant};
 use crate::user_data::{self, Bootstrap};
 
 /// CreateFleet takes at most this many overrides per request (Karpenter's limit too).
@@ -43,8 +45,13 @@ pub struct Ec2Provider {
     config: Config,
     ec2: aws_sdk_ec2::Client,
     ssm: aws_sdk_ssm::Client,
+    iam: aws_sdk_iam::Client,
+    /// Managed instance profiles made ready, by (class, role): launches do not ask IAM again;
+    /// the status pass does, every time.
+    profiles: Mutex<HashMap<(String, String), String>>,
     templates: Templates,
-    architectures: Mutex<HashMap<String, String>>,
+    /// Architecture and AMI variant per instance type.
+    architectures: Mutex<HashMap<String, (String, Variant)>>,
     /// Zones of every node class resolved so far: the live catalog's offerings are restricted
     /// to them once known.
     zones: Mutex<BTreeSet<String>>,
@@ -60,6 +67,7 @@ impl Ec2Provider {
             config,
             aws_sdk_ec2::Client::new(&sdk),
             aws_sdk_ssm::Client::new(&sdk),
+            aws_sdk_iam::Client::new(&sdk),
         )
     }
 
@@ -68,11 +76,14 @@ impl Ec2Provider {
         config: Config,
         ec2: aws_sdk_ec2::Client,
         ssm: aws_sdk_ssm::Client,
+        iam: aws_sdk_iam::Client,
     ) -> Self {
         Self {
             config,
             ec2,
             ssm,
+            iam,
+            profiles: Mutex::new(HashMap::new()),
             templates: Templates::default(),
             architectures: Mutex::new(HashMap::new()),
             zones: Mutex::new(BTreeSet::new()),
@@ -96,12 +107,81 @@ impl Ec2Provider {
     /// [`Error::InvalidRequest`] naming the node class field that matched nothing or is
     /// invalid; AWS errors mapped as everywhere.
     pub async fn resolve(&self, class: &cloud::NodeClassSpec) -> Result<Resolved> {
-        let resolved = resolve::resolve(&self.ec2, &self.ssm, &self.config, class).await?;
+        let mut resolved = resolve::resolve(&self.ec2, &self.ssm, &self.config, class).await?;
+        if let Some(role) = &class.role {
+            let key = (class.name.clone(), role.clone());
+            let known = self.lock_profiles().get(&key).cloned();
+            resolved.instance_profile = Some(match known {
+                Some(name) => name,
+                None => self
+                    .ensure_profile(class, role)
+                    .await
+                    .map_err(profile_error)?,
+            });
+        }
         self.zones
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .extend(resolved.zones());
         Ok(resolved)
+    }
+
+    fn lock_profiles(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), String>> {
+        self.profiles.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes the managed instance profile of `class` ready for `role` through IAM and remembers
+    /// it.
+    async fn ensure_profile(
+        &self,
+        class: &cloud::NodeClassSpec,
+        role: &str,
+    ) -> std::result::Result<String, instance_profile::Error> {
+        let ensured = instance_profile::ensure(
+            &self.iam,
+            &self.config.cluster.name,
+            &self.config.region,
+            class,
+            role,
+        )
+        .await?;
+        if ensured.created || ensured.role_attached {
+            tracing::info!(
+                class = %class.name,
+                profile = %ensured.name,
+                role,
+                created = ensured.created,
+                "Instance profile ready"
+            );
+        }
+        self.lock_profiles()
+            .insert((class.name.clone(), role.to_string()), ensured.name.clone());
+        Ok(ensured.name)
+    }
+
+    /// The instance profile part of a class's status, as IAM says now: for `role` the managed
+    /// profile (made ready), for `instanceProfile` the named one (it must exist). A refusal
+    /// (unknown role or profile, access denied) is the part's error; throttling and outages
+    /// fail the whole resolution.
+    async fn profile_status(
+        &self,
+        class: &cloud::NodeClassSpec,
+    ) -> Result<std::result::Result<Option<String>, String>> {
+        let checked = match (&class.role, &class.instance_profile) {
+            (Some(role), None) => self.ensure_profile(class, role).await.map(Some),
+            (None, Some(p)) => instance_profile::check(&self.iam, class, p)
+                .await
+                .map(|()| Some(p.clone())),
+            _ => return Ok(Ok(None)),
+        };
+        match checked {
+            Ok(name) => Ok(Ok(name)),
+            Err(instance_profile::Error::Cloud(Error::InvalidRequest { reason })) => Ok(Err(
+                format!("EC2NodeClass {}: instance profile: {reason}", class.name),
+            )),
+            Err(instance_profile::Error::Cloud(e)) => Err(e),
+            Err(e) => Ok(Err(e.to_string())),
+        }
     }
 
     /// Zones the live catalog is restricted to: those of the node classes resolved so far
@@ -167,9 +247,11 @@ impl Ec2Provider {
         })
     }
 
-    /// The architecture (`x86_64`, `arm64`) of each instance type, from DescribeInstanceTypes
-    /// (remembered), falling back to AWS's naming (a `g` after the generation means Graviton).
-    async fn architectures(&self, types: &[&str]) -> Result<HashMap<String, String>> {
+    /// The architecture (`x86_64`, `arm64`) and the AMI variant (GPUs, accelerators, neither)
+    /// of each instance type, from DescribeInstanceTypes (remembered), falling back to AWS's
+    /// naming (a `g` after the generation means Graviton; `g`/`p` families have GPUs, `inf`/`trn`
+    /// Neuron accelerators).
+    async fn hardware(&self, types: &[&str]) -> Result<HashMap<String, (String, Variant)>> {
         let missing: Vec<String> = {
             let known = self.architectures.lock().unwrap_or_else(|e| e.into_inner());
             let mut m: Vec<String> = types
@@ -204,7 +286,18 @@ impl Ec2Provider {
                         ) else {
                             continue;
                         };
-                        found.insert(name.as_str().to_string(), arch.as_str().to_string());
+                        let gpus = it.gpu_info().is_some_and(|g| !g.gpus().is_empty());
+                        let accelerators = it.neuron_info().is_some()
+                            || it
+                                .inference_accelerator_info()
+                                .is_some_and(|a| !a.accelerators().is_empty());
+                        found.insert(
+                            name.as_str().to_string(),
+                            (
+                                arch.as_str().to_string(),
+                                Variant::for_hardware(gpus, accelerators),
+                            ),
+                        );
                     }
                 }
                 Err(e) => {
@@ -212,15 +305,13 @@ impl Ec2Provider {
                     if !matches!(err, Error::InvalidRequest { .. }) {
                         return Err(err);
                     }
-                    tracing::debug!(error = %err, "DescribeInstanceTypes failed, guessing architectures from names");
+                    tracing::debug!(error = %err, "DescribeInstanceTypes failed, guessing hardware from names");
                 }
             }
             let mut known = self.architectures.lock().unwrap_or_else(|e| e.into_inner());
             for t in missing {
-                let arch = found
-                    .remove(&t)
-                    .unwrap_or_else(|| guess_architecture(&t).to_string());
-                known.insert(t, arch);
+                let hw = found.remove(&t).unwrap_or_else(|| guess_hardware(&t));
+                known.insert(t, hw);
             }
         }
         let known = self.architectures.lock().unwrap_or_else(|e| e.into_inner());
@@ -253,6 +344,16 @@ impl Ec2Provider {
     }
 }
 
+/// A profile that cannot be made ready fails the launch naming the class's field.
+fn profile_error(e: instance_profile::Error) -> Error {
+    match e {
+        instance_profile::Error::Cloud(e) => e,
+        other => Error::InvalidRequest {
+            reason: other.to_string(),
+        },
+    }
+}
+
 /// `x86_64` unless the family has a `g` after its generation digit (`m7g`, `c6gd`, `t4g`).
 fn guess_architecture(instance_type: &str) -> &'static str {
     let family = instance_type.split('.').next().unwrap_or_default();
@@ -265,6 +366,22 @@ fn guess_architecture(instance_type: &str) -> &'static str {
     } else {
         "x86_64"
     }
+}
+
+/// The architecture and variant of a type EC2 did not describe, from its name: `g`/`p`
+/// families (`g5`, `p4d`, `g5g`) have GPUs, `inf`/`trn` families Neuron accelerators.
+fn guess_hardware(instance_type: &str) -> (String, Variant) {
+    let family = instance_type.split('.').next().unwrap_or_default();
+    let letters: String = family
+        .chars()
+        .take_while(char::is_ascii_alphabetic)
+        .collect();
+    let variant = match letters.as_str() {
+        "g" | "p" | "gr" => Variant::Nvidia,
+        "inf" | "trn" => Variant::Neuron,
+        _ => Variant::Standard,
+    };
+    (guess_architecture(instance_type).to_string(), variant)
 }
 
 /// A client token EC2 accepts (at most 64 ASCII characters): the caller's token when it fits,
@@ -402,7 +519,7 @@ impl CloudProvider for Ec2Provider {
             .iter()
             .map(|o| o.instance_type.as_str())
             .collect();
-        let arch = self.architectures(&types).await?;
+        let hardware = self.hardware(&types).await?;
 
         // One template per AMI used, and the overrides in the caller's order (cheapest first).
         let mut templates: Vec<(String, TemplateSpec)> = Vec::new();
@@ -414,11 +531,12 @@ impl CloudProvider for Ec2Provider {
             let Some(subnet) = resolved.subnet_for(&o.zone) else {
                 continue;
             };
-            let a = arch
+            // A GPU type boots the NVIDIA image, a Neuron type the Neuron image (Karpenter's
+            // AMI variants); a type without an image of its own is not launched here.
+            let (a, variant) = hardware
                 .get(&o.instance_type)
-                .map(String::as_str)
-                .unwrap_or("x86_64");
-            let Some(ami) = resolved.ami_for(a) else {
+                .map_or(("x86_64", Variant::Standard), |(a, v)| (a.as_str(), *v));
+            let Some(ami) = resolved.ami_for(a, variant) else {
                 continue;
             };
             let template = match templates.iter().position(|(_, s)| s.image_id == ami.id) {
@@ -442,7 +560,7 @@ impl CloudProvider for Ec2Provider {
         if placements.is_empty() {
             return Err(Error::InvalidRequest {
                 reason: format!(
-                    "offerings: none is in a zone of EC2NodeClass {}'s subnets ({}) with an AMI for its architecture",
+                    "offerings: none is in a zone of EC2NodeClass {}'s subnets ({}) with an AMI for its architecture and accelerators",
                     node.class.name,
                     resolved.zones().into_iter().collect::<Vec<_>>().join(", ")
                 ),
@@ -676,11 +794,56 @@ impl CloudProvider for Ec2Provider {
         Ok(self.catalog_facts().await?.to_catalog())
     }
 
+    async fn collect_node_classes(&self, classes: &[cloud::NodeClassSpec]) -> Result<Vec<String>> {
+        let cluster = &self.config.cluster.name;
+        let region = &self.config.region;
+        let mut keep: BTreeSet<String> = classes
+            .iter()
+            .filter(|c| c.role.is_some())
+            .map(|c| instance_profile::profile_name(cluster, region, &c.name))
+            .collect();
+        // Instances launched with a profile keep it until they are gone.
+        let mut pages = self
+            .ec2
+            .describe_instances()
+            .filters(
+                Filter::builder()
+                    .name(format!("tag:{TAG_CLUSTER_PREFIX}{cluster}"))
+                    .values("owned")
+                    .build(),
+            )
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| from_sdk("DescribeInstances of the cluster", &e, &[]))?;
+            for i in page.reservations().iter().flat_map(|r| r.instances()) {
+                if i.state().and_then(|s| s.name()) == Some(&InstanceStateName::Terminated) {
+                    continue;
+                }
+                if let Some(arn) = i.iam_instance_profile().and_then(|p| p.arn()) {
+                    keep.insert(arn.rsplit('/').next().unwrap_or(arn).to_string());
+                }
+            }
+        }
+        let deleted = instance_profile::collect(&self.iam, cluster, region, &keep)
+            .await
+            .map_err(profile_error)?;
+        if !deleted.is_empty() {
+            self.lock_profiles()
+                .retain(|_, name| !deleted.contains(name));
+            tracing::info!(profiles = ?deleted, "Instance profiles of deleted EC2NodeClasses removed");
+        }
+        Ok(deleted)
+    }
+
     async fn resolve_node_class(
         &self,
         class: &cloud::NodeClassSpec,
     ) -> Result<cloud::NodeClassResolution> {
-        let r = resolve::resolution(&self.ec2, &self.ssm, &self.config, class).await?;
+        let mut r = resolve::resolution(&self.ec2, &self.ssm, &self.config, class).await?;
+        if r.instance_profile.is_ok() {
+            r.instance_profile = self.profile_status(class).await?;
+        }
         if let Ok(subnets) = &r.subnets {
             self.zones
                 .lock()
@@ -711,6 +874,19 @@ mod tests {
         assert_eq!(guess_architecture("m5.large"), "x86_64");
         assert_eq!(guess_architecture("g5.xlarge"), "x86_64");
         assert_eq!(guess_architecture("m7i.large"), "x86_64");
+    }
+
+    #[test]
+    fn gpu_and_neuron_families_are_guessed_by_name() {
+        assert_eq!(guess_hardware("g5.xlarge").1, Variant::Nvidia);
+        assert_eq!(guess_hardware("p4d.24xlarge").1, Variant::Nvidia);
+        assert_eq!(
+            guess_hardware("g5g.xlarge"),
+            ("arm64".into(), Variant::Nvidia)
+        );
+        assert_eq!(guess_hardware("inf2.xlarge").1, Variant::Neuron);
+        assert_eq!(guess_hardware("trn1.2xlarge").1, Variant::Neuron);
+        assert_eq!(guess_hardware("m5.large").1, Variant::Standard);
     }
 
     #[test]

@@ -81,6 +81,44 @@ pub struct Ami {
     pub architecture: String,
     /// The image's name, when it was found by DescribeImages.
     pub name: Option<String>,
+    /// The hardware an alias's image is for (from the SSM parameter it came from); empty for
+    /// images found by selector terms, which serve every type of their architecture.
+    pub variants: Vec<Variant>,
+}
+
+/// The hardware an EKS optimized or Bottlerocket image is built for (Karpenter's
+/// `pkg/providers/amifamily/types.go` `Variant`): a type with GPUs needs an NVIDIA image, one
+/// with Neuron/Inferentia accelerators a Neuron image, any other a standard one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Variant {
+    /// No accelerator (Karpenter: instance-gpu-count and instance-accelerator-count absent).
+    Standard,
+    /// GPUs (instance-gpu-count exists).
+    Nvidia,
+    /// Neuron / Inferentia accelerators (instance-accelerator-count exists).
+    Neuron,
+}
+
+impl Variant {
+    /// `standard`, `nvidia`, `neuron`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Standard => "standard",
+            Self::Nvidia => "nvidia",
+            Self::Neuron => "neuron",
+        }
+    }
+
+    /// The variant a type of these facts needs: GPUs first, then other accelerators.
+    pub fn for_hardware(gpus: bool, accelerators: bool) -> Self {
+        if gpus {
+            Self::Nvidia
+        } else if accelerators {
+            Self::Neuron
+        } else {
+            Self::Standard
+        }
+    }
 }
 
 /// Everything a launch needs from a node class.
@@ -114,9 +152,13 @@ impl Resolved {
             .max_by(|a, b| a.available_ips.cmp(&b.available_ips).then(b.id.cmp(&a.id)))
     }
 
-    /// The AMI for an architecture.
-    pub fn ami_for(&self, architecture: &str) -> Option<&Ami> {
-        self.amis.iter().find(|a| a.architecture == architecture)
+    /// The AMI for an architecture and the hardware's variant: an alias image of that variant,
+    /// or an image from selector terms (any variant).
+    pub fn ami_for(&self, architecture: &str, variant: Variant) -> Option<&Ami> {
+        self.amis.iter().find(|a| {
+            a.architecture == architecture
+                && (a.variants.is_empty() || a.variants.contains(&variant))
+        })
     }
 }
 
@@ -220,6 +262,7 @@ pub async fn resolution(
                     name: a.name.or_else(|| names.get(&a.id).cloned()),
                     id: a.id,
                     architecture: a.architecture,
+                    variants: a.variants.iter().map(|v| v.as_str().to_string()).collect(),
                 })
                 .collect())
         }
@@ -377,9 +420,9 @@ async fn named_security_groups(
     Ok(found)
 }
 
-/// The instance profile: `instanceProfile` as given, or for `role` the instance profile of the
-/// same name (what the IAM console and most tooling create with an EC2 role). Karpenter creates
-/// and manages a profile per node class through IAM; dovetail does not call IAM (yet).
+/// The instance profile a class names itself: `instanceProfile` as given; `None` for `role`,
+/// whose profile the provider manages through IAM (`crate::instance_profile`). Checks that the
+/// two are not both set and that a role has a name.
 fn instance_profile(class: &NodeClassSpec) -> Result<Option<String>> {
     match (&class.instance_profile, &class.role) {
         (Some(_), Some(_)) => Err(invalid(
@@ -389,12 +432,10 @@ fn instance_profile(class: &NodeClassSpec) -> Result<Option<String>> {
         )),
         (Some(p), None) => Ok(Some(p.clone())),
         (None, Some(role)) => {
-            // `arn:aws:iam::123456789012:role/path/Name` → `Name`.
-            let name = role.rsplit('/').next().unwrap_or(role);
-            if name.is_empty() {
+            if crate::instance_profile::role_name(role).is_empty() {
                 return Err(invalid(class, "role".into(), "empty role name"));
             }
-            Ok(Some(name.to_string()))
+            Ok(None)
         }
         (None, None) => Ok(None),
     }
@@ -407,9 +448,6 @@ fn invalid(class: &NodeClassSpec, field: String, reason: impl Into<String>) -> E
         reason: reason.into(),
     }
 }
-
-/// The architectures EKS publishes AMIs for.
-const ARCHITECTURES: [&str; 2] = ["x86_64", "arm64"];
 
 /// A parsed `family@version` alias.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -452,8 +490,87 @@ impl Alias {
         })
     }
 
-    /// The SSM parameter holding the image ID for `arch` under `prefix` (AWS's layout of the
-    /// EKS optimized and Bottlerocket AMI parameters).
+    /// Every SSM parameter Karpenter reads for the alias (`pkg/providers/amifamily`:
+    /// `al2023.go`, `al2.go`, `bottlerocket.go` `DescribeImageQuery`), with the architecture
+    /// and the variants its image serves:
+    /// - AL2023: `amazon-linux-2023/<arch>/<variant>/…`: x86_64 standard, nvidia, neuron;
+    ///   arm64 standard, nvidia;
+    /// - AL2: `amazon-linux-2` (x86_64 standard), `amazon-linux-2-arm64` (arm64 standard),
+    ///   `amazon-linux-2-gpu` (x86_64 nvidia and neuron);
+    /// - Bottlerocket: `aws-k8s-<k8s>/x86_64` (standard and neuron), `aws-k8s-<k8s>/arm64`
+    ///   (standard), `aws-k8s-<k8s>-nvidia/<arch>` (nvidia).
+    pub fn parameters(&self, prefix: &str, k8s: &str) -> Vec<(String, &'static str, Vec<Variant>)> {
+        use Variant::{Neuron, Nvidia, Standard};
+        let prefix = prefix.trim_end_matches('/');
+        let latest = self.version == "latest";
+        let v = &self.version;
+        match self.family {
+            AmiFamily::Al2023 => [
+                ("x86_64", Standard),
+                ("x86_64", Nvidia),
+                ("x86_64", Neuron),
+                ("arm64", Standard),
+                ("arm64", Nvidia),
+            ]
+            .into_iter()
+            .map(|(arch, variant)| {
+                let variant_name = variant.as_str();
+                let leaf = if latest {
+                    "recommended".to_string()
+                } else {
+                    format!("amazon-eks-node-al2023-{arch}-{variant_name}-{k8s}-{v}")
+                };
+                (
+                    format!(
+                        "{prefix}/eks/optimized-ami/{k8s}/amazon-linux-2023/{arch}/{variant_name}/{leaf}/image_id"
+                    ),
+                    arch,
+                    vec![variant],
+                )
+            })
+            .collect(),
+            AmiFamily::Al2 => [
+                ("amazon-linux-2", "amazon-eks-node", "x86_64", vec![Standard]),
+                ("amazon-linux-2-arm64", "amazon-eks-arm64-node", "arm64", vec![Standard]),
+                ("amazon-linux-2-gpu", "amazon-eks-gpu-node", "x86_64", vec![Nvidia, Neuron]),
+            ]
+            .into_iter()
+            .map(|(dir, node, arch, variants)| {
+                let leaf = if latest {
+                    "recommended".to_string()
+                } else {
+                    format!("{node}-{k8s}-{v}")
+                };
+                (
+                    format!("{prefix}/eks/optimized-ami/{k8s}/{dir}/{leaf}/image_id"),
+                    arch,
+                    variants,
+                )
+            })
+            .collect(),
+            AmiFamily::Bottlerocket | AmiFamily::Custom => {
+                let version = if latest { "latest" } else { v.trim_start_matches('v') };
+                [
+                    ("", "x86_64", vec![Standard, Neuron]),
+                    ("", "arm64", vec![Standard]),
+                    ("-nvidia", "x86_64", vec![Nvidia]),
+                    ("-nvidia", "arm64", vec![Nvidia]),
+                ]
+                .into_iter()
+                .map(|(flavour, arch, variants)| {
+                    (
+                        format!("{prefix}/bottlerocket/aws-k8s-{k8s}{flavour}/{arch}/{version}/image_id"),
+                        arch,
+                        variants,
+                    )
+                })
+                .collect()
+            }
+        }
+    }
+
+    /// The SSM parameter holding the standard image ID for `arch` under `prefix` (AWS's layout
+    /// of the EKS optimized and Bottlerocket AMI parameters).
     pub fn parameter(&self, prefix: &str, k8s: &str, arch: &str) -> String {
         let prefix = prefix.trim_end_matches('/');
         let latest = self.version == "latest";
@@ -511,21 +628,28 @@ async fn amis(
         }
         let alias = Alias::parse(term.alias.as_deref().unwrap_or_default())
             .map_err(|reason| invalid(class, field.clone(), reason))?;
-        let mut amis = Vec::new();
-        for arch in ARCHITECTURES {
-            let name = alias.parameter(
-                &config.ssm_parameter_prefix,
-                &config.cluster.kubernetes_version,
-                arch,
-            );
+        let mut amis: Vec<Ami> = Vec::new();
+        let parameters = alias.parameters(
+            &config.ssm_parameter_prefix,
+            &config.cluster.kubernetes_version,
+        );
+        for (name, arch, variants) in parameters {
             match ssm.get_parameter().name(&name).send().await {
                 Ok(out) => {
                     if let Some(id) = out.parameter().and_then(|p| p.value()) {
-                        amis.push(Ami {
-                            id: id.to_string(),
-                            architecture: arch.to_string(),
-                            name: None,
-                        });
+                        // One image may serve several variants (or parameters).
+                        match amis
+                            .iter_mut()
+                            .find(|a| a.id == id && a.architecture == arch)
+                        {
+                            Some(a) => a.variants.extend(variants),
+                            None => amis.push(Ami {
+                                id: id.to_string(),
+                                architecture: arch.to_string(),
+                                name: None,
+                                variants,
+                            }),
+                        }
                     }
                 }
                 Err(e)
@@ -540,6 +664,10 @@ async fn amis(
                 field: "amiSelectorTerms",
                 what: "SSM parameter of the alias",
             });
+        }
+        for a in &mut amis {
+            a.variants.sort();
+            a.variants.dedup();
         }
         amis.sort();
         return Ok((alias.family, amis));
@@ -559,7 +687,31 @@ async fn amis(
     // Newest image per architecture over all terms.
     let mut newest: BTreeMap<String, (String, String, Option<String>)> = BTreeMap::new();
     for (i, term) in terms.iter().enumerate() {
-        let filters = ami_filters(term);
+        let mut filters = ami_filters(term);
+        // `ssmParameter`: the image ID the parameter holds (Karpenter reads it, then selects
+        // the image like an `id` term).
+        if let Some(name) = &term.ssm_parameter {
+            let field = format!("amiSelectorTerms[{i}].ssmParameter");
+            let id = match ssm.get_parameter().name(name).send().await {
+                Ok(out) => out
+                    .parameter()
+                    .and_then(|p| p.value())
+                    .map(str::to_string)
+                    .ok_or_else(|| invalid(class, field.clone(), format!("{name} has no value")))?,
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|s| s.is_parameter_not_found()) =>
+                {
+                    return Err(invalid(
+                        class,
+                        field,
+                        format!("SSM parameter {name} not found"),
+                    ));
+                }
+                Err(e) => return Err(from_sdk(&format!("GetParameter {name}"), &e, &[]).into()),
+            };
+            filters.push(filter("image-id", &id));
+        }
         if filters.is_empty() && term.owner.is_none() {
             return Err(invalid(
                 class,
@@ -608,6 +760,7 @@ async fn amis(
             id,
             architecture,
             name,
+            variants: Vec::new(),
         })
         .collect();
     Ok((family, amis))
@@ -683,16 +836,16 @@ mod tests {
     }
 
     #[test]
-    fn role_gives_a_profile_of_the_same_name() {
+    fn role_leaves_the_profile_to_iam_and_excludes_instance_profile() {
         let mut class = NodeClassSpec {
             name: "default".into(),
             role: Some("arn:aws:iam::123456789012:role/nodes/KarpenterNodeRole".into()),
             ..NodeClassSpec::default()
         };
-        assert_eq!(
-            instance_profile(&class).unwrap().as_deref(),
-            Some("KarpenterNodeRole")
-        );
+        assert_eq!(instance_profile(&class).unwrap(), None);
+        class.role = Some("arn:aws:iam::123456789012:role/".into());
+        assert!(instance_profile(&class).is_err());
+        class.role = Some("KarpenterNodeRole".into());
         class.instance_profile = Some("p".into());
         let e = instance_profile(&class).unwrap_err();
         assert!(

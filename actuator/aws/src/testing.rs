@@ -1,13 +1,14 @@
 //! Test support (feature `test-util`): a moto_server process on a loopback port as the EC2/SSM
 //! stand-in, and a seeded world in it (a VPC with tagged subnets in three zones, security
-//! groups, AMI alias parameters under a test prefix, tagged images).
+//! groups, AMI alias parameters under a test prefix, tagged images, the node role in IAM).
 //!
 //! The binary comes from `DOVETAIL_MOTO_SERVER` (scripts/test.sh exports it from the project's
 //! venv), else `moto_server` on `PATH`. [`MotoServer::start_or_skip`] fails when there is
 //! none, unless `DOVETAIL_ALLOW_MISSING` names `moto_server` (`test_support::missing_tool`).
 //!
 //! What moto cannot show: it launches only the first override of a fleet, ignores
-//! `ClientToken` (a repeated CreateFleet launches again), and never runs out of capacity; the
+//! `ClientToken` (a repeated CreateFleet launches again), never runs out of capacity, ignores
+//! ListInstanceProfiles' `PathPrefix` (the provider filters by path itself); the
 //! error mapping is covered by unit tests in `error.rs` instead. Its SQS is a real queue
 //! (visibility timeout, receipt handles, long polling), but nothing feeds it: EventBridge rules
 //! are not evaluated, so tests send the EventBridge bodies themselves ([`create_queue`],
@@ -33,6 +34,8 @@ pub const TEST_SSM_PREFIX: &str = "/dovetail-test/aws/service";
 pub const TEST_K8S_VERSION: &str = "1.33";
 /// The cluster name of the test world.
 pub const TEST_CLUSTER: &str = "test-cluster";
+/// The node role `seed` creates in IAM (the seeded node class's `role`).
+pub const TEST_ROLE: &str = "KarpenterNodeRole-test-cluster";
 /// The zones of the seeded subnets.
 pub const TEST_ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
 /// A moto built-in x86_64 image.
@@ -279,6 +282,16 @@ pub async fn seed(config: &Config) -> World {
         .send()
         .await
         .expect("CreateTags on images");
+    // The node role the class names (moto's IAM: the instance profile is the provider's to make).
+    aws_sdk_iam::Client::new(&sdk)
+        .create_role()
+        .role_name(TEST_ROLE)
+        .assume_role_policy_document(
+            r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#,
+        )
+        .send()
+        .await
+        .expect("CreateRole");
     World {
         vpc_id,
         subnets,
@@ -299,7 +312,7 @@ pub async fn seed(config: &Config) -> World {
                 tags: discovery_tags(),
                 ..SelectorTerm::default()
             }],
-            role: Some("KarpenterNodeRole-test-cluster".into()),
+            role: Some(TEST_ROLE.into()),
             tags: Tags::from([("team".to_string(), "platform".to_string())]),
             ..NodeClassSpec::default()
         },

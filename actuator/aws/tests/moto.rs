@@ -20,6 +20,7 @@ use cloud::{
     OfferingKey, TAG_NODECLAIM, TAG_NODEPOOL, Tags,
 };
 use cloud_aws::Ec2Provider;
+use cloud_aws::instance_profile::profile_name;
 use cloud_aws::testing::{self, ARM_IMAGE, MotoServer, World, X86_IMAGE};
 
 async fn setup() -> Option<(MotoServer, Ec2Provider, World)> {
@@ -275,9 +276,11 @@ async fn launch_templates_are_created_once_and_found_after_restart() -> Result<(
         .launch_template_data()
         .expect("launch template data");
     assert_eq!(data.image_id(), Some(X86_IMAGE));
+    // The profile the provider made for the class's role (see tests/iam.rs).
+    let profile = profile_name(testing::TEST_CLUSTER, "us-east-1", "default");
     assert_eq!(
         data.iam_instance_profile().and_then(|p| p.name()),
-        Some("KarpenterNodeRole-test-cluster")
+        Some(profile.as_str())
     );
     assert_eq!(
         data.security_group_ids(),
@@ -343,10 +346,8 @@ async fn selectors_and_ami_aliases_resolve() -> Result<()> {
         resolved.security_groups,
         std::slice::from_ref(&world.security_group)
     );
-    assert_eq!(
-        resolved.instance_profile.as_deref(),
-        Some("KarpenterNodeRole-test-cluster")
-    );
+    let profile = profile_name(testing::TEST_CLUSTER, "us-east-1", "default");
+    assert_eq!(resolved.instance_profile.as_deref(), Some(profile.as_str()));
     let amis: Vec<(&str, &str)> = resolved
         .amis
         .iter()

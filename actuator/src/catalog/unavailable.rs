@@ -167,6 +167,10 @@ impl CloudProvider for MarkingCloud {
         self.inner.resolve_node_class(class).await
     }
 
+    async fn collect_node_classes(&self, classes: &[cloud::NodeClassSpec]) -> Result<Vec<String>> {
+        self.inner.collect_node_classes(classes).await
+    }
+
     async fn instance_types(&self) -> Result<Catalog> {
         let mut c = self.inner.instance_types().await?;
         for t in &mut c.instance_types {

@@ -620,7 +620,13 @@ fn instance_xml(
             let arn = if p.starts_with("arn:") {
                 p.clone()
             } else {
-                format!("arn:aws:iam::{ACCOUNT_ID}:instance-profile/{p}")
+                // IAM's ARN carries the profile's path (`/dovetail/<region>/<cluster>/`).
+                let path = aws
+                    .iam()
+                    .all()
+                    .get(p)
+                    .map_or("/".to_string(), |f| f.path.clone());
+                format!("arn:aws:iam::{ACCOUNT_ID}:instance-profile{path}{p}")
             };
             x.elem("iamInstanceProfile", |x| {
                 x.leaf("arn", arn);

@@ -27,6 +27,11 @@ impl Xml {
         x.out
     }
 
+    /// What was written.
+    pub(crate) fn into_string(self) -> String {
+        self.out
+    }
+
     /// `<tag>…</tag>` with `body` inside.
     pub(crate) fn elem(&mut self, tag: &str, body: impl FnOnce(&mut Xml)) {
         let _ = write!(self.out, "<{tag}>");

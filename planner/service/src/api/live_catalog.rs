@@ -7,7 +7,8 @@
 //! converted (`planner-wire`'s `live_catalog`: capacity and allocatable by the same rules as the
 //! built-in catalog) and validated before it replaces the current one; a catalog with a bad
 //! entry is refused (the error names the entry) and the previous one stays. Until the first
-//! fetch, requests without a catalog plan from the built-in one, and their plans say so.
+//! fetch, and for a region other than the live catalog's, plans use the region's built-in
+//! catalog, and say so.
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -25,6 +26,8 @@ use service_shell::auth::AddBearer;
 /// A catalog fetched from the actuator, with its version.
 #[derive(Clone, Debug)]
 pub struct Current {
+    /// The region it is of.
+    pub region: String,
     /// The actuator's version (content hash).
     pub version: String,
     /// The catalog, converted.
@@ -130,6 +133,7 @@ impl LiveCatalog {
             });
         };
         let version = resp.version;
+        let region = wire.region.clone();
         // Converting a thousand types is CPU work, but milliseconds of it.
         let catalog =
             convert::to_model::live_catalog(wire, At::ROOT.field("catalog")).map_err(|source| {
@@ -139,6 +143,7 @@ impl LiveCatalog {
                 }
             })?;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Some(Current {
+            region,
             version: version.clone(),
             catalog: Arc::new(catalog),
         });

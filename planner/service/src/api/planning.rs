@@ -106,29 +106,84 @@ impl PlannerService {
         self
     }
 
-    /// Plans requests that name no catalog from `live` (the actuator's live catalog), or from
-    /// the default region's built-in catalog until `live` holds one. Every such plan names the
-    /// catalog version it used.
+    /// Plans requests whose catalog is a region's (named, or the default) from `live` (the
+    /// actuator's live catalog) when it holds that region's, from the region's built-in catalog
+    /// otherwise. Every plan names the catalog version it used.
     pub fn with_live_catalog(mut self, live: LiveCatalog) -> Self {
         self.live = Some(live);
         self
     }
 
-    /// The catalog for a request that names none, when planning from the live catalog: the one
-    /// held, or the built-in one (version `builtin:<region>`) until the first fetch. `None`
-    /// without `--catalog-from-actuator`.
-    pub(crate) fn live_default(&self) -> Result<Option<(Arc<Catalog>, String)>> {
-        let Some(live) = &self.live else {
-            return Ok(None);
+    /// Where a request's catalog comes from, checked now: an inline catalog, or a region whose
+    /// built-in catalog exists (or whose live catalog is held).
+    ///
+    /// # Errors
+    /// [`Error::UnknownCatalog`] for a region with neither.
+    pub(crate) fn catalog_source(
+        &self,
+        choice: CatalogChoice,
+        field: &str,
+    ) -> Result<CatalogSource> {
+        let region = match choice {
+            CatalogChoice::Inline(c) => return Ok(CatalogSource::Inline(Arc::new(c))),
+            CatalogChoice::Builtin { region } => region,
+            CatalogChoice::Default => self.options.default_region.clone(),
         };
-        if let Some(c) = live.current() {
-            return Ok(Some((c.catalog, c.version)));
+        let live = self.live.as_ref().and_then(LiveCatalog::current);
+        if live.is_none_or(|c| c.region != region) {
+            self.builtin(&region, field)?;
         }
-        let builtin = self.resolve_catalog(CatalogChoice::Default, "catalog_ref.region")?;
-        Ok(Some((
-            builtin,
-            format!("{BUILTIN_VERSION_PREFIX}{}", self.options.default_region),
-        )))
+        Ok(CatalogSource::Region(region))
+    }
+
+    /// The catalog to plan with now, its version and, when the live catalog is configured but
+    /// could not be used, a note saying why: for a region, the live catalog when it holds that
+    /// region's, else the built-in one (version `builtin:<region>` when a live catalog is
+    /// configured, none otherwise).
+    pub(crate) fn pick_catalog(&self, source: &CatalogSource) -> Result<Picked> {
+        let region = match source {
+            CatalogSource::Inline(c) => {
+                return Ok(Picked {
+                    catalog: c.clone(),
+                    version: None,
+                    note: None,
+                });
+            }
+            CatalogSource::Region(region) => region,
+        };
+        let live = self.live.as_ref().map(LiveCatalog::current);
+        if let Some(Some(c)) = &live
+            && c.region == *region
+        {
+            return Ok(Picked {
+                catalog: c.catalog.clone(),
+                version: Some(c.version.clone()),
+                note: None,
+            });
+        }
+        let note = match live {
+            None => None,
+            Some(None) => Some(format!(
+                "The actuator's live catalog has not been fetched yet: planned from the built-in \
+                 catalog of {region}."
+            )),
+            Some(Some(c)) => Some(format!(
+                "The actuator's live catalog is {}'s, not {region}'s: planned from the built-in \
+                 catalog of {region}.",
+                c.region
+            )),
+        };
+        // Without a live catalog the built-in one is the only source: plans stay as
+        // `dovetail plan` prints them, without a version.
+        let version = self
+            .live
+            .is_some()
+            .then(|| format!("{BUILTIN_VERSION_PREFIX}{region}"));
+        Ok(Picked {
+            catalog: self.builtin(region, "catalog_ref.region")?,
+            version,
+            note,
+        })
     }
 
     /// Ends open Sessions with UNAVAILABLE when `draining` turns true (server shutdown).
@@ -143,31 +198,23 @@ impl PlannerService {
     /// # Errors
     /// [`Error::UnknownCatalog`] when it cannot be loaded.
     pub fn preload(&self) -> Result<()> {
-        self.resolve_catalog(CatalogChoice::Default, "catalog_ref.region")
+        self.builtin(&self.options.default_region, "catalog_ref.region")
             .map(drop)
     }
 
-    /// The catalog a request asks for.
-    pub(crate) fn resolve_catalog(
-        &self,
-        choice: CatalogChoice,
-        field: &str,
-    ) -> Result<Arc<Catalog>> {
-        let region = match choice {
-            CatalogChoice::Inline(c) => return Ok(Arc::new(c)),
-            CatalogChoice::Builtin { region } => region,
-            CatalogChoice::Default => self.options.default_region.clone(),
-        };
-        if let Some(c) = self.lock_cache().get(&region) {
+    /// The built-in catalog of `region`, loaded once.
+    fn builtin(&self, region: &str, field: &str) -> Result<Arc<Catalog>> {
+        if let Some(c) = self.lock_cache().get(region) {
             return Ok(c.clone());
         }
-        let catalog = (self.catalogs)(&region).map_err(|reason| Error::UnknownCatalog {
+        let catalog = (self.catalogs)(region).map_err(|reason| Error::UnknownCatalog {
             field: field.to_string(),
-            region: region.clone(),
+            region: region.to_string(),
             reason,
         })?;
         let catalog = Arc::new(catalog);
-        self.lock_cache().insert(region, catalog.clone());
+        self.lock_cache()
+            .insert(region.to_string(), catalog.clone());
         Ok(catalog)
     }
 
@@ -205,20 +252,11 @@ impl PlannerService {
         cancel: &CancelToken,
     ) -> Result<pb::PlanResponse> {
         let input = convert::to_model::plan_request(req)?;
-        let live = match input.catalog {
-            CatalogChoice::Default => self.live_default()?,
-            _ => None,
-        };
-        let (catalog, version) = match live {
-            Some((c, v)) => (c, Some(v)),
-            None => (
-                self.resolve_catalog(input.catalog, "catalog_ref.region")?,
-                None,
-            ),
-        };
-        let mut plan = self.run_plan(&input.snapshot, &catalog, &input.options, cancel)?;
+        let source = self.catalog_source(input.catalog, "catalog_ref.region")?;
+        let picked = self.pick_catalog(&source)?;
+        let mut plan = self.run_plan(&input.snapshot, &picked.catalog, &input.options, cancel)?;
         planner::exclusion::explain(&mut plan, &input.snapshot, &input.excluded);
-        stamp_version(&mut plan, version);
+        picked.stamp(&mut plan);
         tracing::debug!(
             pods = input.snapshot.pods.len(),
             claims = plan.node_claims.len(),
@@ -250,21 +288,39 @@ impl Drop for GaugeGuard {
     }
 }
 
-/// The catalog version of plans made from the built-in catalog while the live one is missing.
+/// The catalog version of plans made from a region's built-in catalog.
 pub const BUILTIN_VERSION_PREFIX: &str = "builtin:";
 
-/// Names the catalog version in the plan; a built-in fallback also gets a note.
-pub(crate) fn stamp_version(plan: &mut Plan, version: Option<String>) {
-    if let Some(v) = &version
-        && v.starts_with(BUILTIN_VERSION_PREFIX)
-    {
-        plan.notes.push(
-            "The actuator's live catalog has not been fetched yet: planned from the built-in \
-             catalog."
-                .to_string(),
-        );
+/// Where a request's or a session's catalog comes from.
+#[derive(Clone, Debug)]
+pub(crate) enum CatalogSource {
+    /// Sent with the request.
+    Inline(Arc<Catalog>),
+    /// A region's: live when held, built-in otherwise (chosen at each plan).
+    Region(String),
+}
+
+impl Default for CatalogSource {
+    fn default() -> Self {
+        Self::Inline(Arc::default())
     }
-    plan.catalog_version = version;
+}
+
+/// The catalog one plan uses.
+pub(crate) struct Picked {
+    pub(crate) catalog: Arc<Catalog>,
+    /// The live catalog's content hash, `builtin:<region>`, or `None` for an inline catalog.
+    pub(crate) version: Option<String>,
+    /// Why the live catalog was not used, when it is configured.
+    pub(crate) note: Option<String>,
+}
+
+impl Picked {
+    /// Names the catalog version in the plan, and adds the note.
+    pub(crate) fn stamp(self, plan: &mut Plan) {
+        plan.notes.extend(self.note);
+        plan.catalog_version = self.version;
+    }
 }
 
 /// Runs `f` on the blocking pool inside the current span; a panic becomes

@@ -7,7 +7,6 @@
 //! counted, and the next batch resubmits (commands carry idempotency keys).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use prometheus_client::metrics::gauge::Gauge;
 use proto::v1 as pb;
@@ -19,7 +18,7 @@ use tracing::Instrument;
 
 use super::convert::to_model as convert;
 use super::convert::{At, to_wire};
-use super::planning::{PlannerService, blocking, stamp_version};
+use super::planning::{CatalogSource, PlannerService, blocking};
 use super::{Error, Result};
 use common::key::object as key;
 use planner::catalog::Catalog;
@@ -134,21 +133,17 @@ async fn run(
                 let cancel = planner::cancel::CancelToken::new();
                 let run_cancel = cancel.clone();
                 let planned = blocking(move || {
-                    // A session whose snapshot named no catalog plans from the live catalog
-                    // current at each batch, when the service has one.
-                    let live = if batch.default_catalog {
-                        svc.live_default()?
-                    } else {
-                        None
-                    };
-                    let (catalog, version) = match live {
-                        Some((c, v)) => (c, Some(v)),
-                        None => (batch.catalog.clone(), None),
-                    };
-                    let mut plan =
-                        svc.run_plan(&batch.snapshot, &catalog, &batch.options, &run_cancel)?;
+                    // A session on a region's catalog plans from the live catalog current at
+                    // each batch when it is that region's, from the built-in one otherwise.
+                    let picked = svc.pick_catalog(&batch.catalog)?;
+                    let mut plan = svc.run_plan(
+                        &batch.snapshot,
+                        &picked.catalog,
+                        &batch.options,
+                        &run_cancel,
+                    )?;
                     planner::exclusion::explain(&mut plan, &batch.snapshot, &batch.excluded);
-                    stamp_version(&mut plan, version);
+                    picked.stamp(&mut plan);
                     Ok((batch, plan))
                 });
                 // A client that closes the stream abandons the plan: stop it.
@@ -200,17 +195,15 @@ async fn run(
 pub(crate) struct Batch {
     pub(crate) sequence: u64,
     pub(crate) snapshot: ClusterSnapshot,
-    pub(crate) catalog: Arc<Catalog>,
-    /// The session's snapshot named no catalog (the service's default applies).
-    pub(crate) default_catalog: bool,
+    /// Inline, or a region's (chosen at each plan).
+    pub(crate) catalog: CatalogSource,
     pub(crate) options: PlanOptions,
     /// Objects left out of `snapshot`, with why.
     pub(crate) excluded: Vec<Exclusion>,
 }
 
 struct Base {
-    catalog: Arc<Catalog>,
-    default_catalog: bool,
+    catalog: CatalogSource,
     options: PlanOptions,
 }
 
@@ -503,14 +496,12 @@ impl SessionState {
                 let at = root.field("snapshot");
                 let objects = s.snapshot.take().unwrap_or_default();
                 let input = convert::session_snapshot(s, at)?;
-                let default_catalog = matches!(input.catalog, planner_wire::CatalogChoice::Default);
                 let catalog =
-                    service.resolve_catalog(input.catalog, "snapshot.catalog_ref.region")?;
+                    service.catalog_source(input.catalog, "snapshot.catalog_ref.region")?;
                 self.clear();
                 self.load(objects, seq);
                 self.base = Some(Base {
                     catalog,
-                    default_catalog,
                     options: input.options,
                 });
                 self.next_sequence = Some(
@@ -797,7 +788,6 @@ impl SessionState {
         Batch {
             sequence,
             catalog: base.map(|b| b.catalog.clone()).unwrap_or_default(),
-            default_catalog: base.is_some_and(|b| b.default_catalog),
             options,
             snapshot,
             excluded,

@@ -278,12 +278,38 @@ fn whole_catalog_is_sane() {
     );
 }
 
+/// Every region of the zone data gives a catalog: its own zones, and prices from its own table
+/// or (Karpenter publishes only us-east-1) us-east-1's, with a note saying which.
 #[test]
-fn other_regions_are_refused_clearly() {
-    let err = builtin("eu-west-1").unwrap_err();
-    assert!(matches!(&err, Error::NoPrices { region } if region == "eu-west-1"));
-    assert!(err.to_string().contains("--instance-types"), "{err}");
+fn every_known_region_has_a_catalog_with_its_zones_and_a_price_note() {
+    for region in regions() {
+        let c = builtin(region).unwrap_or_else(|e| panic!("{region}: {e}"));
+        assert!(
+            c.instance_types.len() > 50,
+            "{region}: {}",
+            c.instance_types.len()
+        );
+        for it in &c.instance_types {
+            for o in &it.offerings {
+                assert!(o.zone.starts_with(region), "{region}: {} {o:?}", it.name);
+                assert!(o.price > 0.0, "{region}: {} {o:?}", it.name);
+            }
+            assert_eq!(it.labels[labels::REGION], region, "{}", it.name);
+        }
+        let notes = c.notes.join("\n");
+        if region == PRICED_REGION {
+            assert!(notes.contains("us-east-1's built-in table"), "{notes}");
+        } else {
+            assert!(
+                notes.contains(&format!("No built-in on-demand price table for {region}")),
+                "{region}: {notes}"
+            );
+        }
+    }
+}
 
+#[test]
+fn unknown_regions_are_refused_naming_the_known_ones() {
     let err = builtin("mars-1").unwrap_err();
     let msg = err.to_string();
     assert!(msg.contains("\"mars-1\""), "{msg}");
