@@ -8,8 +8,19 @@ so that the planner parses only the region it is asked for. Each maps an instanc
 letters of the zones that offer it: {"region": "us-east-1", "types": {"m5.large": "abcdf"}} means
 us-east-1a, us-east-1b, us-east-1c, us-east-1d and us-east-1f.
 
+Two facts the shared file trims are added to each type from the instance-type data of the moto
+package that file was made from (`moto/ec2/resources/instance_types.json.gz`, found in the test
+virtualenv `scripts/moto.sh` installs, or given as MOTO_INSTANCE_TYPES): `sustainedClockSpeedMhz`
+(ProcessorInfo.SustainedClockSpeedInGhz x 1000, rounded) and `ebsBandwidthMbps`
+(EbsInfo.EbsOptimizedInfo.MaximumBandwidthInMbps, only where EbsOptimizedSupport is `default`), as
+Karpenter's `pkg/providers/instancetype/types.go` (aws/karpenter-provider-aws) reads them for the
+`karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz` and `karpenter.k8s.aws/instance-ebs-bandwidth`
+labels.
+
 Usage: python3 scripts/aws-data.py [SHARED_AWS_DIR]   (default ../shared/data/aws)
 """
+import glob
+import gzip
 import json
 import os
 import shutil
@@ -20,7 +31,27 @@ src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "..", "shared", "
 dst = os.path.join(root, "planner", "engine", "data", "aws")
 os.makedirs(os.path.join(dst, "zones"), exist_ok=True)
 
-shutil.copyfile(os.path.join(src, "instance-types.json"), os.path.join(dst, "instance-types.json"))
+moto = os.environ.get("MOTO_INSTANCE_TYPES") or next(iter(sorted(glob.glob(os.path.expanduser(
+    "~/.cache/dovetail/venv-moto/lib/python*/site-packages/moto/ec2/resources/instance_types.json.gz"
+)))), None)
+if not moto or not os.path.exists(moto):
+    sys.exit("moto's instance_types.json.gz not found: run scripts/moto.sh or set MOTO_INSTANCE_TYPES")
+with gzip.open(moto) as f:
+    raw = json.load(f)
+with open(os.path.join(src, "instance-types.json")) as f:
+    types = json.load(f)
+for t in types["instanceTypes"]:
+    r = raw.get(t["name"], {})
+    ghz = r.get("ProcessorInfo", {}).get("SustainedClockSpeedInGhz")
+    if ghz:
+        t["sustainedClockSpeedMhz"] = int(round(ghz * 1000))
+    ebs = r.get("EbsInfo", {})
+    mbps = ebs.get("EbsOptimizedInfo", {}).get("MaximumBandwidthInMbps")
+    if mbps and ebs.get("EbsOptimizedSupport") == "default":
+        t["ebsBandwidthMbps"] = mbps
+with open(os.path.join(dst, "instance-types.json"), "w") as f:
+    json.dump(types, f, indent=1, ensure_ascii=False)
+    f.write("\n")
 common = os.path.join(root, "common", "data", "aws")
 os.makedirs(common, exist_ok=True)
 name = "on-demand-prices-us-east-1.json"
@@ -29,7 +60,8 @@ with open(os.path.join(src, "README.md")) as f:
     readme = f.read()
 readme += """
 ## In this copy
-`instance-types.json` is unchanged; `on-demand-prices-us-east-1.json` is in `common/data/aws/`
+`instance-types.json` is the shared file with `sustainedClockSpeedMhz` and `ebsBandwidthMbps` added
+from moto's instance-type data (see `scripts/aws-data.py`); `on-demand-prices-us-east-1.json` is in `common/data/aws/`
 (unchanged; `common::ec2::prices` parses it for the planner and the actuator). `zones-by-region.json`
 is split by `scripts/aws-data.py` into `zones/<region>.json`, one file per region mapping each
 instance type to the letters of its zones (`"m5.large": "abcdf"` is us-east-1a, -b, -c, -d and -f),
