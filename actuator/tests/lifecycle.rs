@@ -832,6 +832,8 @@ async fn pod_on(fx: &Fx, name: &str, node: &str, annotations: serde_json::Value,
     let pod = serde_json::from_value(json!({
         "metadata": {"name": name, "annotations": annotations},
         "spec": {"nodeName": node, "terminationGracePeriodSeconds": grace,
+                 // The Fx's Nodes keep their NoExecute startup taint (no agent removes it here).
+                 "tolerations": [{"key": "example.com/agent", "operator": "Exists", "effect": "NoExecute"}],
                  "containers": [{"name": "c", "image": "nginx",
                     "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}
     }))
@@ -953,7 +955,11 @@ async fn a_deleted_node_drains_terminates_its_instance_and_deletes_its_nodeclaim
     let fx = Fx::new().await;
     fx.submit(&["default-n1"]).await;
     fx.worker("w1", None).round().await.expect("round");
-    fx.until("default-n1", ClaimState::Initialized, 60).await;
+    fx.until("default-n1", ClaimState::Registered, 60).await;
+    fx.ctl
+        .pass()
+        .await
+        .expect("a pass after registration (finalizer, tags)");
     let node = fx.node_of("default-n1").await.expect("node");
     let name = node.metadata.name.clone().expect("name");
     assert_eq!(

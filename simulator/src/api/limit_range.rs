@@ -1,10 +1,10 @@
 //! LimitRange admission, as the API server's `LimitRanger` plugin applies it to a pod being
 //! created (the Kubernetes docs "Limit Ranges" and "Configure Default CPU/Memory Requests and
-//! Limits for a Namespace"): for each `type: Container` limit of the namespace's LimitRanges,
-//! a container without a limit for a resource gets the `default` one, and one without a
-//! request gets the `defaultRequest` (which itself defaults to `default`, and `default` to
-//! `max`); then, as the API server's pod defaulting does, a request still missing where a limit
-//! is set is the limit. Validation against `min`/`max` is not simulated.
+//! Limits for a Namespace"): after the pod's own defaulting (a request missing where the
+//! container sets a limit is that limit), for each `type: Container` limit of the namespace's
+//! LimitRanges, a container without a limit for a resource gets the `default` one, and one
+//! without a request gets the `defaultRequest` (which itself defaults to `default`, and
+//! `default` to `max`). Validation against `min`/`max` is not simulated.
 
 use serde_json::{Map, Value};
 
@@ -28,23 +28,37 @@ pub fn admit(pod: &mut Value, ranges: &[Value]) {
         }
     }
     for list in ["initContainers", "containers"] {
-        let Some(cs) = pod["spec"][list].as_array_mut() else {
+        let Some(cs) = pod
+            .get_mut("spec")
+            .and_then(|s| s.get_mut(list))
+            .and_then(Value::as_array_mut)
+        else {
             continue;
         };
         for c in cs {
             let resources = &mut c["resources"];
+            // The pod's own defaulting (a request missing where a limit is set is the limit)
+            // comes before admission; then the namespace's defaults fill what is left.
+            let own = resources["limits"].clone();
+            if let Some(l) = own.as_object() {
+                fill(&mut resources["requests"], l);
+            }
             fill(&mut resources["limits"], &defaults);
             fill(&mut resources["requests"], &default_requests);
             let limits = resources["limits"].clone();
             if let Some(l) = limits.as_object() {
                 fill(&mut resources["requests"], l);
             }
-            for k in ["limits", "requests"] {
-                if resources[k].as_object().is_some_and(Map::is_empty)
-                    && let Some(m) = resources.as_object_mut()
-                {
-                    m.remove(k);
-                }
+            if let Some(m) = resources.as_object_mut() {
+                m.retain(|k, v| {
+                    !matches!(k.as_str(), "limits" | "requests")
+                        || v.as_object().is_some_and(|o| !o.is_empty())
+                });
+            }
+            if c["resources"].as_object().is_some_and(Map::is_empty)
+                && let Some(m) = c.as_object_mut()
+            {
+                m.remove("resources");
             }
         }
     }
