@@ -141,21 +141,23 @@ impl pb::actuator_server::Actuator for ActuatorService {
         let mut results = Vec::new();
         let mut accepted = 0;
         for (key, outcome) in outcomes {
-            let (status, message) = match outcome {
+            let (status, message, claim) = match outcome {
                 Outcome::Accepted { claim } => {
                     accepted += 1;
-                    (ACCEPTED, format!("claim {claim}"))
+                    (ACCEPTED, format!("claim {claim}"), claim)
                 }
                 Outcome::Duplicate { claim } => (
                     DUPLICATE,
                     format!("already recorded as claim {claim}; nothing new done"),
+                    claim,
                 ),
-                Outcome::Rejected { reason } => (REJECTED, reason),
+                Outcome::Rejected { reason } => (REJECTED, reason, String::new()),
             };
             results.push(pb::CommandResult {
                 idempotency_key: key,
                 status: status.to_string(),
                 message,
+                claim,
             });
         }
         let confirm = self.confirm_after.as_secs();
@@ -187,6 +189,7 @@ impl pb::actuator_server::Actuator for ActuatorService {
                 idempotency_key: key,
                 status: status.to_string(),
                 message,
+                claim: String::new(),
             });
         }
         for r in &results {

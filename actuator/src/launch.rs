@@ -84,6 +84,28 @@ pub fn client_token(claim_name: &str, idempotency_key: &str) -> String {
         .collect()
 }
 
+/// Kubernetes' name-suffix alphabet (`k8s.io/apimachinery/pkg/util/rand`: no vowels, no
+/// confusable characters), which `generateName` draws from.
+const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// A NodeClaim name of Karpenter's shape, `<nodepool>-<5 characters>` (Karpenter creates
+/// NodeClaims with `generateName: <nodepool>-`, `pkg/controllers/provisioning/scheduling/
+/// nodeclaimtemplate.go`), with the suffix derived from `seed` instead of drawn at random, so
+/// that a replica repeating the step picks the same name. Used where a command's own name
+/// cannot be used: a claim launched again after the one before it is gone, and disruption
+/// replacements, whose pods would otherwise give them the name of the claim they replace.
+pub fn generated_name(node_pool: &str, seed: &str) -> String {
+    let digest = Sha256::digest(seed.as_bytes());
+    let mut h = u64::from_le_bytes(digest[..8].try_into().unwrap_or([0; 8]));
+    let n = NAME_ALPHABET.len() as u64;
+    let mut suffix = String::with_capacity(5);
+    for _ in 0..5 {
+        suffix.push(char::from(NAME_ALPHABET[(h % n) as usize]));
+        h /= n;
+    }
+    format!("{node_pool}-{suffix}")
+}
+
 // === impl LaunchSpec ===
 
 impl LaunchSpec {

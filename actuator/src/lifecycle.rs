@@ -6,10 +6,12 @@
 //! - After the launch a [`Controller`] pass, every [`Options::interval`], compares each claim of
 //!   the ledger with its NodeClaim and its Node and takes the next step:
 //!   `launched` → status `Launched` (providerID, imageID, capacity, allocatable, offering
-//!   labels) → [`registration`] (`registered`) → [`initialization`] (`initialized`);
+//!   labels) → [`registration`] (`registered`; the instance then [`tagging`]) →
+//!   [`initialization`] (`initialized`);
 //!   [`liveness`] (no Node within the registration timeout → `terminating` → `failed`);
-//!   a NodeClaim deleted by a user → [`termination`] (`terminating` → `terminated`, finalizer
-//!   released); a terminal claim's leftover NodeClaim is removed.
+//!   a NodeClaim or a Node deleted by a user → [`termination`] (`terminating` → `terminated`,
+//!   finalizers released); a terminal claim's leftover NodeClaim is removed.
+//! - A NodeClaim a user created is recorded for launch like the planner's ([`adopt`]).
 //! - Garbage collection ([`gc`]) runs from the same loop.
 //!
 //! Each step leases the one claim it changes ([`Ledger::acquire_claim`], under its own lease
@@ -23,12 +25,14 @@
 //! in the hooked states each round and writes a history entry for each that has nothing to do,
 //! so resting `initialized` claims would fill the history and the batch (starving new launches).
 
+pub mod adopt;
 pub mod drain;
 pub mod gc;
 pub mod initialization;
 pub mod liveness;
 pub mod nodeclaim;
 pub mod registration;
+pub mod tagging;
 pub mod termination;
 
 use std::collections::BTreeMap;
@@ -293,20 +297,48 @@ impl Controller {
             .map_err(kube_err("listing Nodes".into()))?
             .items;
         let mut pass = Pass::default();
+        match self.adopt(&ncs, &claims).await {
+            Ok(names) => {
+                for n in names {
+                    pass.steps.push((n, ClaimState::Requested));
+                }
+            }
+            Err(e) => pass
+                .errors
+                .push(("user NodeClaims".into(), nodeclaim::error_chain(&e))),
+        }
         for claim in &claims {
             let nc = ncs.get(&claim.name);
-            let node = claim.instance.as_ref().and_then(|i| {
-                nodes.iter().find(|n| {
-                    provider_id(n) == Some(i.provider_id.as_str())
-                        && n.metadata.deletion_timestamp.is_none()
-                })
-            });
+            let of_claim = |n: &&Node| {
+                claim
+                    .instance
+                    .as_ref()
+                    .is_some_and(|i| provider_id(n) == Some(i.provider_id.as_str()))
+            };
+            let node = nodes
+                .iter()
+                .filter(of_claim)
+                .find(|n| n.metadata.deletion_timestamp.is_none());
+            // `kubectl delete node`: held by the termination finalizer (see [`termination`]).
+            let node_deleted = nodes
+                .iter()
+                .filter(of_claim)
+                .find(|n| n.metadata.deletion_timestamp.is_some() && termination::has_finalizer(n));
             let r = match claim.state {
                 ClaimState::Requested if nc.is_some_and(deleting) => {
                     self.begin_termination(claim, Cause::Deleted, "NodeClaim deleted before launch")
                         .await
                 }
                 ClaimState::Requested | ClaimState::Launching => Ok(None),
+                ClaimState::Launched | ClaimState::Registered | ClaimState::Initialized
+                    if node_deleted.is_some() =>
+                {
+                    let msg = format!(
+                        "Node {} deleted",
+                        node_deleted.map(node_name).unwrap_or_default()
+                    );
+                    self.begin_termination(claim, Cause::Deleted, &msg).await
+                }
                 ClaimState::Launched | ClaimState::Registered | ClaimState::Initialized => {
                     self.step(claim, nc, node).await
                 }
@@ -395,6 +427,12 @@ impl Controller {
             return self
                 .begin_termination(claim, Cause::Deleted, "NodeClaim deleted")
                 .await;
+        }
+        if let Some(node) = node
+            && claim.state != ClaimState::Launched
+        {
+            self.ensure_node_finalizer(node).await?;
+            self.tag_instance(claim, nc, node).await?;
         }
         match claim.state {
             ClaimState::Launched => {
@@ -742,12 +780,17 @@ impl Controller {
                 .await
                 .map_err(kube_err("listing Nodes".into()))?
                 .items;
-            // Drain first (every path that deletes a NodeClaim comes through here), unless the
-            // history says this termination drained already.
-            if let Some(node) = nodes.iter().find(|n| {
-                provider_id(n) == Some(inst.provider_id.as_str())
-                    && n.metadata.deletion_timestamp.is_none()
-            }) {
+            let of_claim: Vec<&Node> = nodes
+                .iter()
+                .filter(|n| provider_id(n) == Some(inst.provider_id.as_str()))
+                .collect();
+            // Drain first (every path that deletes a NodeClaim or a Node comes through here),
+            // unless the history says this termination drained already.
+            if let Some(node) = of_claim
+                .iter()
+                .find(|n| n.metadata.deletion_timestamp.is_none())
+                .or(of_claim.first())
+            {
                 let progress = drain::Progress::of(&self.ledger.events(name).await?);
                 if !progress.done {
                     let grace = nc
@@ -766,10 +809,10 @@ impl Controller {
                     }
                 }
             }
-            for n in nodes.iter().filter(|n| {
-                provider_id(n) == Some(inst.provider_id.as_str())
-                    && n.metadata.deletion_timestamp.is_none()
-            }) {
+            for n in of_claim
+                .iter()
+                .filter(|n| n.metadata.deletion_timestamp.is_none())
+            {
                 let node = node_name(n);
                 match self.nodes().delete(&node, &DeleteParams::default()).await {
                     Ok(_) => tracing::info!(claim = %name, %node, "Deleted the Node"),
@@ -815,6 +858,8 @@ impl Controller {
                 Err(cloud::Error::NotFound { .. }) => {}
                 Err(e) => return Err(cloud_err(format!("terminating instance {pid}"))(e)),
             }
+            // The instance is gone: its Nodes may go too.
+            self.release_nodes(&of_claim).await?;
         }
         if let Some(nc) = &nc {
             self.release_nodeclaim(nc).await?;

@@ -231,6 +231,19 @@ impl CloudProvider for StandIn {
         }
     }
 
+    async fn tag(&self, provider_id: &ProviderId, tags: &cloud::Tags) -> Result<()> {
+        let mut s = self.lock();
+        match s.instances.get_mut(provider_id.instance_id()) {
+            Some(i) => {
+                i.tags.extend(tags.clone());
+                self.save(&s)
+            }
+            None => Err(Error::NotFound {
+                provider_id: provider_id.to_string(),
+            }),
+        }
+    }
+
     async fn instance_types(&self) -> Result<Catalog> {
         Ok(Catalog::default())
     }

@@ -323,6 +323,12 @@ fn details(events: &[ledger::Event]) -> Vec<String> {
     events.iter().map(|e| e.detail.clone()).collect()
 }
 
+/// The ledger name of a disruption's replacement: generated from its key, as Karpenter's
+/// `generateName: <nodepool>-` gives each NodeClaim a fresh name.
+fn replacement(key: &str, attempt: u32) -> String {
+    actuator::launch::generated_name("default", &format!("{key}/a{attempt}/r0"))
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_underutilized_replacement_is_confirmed_then_taints_launches_drains_and_terminates() {
     let fx = Fx::new(json!([{"nodes": "10%"}])).await;
@@ -374,7 +380,13 @@ async fn an_underutilized_replacement_is_confirmed_then_taints_launches_drains_a
         !fx.node_tainted(&node_name).await,
         "nothing done before confirmation"
     );
-    assert!(fx.ledger.claim("default-r1").await.expect("read").is_none());
+    assert!(
+        fx.ledger
+            .claim(&replacement("disrupt-u1", 1))
+            .await
+            .expect("read")
+            .is_none()
+    );
 
     // Seen again 10 s later (plan clock): still waiting.
     let r = fx.submit(T0 + 10, cmd()).await;
@@ -399,7 +411,10 @@ async fn an_underutilized_replacement_is_confirmed_then_taints_launches_drains_a
         fx.node_tainted(&node_name).await,
         "tainted before the replacement launches"
     );
-    assert_eq!(fx.state("default-r1").await, ClaimState::Requested);
+    assert_eq!(
+        fx.state(&replacement("disrupt-u1", 1)).await,
+        ClaimState::Requested
+    );
     let r = fx.submit(T0 + 20, cmd()).await;
     assert_eq!(r[0].status, "Duplicate", "executing: {:?}", r[0]);
 
@@ -450,7 +465,11 @@ async fn an_underutilized_replacement_is_confirmed_then_taints_launches_drains_a
         d.iter().filter(|x| x.starts_with(drain::STARTED)).count(),
         1
     );
-    let r_events = fx.ledger.events("default-r1").await.expect("events");
+    let r_events = fx
+        .ledger
+        .events(&replacement("disrupt-u1", 1))
+        .await
+        .expect("events");
     let r_init = r_events
         .iter()
         .find(|e| e.to == ClaimState::Initialized)
@@ -487,7 +506,10 @@ async fn an_underutilized_replacement_is_confirmed_then_taints_launches_drains_a
                     cloud::InstanceState::Terminated | cloud::InstanceState::ShuttingDown
                 ))
     );
-    let r_node = fx.node_of("default-r1").await.expect("replacement node");
+    let r_node = fx
+        .node_of(&replacement("disrupt-u1", 1))
+        .await
+        .expect("replacement node");
     let r_name = r_node.metadata.name.clone().expect("name");
     fx.until("the pods running on the replacement", 20, || async {
         fx.pods_on(&r_name)
@@ -648,9 +670,12 @@ async fn past_the_termination_grace_period_the_pods_a_pdb_holds_are_deleted() {
         fx.state("default-g1").await == ClaimState::Terminated
     })
     .await;
+    // Held by the PDB until the deadline is within the pod's own grace period (30 s, the
+    // default), then deleted so that it is gone by the deadline (Karpenter's
+    // `needsForceDelete`, `pkg/controllers/node/termination/terminator/eviction.go`).
     assert!(
-        started.elapsed() >= Duration::from_secs(60),
-        "the PDB held the pod for the grace period, not {:?}",
+        started.elapsed() >= Duration::from_secs(30),
+        "the PDB held the pod until the deadline minus its grace period, not {:?}",
         started.elapsed()
     );
     let events = details(&fx.ledger.events("default-g1").await.expect("events"));
@@ -703,7 +728,10 @@ async fn a_failed_replacement_aborts_the_disruption_and_untaints() {
         fx.disruption_state("disrupt-f1").await == DisruptionState::Aborted
     })
     .await;
-    assert_eq!(fx.state("default-fr1").await, ClaimState::Failed);
+    assert_eq!(
+        fx.state(&replacement("disrupt-f1", 1)).await,
+        ClaimState::Failed
+    );
     assert!(!fx.node_tainted(&node_name).await, "the taint is removed");
     assert_eq!(
         fx.state("default-f1").await,
@@ -719,7 +747,13 @@ async fn a_failed_replacement_aborts_the_disruption_and_untaints() {
         .expect("read")
         .expect("d");
     let why = d.failure_reason.unwrap_or_default();
-    assert!(why.contains("replacement default-fr1 failed"), "{why}");
+    assert!(
+        why.contains(&format!(
+            "replacement {} failed",
+            replacement("disrupt-f1", 1)
+        )),
+        "{why}"
+    );
     let steps: Vec<DisruptionState> = fx
         .ledger
         .disruption_events("disrupt-f1")
@@ -751,7 +785,10 @@ async fn a_failed_replacement_aborts_the_disruption_and_untaints() {
         fx.disruption_state("disrupt-f1").await == DisruptionState::Done
     })
     .await;
-    assert_eq!(fx.state("default-fr1-2").await, ClaimState::Initialized);
+    assert_eq!(
+        fx.state(&replacement("disrupt-f1", 2)).await,
+        ClaimState::Initialized
+    );
     assert_eq!(fx.state("default-f1").await, ClaimState::Terminated);
     fx.finish().await;
 }

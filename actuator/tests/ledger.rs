@@ -30,6 +30,7 @@ both_backends!(
     submit_accepts_once_then_reports_duplicates,
     stale_plans_are_rejected_with_a_reason,
     claim_names_are_unique_across_keys,
+    a_command_whose_claim_is_gone_launches_again_under_a_new_name,
     leases_are_exclusive_and_expire,
     transitions_record_instances_and_history,
     retries_release_the_lease_until_their_time,
@@ -423,4 +424,90 @@ async fn history_is_append_only_sqlite() {
     let db = TestDb::sqlite();
     history_is_append_only(&db).await;
     db.drop().await;
+}
+
+/// Ends a claim (`requested` → `failed`), as a NodeClaim deleted before its pods bound does.
+async fn end(l: &dyn Ledger, name: &str, at: i64) {
+    l.acquire_claim("w1", name, at, 1_000)
+        .await
+        .expect("lease")
+        .expect("leased");
+    l.transition(
+        &Transition::new(
+            name,
+            "w1",
+            ClaimState::Requested,
+            ClaimState::Failed,
+            "gone",
+        ),
+        at,
+    )
+    .await
+    .expect("fail");
+}
+
+/// A claim that is gone never blocks a new one for the same pods: the planner proposes the
+/// same claim again (same content, same idempotency key, same name) while its pods are still
+/// pending, and Karpenter would create a new NodeClaim with a fresh name (`generateName:
+/// <nodepool>-`, `pkg/controllers/provisioning/scheduling/nodeclaimtemplate.go` of
+/// kubernetes-sigs/karpenter). Each launch of the key gets its own name; a live one still
+/// makes the key a duplicate; a name held by a live claim of another key still refuses.
+async fn a_command_whose_claim_is_gone_launches_again_under_a_new_name(l: &dyn Ledger) {
+    let first = l
+        .submit(&plan("plan-1", &[], &["a"]), 10)
+        .await
+        .expect("submit");
+    assert_eq!(accepted(&first), 1, "{first:?}");
+    end(l, "a", 20).await;
+
+    let again = l
+        .submit(&plan("plan-2", &[], &["a"]), 30)
+        .await
+        .expect("submit");
+    let Outcome::Accepted { claim: second } = &again[0].1 else {
+        panic!("accepted again, got {again:?}");
+    };
+    assert_ne!(second, "a", "a fresh name");
+    assert_eq!(again[0].0, first[0].0, "reported under the command's key");
+    let c = l.claim(second).await.expect("read").expect("claim");
+    assert_eq!(c.state, ClaimState::Requested);
+    assert_eq!(c.spec.name, *second);
+    assert_ne!(
+        c.client_token,
+        l.claim("a").await.expect("read").expect("a").client_token
+    );
+    // While the new claim lives, the key is a duplicate of it.
+    let dup = l
+        .submit(&plan("plan-3", &[second.as_str()], &["a"]), 40)
+        .await
+        .expect("submit");
+    assert_eq!(
+        dup[0].1,
+        Outcome::Duplicate {
+            claim: second.clone()
+        }
+    );
+
+    // Gone again: a third name.
+    end(l, second, 50).await;
+    let third = l
+        .submit(&plan("plan-4", &[], &["a"]), 60)
+        .await
+        .expect("submit");
+    let Outcome::Accepted { claim: third } = &third[0].1 else {
+        panic!("accepted a third time, got {third:?}");
+    };
+    assert!(third != "a" && third != second, "{third}");
+
+    // Another key whose planned name is a gone claim's: accepted under a generated name.
+    let mut other = plan("plan-5", &[third.as_str()], &["a"]);
+    other.launches[0].idempotency_key = "another-key".into();
+    let o = l.submit(&other, 70).await.expect("submit");
+    let Outcome::Accepted { claim: fourth } = &o[0].1 else {
+        panic!("accepted, got {o:?}");
+    };
+    assert!(
+        !["a", second.as_str(), third.as_str()].contains(&fourth.as_str()),
+        "{fourth}"
+    );
 }

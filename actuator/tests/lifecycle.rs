@@ -61,6 +61,9 @@ impl CloudProvider for Witness {
     async fn delete(&self, p: &ProviderId) -> cloud::Result<()> {
         CloudProvider::delete(&self.sim, p).await
     }
+    async fn tag(&self, p: &ProviderId, tags: &cloud::Tags) -> cloud::Result<()> {
+        self.sim.tag(p, tags).await
+    }
     async fn instance_types(&self) -> cloud::Result<cloud::Catalog> {
         self.sim.instance_types().await
     }
@@ -762,5 +765,328 @@ async fn a_nodeclaim_removed_by_hand_is_recreated_and_its_instance_kept() {
             .all(|i| i.state != InstanceState::Terminated && i.state != InstanceState::ShuttingDown)
     );
     fx.until("default-r1", ClaimState::Registered, 30).await;
+    fx.finish().await;
+}
+
+/// An instance a crashed launch left with only the cluster, NodePool and EC2NodeClass tags (no
+/// `karpenter.sh/nodeclaim`) is still this cluster's: garbage collection terminates it after
+/// the grace period, as Karpenter's does for any instance of the cluster without a NodeClaim
+/// (aws/karpenter-provider-aws `pkg/controllers/nodeclaim/garbagecollection/controller.go`,
+/// instances listed by `pkg/providers/instance/instance.go` `List`).
+#[tokio::test(start_paused = true)]
+async fn gc_terminates_a_leaked_instance_without_a_nodeclaim_tag() {
+    let fx = Fx::new().await;
+    fx.submit(&["default-u1"]).await;
+    fx.worker("w1", None).round().await.expect("round");
+    fx.until("default-u1", ClaimState::Registered, 30).await;
+    let offering = cloud::OfferingKey {
+        instance_type: "m5.large".into(),
+        zone: "us-east-1a".into(),
+        capacity_type: cloud::CapacityType::OnDemand,
+    };
+    let leaked = fx
+        .sim
+        .cloud()
+        .leak(
+            &offering,
+            cloud::Tags::from([
+                (
+                    format!("kubernetes.io/cluster/{CLUSTER}"),
+                    "owned".to_string(),
+                ),
+                (cloud::TAG_NODEPOOL.to_string(), "default".to_string()),
+                (cloud::TAG_NODECLASS.to_string(), "default".to_string()),
+            ]),
+        )
+        .expect("leak");
+    let r = gc::collect(&fx.ctl).await.expect("gc");
+    assert!(r.terminated.is_empty(), "within the grace period: {r:?}");
+    tokio::time::sleep(Duration::from_secs(5 * 60)).await;
+    let r = gc::collect(&fx.ctl).await.expect("gc");
+    assert_eq!(r.terminated, [leaked.id.as_str()]);
+    let mine = fx
+        .ledger
+        .claim("default-u1")
+        .await
+        .expect("read")
+        .expect("claim")
+        .instance
+        .expect("instance")
+        .instance_id;
+    let state = |id: &str| {
+        fx.instances()
+            .into_iter()
+            .find(|i| i.id == id)
+            .map(|i| i.state)
+    };
+    assert_eq!(state(&leaked.id), Some(InstanceState::ShuttingDown));
+    assert_eq!(state(&mine), Some(InstanceState::Running), "owned");
+    fx.finish().await;
+}
+
+fn pods(fx: &Fx) -> Api<k8s_openapi::api::core::v1::Pod> {
+    Api::namespaced(fx.client.clone(), "default")
+}
+
+async fn pod_on(fx: &Fx, name: &str, node: &str, annotations: serde_json::Value, grace: i64) {
+    let pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": grace,
+                 // The Fx's Nodes keep their NoExecute startup taint (no agent removes it here).
+                 "tolerations": [{"key": "example.com/agent", "operator": "Exists", "effect": "NoExecute"}],
+                 "containers": [{"name": "c", "image": "nginx",
+                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}
+    }))
+    .expect("pod");
+    pods(fx)
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("create pod");
+}
+
+async fn pod_exists(fx: &Fx, name: &str) -> bool {
+    pods(fx).get_opt(name).await.expect("get pod").is_some()
+}
+
+/// Deleting a NodeClaim honours `karpenter.sh/do-not-disrupt` and the NodePool's
+/// `terminationGracePeriod`, as Karpenter's termination controller does
+/// (`pkg/controllers/node/termination/controller.go`, `terminator/eviction.go`,
+/// `pkg/utils/pod/scheduling.go` `IsEvictable` of kubernetes-sigs/karpenter; its
+/// `suite_test.go` "should not evict pods that have the do-not-disrupt annotation" and "should
+/// delete pods with do-not-disrupt once the terminationGracePeriod is near"): the plain pod is
+/// evicted at once, the do-not-disrupt pods (`true`, and a duration longer than the test) stay
+/// Running until the deadline is within their own `terminationGracePeriodSeconds`, then they
+/// are deleted and the instance terminated.
+#[tokio::test(start_paused = true)]
+async fn deleting_a_nodeclaim_waits_for_do_not_disrupt_pods_until_the_termination_grace_period() {
+    let fx = Fx::new().await;
+    Api::<NodePool>::all(fx.client.clone())
+        .patch(
+            "default",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"template": {"spec": {"terminationGracePeriod": "3m"}}}}),
+            ),
+        )
+        .await
+        .expect("set terminationGracePeriod");
+    fx.submit(&["default-t1"]).await;
+    fx.worker("w1", None).round().await.expect("round");
+    fx.until("default-t1", ClaimState::Registered, 30).await;
+    let node = fx.node_of("default-t1").await.expect("node");
+    let node_name = node.metadata.name.clone().expect("name");
+    pod_on(&fx, "plain", &node_name, json!({}), 30).await;
+    pod_on(
+        &fx,
+        "kept",
+        &node_name,
+        json!({"karpenter.sh/do-not-disrupt": "true"}),
+        60,
+    )
+    .await;
+    pod_on(
+        &fx,
+        "kept-1h",
+        &node_name,
+        json!({"karpenter.sh/do-not-disrupt": "1h"}),
+        30,
+    )
+    .await;
+
+    fx.nodeclaims()
+        .delete("default-t1", &DeleteParams::default())
+        .await
+        .expect("delete");
+    // Two minutes: past the plain pod's eviction, before either deadline.
+    for _ in 0..115 {
+        let p = fx.ctl.pass().await.expect("pass");
+        assert!(p.errors.is_empty(), "{:?}", p.errors);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert!(!pod_exists(&fx, "plain").await, "evicted");
+    assert!(pod_exists(&fx, "kept").await, "do-not-disrupt: true");
+    assert!(pod_exists(&fx, "kept-1h").await, "do-not-disrupt: 1h");
+    assert_eq!(fx.state("default-t1").await, ClaimState::Terminating);
+    let live = fx
+        .instances()
+        .into_iter()
+        .filter(|i| i.state == InstanceState::Running)
+        .count();
+    assert_eq!(live, 1, "the instance runs while the pods are kept");
+    // The 60 s pod goes first, at the deadline minus 60 s; then the other; then the instance.
+    fx.until("default-t1", ClaimState::Terminated, 90).await;
+    assert!(!pod_exists(&fx, "kept").await);
+    assert!(!pod_exists(&fx, "kept-1h").await);
+    let events: Vec<String> = fx
+        .ledger
+        .events("default-t1")
+        .await
+        .expect("events")
+        .into_iter()
+        .map(|e| e.detail)
+        .collect();
+    assert!(
+        events.iter().any(|d| d == "drain: evicted default/plain"),
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|d| d == "drain: deleted after terminationGracePeriod default/kept"),
+        "{events:?}"
+    );
+    let live: Vec<_> = fx
+        .instances()
+        .into_iter()
+        .filter(|i| i.state != InstanceState::Terminated)
+        .collect();
+    assert!(live.is_empty(), "{live:?}");
+    fx.finish().await;
+}
+
+/// `kubectl delete node` is durable: registration puts Karpenter's `karpenter.sh/termination`
+/// finalizer on the Node (`pkg/controllers/nodeclaim/lifecycle/registration.go`), so the
+/// deletion only marks it; the claim terminates (drain, instance terminated, NodeClaim
+/// deleted) and the finalizer comes off once the instance is gone
+/// (`pkg/controllers/node/termination/controller.go`, its `suite_test.go` "should delete
+/// nodes" and "should not race if deleting nodes in parallel").
+#[tokio::test(start_paused = true)]
+async fn a_deleted_node_drains_terminates_its_instance_and_deletes_its_nodeclaim() {
+    let fx = Fx::new().await;
+    fx.submit(&["default-n1"]).await;
+    fx.worker("w1", None).round().await.expect("round");
+    fx.until("default-n1", ClaimState::Registered, 60).await;
+    fx.ctl
+        .pass()
+        .await
+        .expect("a pass after registration (finalizer, tags)");
+    let node = fx.node_of("default-n1").await.expect("node");
+    let name = node.metadata.name.clone().expect("name");
+    assert_eq!(
+        node.metadata.finalizers.clone().unwrap_or_default(),
+        ["karpenter.sh/termination"]
+    );
+    // The instance carries its Node's name (aws/karpenter-provider-aws
+    // `pkg/controllers/nodeclaim/tagging/controller.go`), and the NodeClaim says so.
+    let pid = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.provider_id.clone())
+        .expect("providerID");
+    let inst = fx
+        .instances()
+        .into_iter()
+        .find(|i| i.provider_id.to_string() == pid)
+        .expect("instance");
+    assert_eq!(inst.tags.get("Name"), Some(&name), "{:?}", inst.tags);
+    assert_eq!(
+        inst.tags.get("eks:eks-cluster-name").map(String::as_str),
+        Some(CLUSTER)
+    );
+    let nc = fx.nodeclaims().get("default-n1").await.expect("nodeclaim");
+    assert_eq!(
+        label(&nc.metadata.annotations, "karpenter.k8s.aws/tagged"),
+        Some("true")
+    );
+    pod_on(&fx, "web", &name, json!({}), 30).await;
+    fx.nodes()
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("kubectl delete node");
+    let held = fx.nodes().get(&name).await.expect("held by the finalizer");
+    assert!(held.metadata.deletion_timestamp.is_some());
+    fx.until("default-n1", ClaimState::Terminated, 60).await;
+    assert!(!pod_exists(&fx, "web").await, "drained");
+    assert!(fx.nodes().get_opt(&name).await.expect("get").is_none());
+    assert!(
+        fx.nodeclaims()
+            .get_opt("default-n1")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    let live: Vec<_> = fx
+        .instances()
+        .into_iter()
+        .filter(|i| i.state != InstanceState::Terminated)
+        .collect();
+    assert!(live.is_empty(), "{live:?}");
+    // Nothing registers it again.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(
+        fx.nodes()
+            .list(&Default::default())
+            .await
+            .expect("nodes")
+            .items
+            .is_empty()
+    );
+    fx.finish().await;
+}
+
+/// A NodeClaim created by a user is launched like any other, as Karpenter's lifecycle
+/// controller launches every NodeClaim (`pkg/controllers/nodeclaim/lifecycle/launch.go`; its
+/// `suite_test.go` "should launch an instance when a new NodeClaim is created"): recorded in the
+/// ledger under its own name, given the termination finalizer, launched into an offering its
+/// requirements allow, and taken through Launched and Registered.
+#[tokio::test(start_paused = true)]
+async fn a_nodeclaim_created_by_a_user_is_launched_like_any_other() {
+    let fx = Fx::new().await;
+    let nc: NodeClaim = serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "handmade", "labels": {"karpenter.sh/nodepool": "default", "team": "ops"}},
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m5.xlarge"]},
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+            ]
+        }
+    }))
+    .expect("nodeclaim");
+    fx.nodeclaims()
+        .create(&PostParams::default(), &nc)
+        .await
+        .expect("kubectl apply");
+    let p = fx.ctl.pass().await.expect("pass");
+    assert!(p.errors.is_empty(), "{:?}", p.errors);
+    assert_eq!(p.steps, [("handmade".to_string(), ClaimState::Requested)]);
+    let claim = fx
+        .ledger
+        .claim("handmade")
+        .await
+        .expect("read")
+        .expect("recorded");
+    assert_eq!(claim.spec.node_pool, "default");
+    assert_eq!(claim.spec.instance_types[0], "m5.large", "cheapest first");
+    let nc = fx.nodeclaims().get("handmade").await.expect("nodeclaim");
+    assert_eq!(
+        nc.metadata.finalizers.clone().unwrap_or_default(),
+        ["karpenter.sh/termination"]
+    );
+    assert_eq!(
+        condition(&nc, "Launched"),
+        Some((ConditionStatus::Unknown, "AwaitingReconciliation".into()))
+    );
+    // A second pass records nothing twice.
+    let p = fx.ctl.pass().await.expect("pass");
+    assert!(p.steps.is_empty(), "{:?}", p.steps);
+
+    assert_eq!(fx.worker("w1", None).round().await.expect("round"), 1);
+    fx.until("handmade", ClaimState::Registered, 30).await;
+    let nc = fx.nodeclaims().get("handmade").await.expect("nodeclaim");
+    assert_eq!(
+        condition(&nc, "Launched").map(|c| c.0),
+        Some(ConditionStatus::True)
+    );
+    assert_eq!(label(&nc.metadata.labels, "team"), Some("ops"));
+    let inst = fx
+        .instances()
+        .into_iter()
+        .find(|i| i.tags.get("karpenter.sh/nodeclaim").map(String::as_str) == Some("handmade"))
+        .expect("an instance for the user's NodeClaim");
+    assert_eq!(inst.instance_type, "m5.large");
+    let node = fx.node_of("handmade").await.expect("its Node");
+    assert_eq!(label(&node.metadata.labels, "team"), Some("ops"));
     fx.finish().await;
 }

@@ -43,6 +43,8 @@ pub const TAG_NODECLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
 pub const TAG_CLUSTER_PREFIX: &str = "kubernetes.io/cluster/";
 /// Tag key carrying the EKS cluster name.
 pub const TAG_EKS_CLUSTER_NAME: &str = "eks:eks-cluster-name";
+/// Tag key of the instance's Node name (EC2's console name).
+pub const TAG_NAME: &str = "Name";
 
 /// Key/value tags on an instance.
 pub type Tags = BTreeMap<String, String>;
@@ -325,6 +327,20 @@ pub trait CloudProvider: Send + Sync {
     /// [`Error::NotFound`] when it does not exist or is already terminated (callers treat that
     /// as done), [`Error::Throttled`], [`Error::Unavailable`].
     async fn delete(&self, provider_id: &ProviderId) -> Result<()>;
+
+    /// Adds (or overwrites) tags on an instance, as EC2's CreateTags: the lifecycle tags each
+    /// instance with its Node's name once it registers (`Name`, Karpenter's tagging
+    /// controller). Providers without tags keep this default, which says so.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::InvalidRequest`] from providers without tags,
+    /// [`Error::Throttled`], [`Error::Unavailable`].
+    async fn tag(&self, provider_id: &ProviderId, tags: &Tags) -> Result<()> {
+        let _ = tags;
+        Err(Error::InvalidRequest {
+            reason: format!("this cloud provider does not tag instances ({provider_id})"),
+        })
+    }
 
     /// Instance types with their offerings and current prices. An offering currently out of
     /// capacity has `available: false` when the provider knows it.

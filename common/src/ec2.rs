@@ -82,6 +82,14 @@ pub struct InstanceTypeInfo {
     /// Other accelerators (Inferentia, Trainium, ...).
     #[serde(default)]
     pub accelerators: Vec<Accelerator>,
+    /// Sustained CPU clock speed in MHz (`ProcessorInfo.SustainedClockSpeedInGhz` × 1000,
+    /// rounded), when EC2 reports one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sustained_clock_speed_mhz: Option<i64>,
+    /// Maximum EBS bandwidth in Mbit/s (`EbsInfo.EbsOptimizedInfo.MaximumBandwidthInMbps`), for
+    /// types that are EBS-optimized by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ebs_bandwidth_mbps: Option<i64>,
 }
 
 /// A network card of an instance type.
@@ -301,6 +309,16 @@ fn labels_of(info: &InstanceTypeInfo, arch: &str, region: &str) -> Labels {
         labels::INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED,
         info.encryption_in_transit.to_string(),
     );
+    // As Karpenter's `pkg/providers/instancetype/types.go` (aws/karpenter-provider-aws).
+    if let Some(mhz) = info.sustained_clock_speed_mhz {
+        put(
+            labels::INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ,
+            mhz.to_string(),
+        );
+    }
+    if let Some(mbps) = info.ebs_bandwidth_mbps {
+        put(labels::INSTANCE_EBS_BANDWIDTH, mbps.to_string());
+    }
     if let Some(mbps) = network_bandwidth_mbps(info) {
         put(labels::INSTANCE_NETWORK_BANDWIDTH, mbps.to_string());
     }

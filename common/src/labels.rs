@@ -43,6 +43,9 @@ pub const INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED: &str =
     "karpenter.k8s.aws/instance-encryption-in-transit-supported";
 /// `karpenter.k8s.aws/instance-network-bandwidth` (baseline Mbit/s).
 pub const INSTANCE_NETWORK_BANDWIDTH: &str = "karpenter.k8s.aws/instance-network-bandwidth";
+/// `karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz` (MHz).
+pub const INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ: &str =
+    "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz";
 /// `karpenter.k8s.aws/instance-ebs-bandwidth` (Mbit/s).
 pub const INSTANCE_EBS_BANDWIDTH: &str = "karpenter.k8s.aws/instance-ebs-bandwidth";
 /// `karpenter.k8s.aws/instance-local-nvme` (GB of local NVMe storage).

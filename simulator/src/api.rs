@@ -2,8 +2,11 @@
 //! HTTP front that `kube`, `kubectl --server` and the official Python client use unchanged.
 
 pub mod error;
+pub mod events;
 pub mod eviction;
+pub mod graceful;
 pub mod kinds;
+pub mod limit_range;
 pub mod openapi;
 pub mod patch;
 pub mod selectors;

@@ -592,6 +592,19 @@ impl CloudProvider for SimCloud {
         self.terminate(provider_id)
     }
 
+    async fn tag(&self, provider_id: &ProviderId, tags: &cloud::Tags) -> Result<()> {
+        self.gate()?;
+        if self.update_instance(provider_id.instance_id(), |i| {
+            i.tags.extend(tags.clone());
+        }) {
+            Ok(())
+        } else {
+            Err(Error::NotFound {
+                provider_id: provider_id.to_string(),
+            })
+        }
+    }
+
     async fn instance_types(&self) -> Result<Catalog> {
         self.gate()?;
         let s = self.lock();

@@ -1,7 +1,8 @@
 //! The in-process controllers that make the simulated cluster behave like a real one: the
 //! simulated kubelet ([`kubelet`]), the workload controllers ([`workloads`]: Deployments,
-//! PodDisruptionBudget status, pod garbage collection) and a minimal kube-scheduler
-//! ([`scheduler`]).
+//! PodDisruptionBudget status, pod garbage collection), a minimal kube-scheduler
+//! ([`scheduler`]), the NoExecute taint manager ([`taint_manager`]) and graceful pod
+//! termination ([`termination`]).
 //!
 //! Every controller is level-triggered: it reads the whole store and the cloud, converges, and
 //! sleeps until something changes. Writes that change nothing are not recorded, so the loops
@@ -10,6 +11,8 @@
 pub mod ec2_kubelet;
 pub mod kubelet;
 pub mod scheduler;
+pub mod taint_manager;
+pub mod termination;
 pub mod workloads;
 
 use std::sync::Arc;

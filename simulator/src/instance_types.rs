@@ -63,6 +63,10 @@ struct RawType {
     network_cards: Vec<RawCard>,
     #[serde(default)]
     gpus: Vec<RawGpu>,
+    #[serde(default)]
+    sustained_clock_speed_mhz: Option<i64>,
+    #[serde(default)]
+    ebs_bandwidth_mbps: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -210,6 +214,10 @@ pub struct Ec2Facts {
     pub ipv4_per_interface: i64,
     /// GPUs: `(manufacturer, name, count)`.
     pub gpus: Vec<(String, String, i64)>,
+    /// Sustained clock speed in MHz (DescribeInstanceTypes reports GHz).
+    pub sustained_clock_speed_mhz: Option<i64>,
+    /// Maximum EBS bandwidth in Mbit/s of a type EBS-optimized by default.
+    pub ebs_bandwidth_mbps: Option<i64>,
 }
 
 /// The EC2 facts of `name`, when the project's data has the type.
@@ -241,6 +249,8 @@ pub fn ec2_facts(name: &str) -> Option<Ec2Facts> {
                             .into_iter()
                             .map(|g| (g.manufacturer, g.name, g.count))
                             .collect(),
+                        sustained_clock_speed_mhz: r.sustained_clock_speed_mhz,
+                        ebs_bandwidth_mbps: r.ebs_bandwidth_mbps,
                     };
                     (r.name, facts)
                 })

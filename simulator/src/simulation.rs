@@ -343,12 +343,20 @@ fn seed(store: &Store) -> Result<()> {
 
 async fn run_controllers(ctx: Ctx, kubelet: KubeletConfig, mut stop: watch::Receiver<bool>) {
     let mut kubelet = Kubelet::new(kubelet);
+    let mut taints = crate::controllers::taint_manager::TaintManager::default();
     let mut store_changed = ctx.store.changed();
     let mut cloud_changed = ctx.cloud.changed();
     loop {
         store_changed.borrow_and_update();
         cloud_changed.borrow_and_update();
-        let wake = kubelet.reconcile(&ctx);
+        let wake = [
+            kubelet.reconcile(&ctx),
+            taints.reconcile(&ctx),
+            crate::controllers::termination::reconcile(&ctx),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         workloads::reconcile(&ctx);
         let sleep = async {
             match wake {

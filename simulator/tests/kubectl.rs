@@ -466,3 +466,71 @@ async fn kubectl_scale_nodepool_sets_a_static_pools_replicas() {
         "{err}"
     );
 }
+
+/// dovetail writes `events.k8s.io/v1` Events (kube-rs's `Recorder`, as the watcher does); a real
+/// API server keeps one Event store under both groups, so `kubectl describe pod` and `kubectl
+/// get events` (which read `v1` Events) show them (Kubernetes'
+/// `pkg/apis/events/v1/conversion.go`).
+#[tokio::test]
+async fn kubectl_describe_pod_and_get_events_show_events_k8s_io_events() {
+    use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let Some((k, sim, url)) = setup().await else {
+        return;
+    };
+    let client = sim.kube_client().expect("client");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "pending-1", "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}],
+                 "nodeSelector": {"no": "such-node"}}
+    }))
+    .expect("pod");
+    let pod = Api::<Pod>::namespaced(client.clone(), "default")
+        .create(&Default::default(), &pod)
+        .await
+        .expect("create pod");
+    let recorder = Recorder::new(
+        client,
+        Reporter {
+            controller: "dovetail-watcher".into(),
+            instance: Some("watcher-0".into()),
+        },
+    );
+    let reference = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: Some("default".into()),
+        name: Some("pending-1".into()),
+        uid: pod.metadata.uid.clone(),
+        ..Default::default()
+    };
+    recorder
+        .publish(
+            &Event {
+                type_: EventType::Normal,
+                reason: "Nominated".into(),
+                note: Some("Pod should schedule on: nodeclaim/default-x2b4k".into()),
+                action: "Scheduling".into(),
+                secondary: None,
+            },
+            &reference,
+        )
+        .await
+        .expect("publish");
+    let (ok, out, err) = run_kubectl(&k, &url, &["describe", "pod", "pending-1"], None).await;
+    assert!(ok, "kubectl describe failed:\n{out}\n{err}");
+    let events = out.split("Events:").nth(1).unwrap_or_default();
+    assert!(
+        events.contains("Nominated")
+            && events.contains("dovetail-watcher")
+            && events.contains("Pod should schedule on: nodeclaim/default-x2b4k"),
+        "{out}"
+    );
+    let (ok, out, err) = run_kubectl(&k, &url, &["get", "events", "-o", "wide"], None).await;
+    assert!(ok, "kubectl get events failed:\n{out}\n{err}");
+    assert!(
+        out.contains("pod/pending-1") && out.contains("Nominated"),
+        "{out}"
+    );
+    sim.shutdown().await;
+}

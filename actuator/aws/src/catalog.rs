@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use aws_sdk_ec2::primitives::DateTime;
-use aws_sdk_ec2::types::{Filter, InstanceTypeInfo as Ec2Info, LocationType};
+use aws_sdk_ec2::types::{EbsOptimizedSupport, Filter, InstanceTypeInfo as Ec2Info, LocationType};
 use cloud::{CatalogFacts, InstanceTypeFacts, InstanceTypeInfo, Offering, Result};
 use common::ec2::prices::{OnDemandPrices, RegionPrices};
 use common::ec2::{Accelerator, Gpu, NetworkCard};
@@ -144,6 +144,16 @@ pub fn info(it: &Ec2Info) -> Option<InstanceTypeInfo> {
             .and_then(|n| n.encryption_in_transit_supported())
             .unwrap_or(false),
         local_nvme_gib: nvme,
+        // As Karpenter's `pkg/providers/instancetype/types.go` reads them.
+        sustained_clock_speed_mhz: processor
+            .and_then(|p| p.sustained_clock_speed_in_ghz())
+            .map(|ghz| (ghz * 1000.0).round() as i64),
+        ebs_bandwidth_mbps: it
+            .ebs_info()
+            .filter(|e| e.ebs_optimized_support() == Some(&EbsOptimizedSupport::Default))
+            .and_then(|e| e.ebs_optimized_info())
+            .and_then(|o| o.maximum_bandwidth_in_mbps())
+            .map(i64::from),
         gpus: it
             .gpu_info()
             .map(|g| g.gpus())

@@ -790,6 +790,23 @@ impl CloudProvider for Ec2Provider {
         }
     }
 
+    async fn tag(&self, provider_id: &ProviderId, tags: &cloud::Tags) -> Result<()> {
+        let id = provider_id.instance_id();
+        let mut req = self.ec2.create_tags().resources(id);
+        for (k, v) in tags {
+            req = req.tags(aws_sdk_ec2::types::Tag::builder().key(k).value(v).build());
+        }
+        req.send()
+            .await
+            .map_err(|e| match from_sdk(&format!("CreateTags {id}"), &e, &[]) {
+                Error::NotFound { .. } => Error::NotFound {
+                    provider_id: provider_id.to_string(),
+                },
+                other => other,
+            })?;
+        Ok(())
+    }
+
     async fn instance_types(&self) -> Result<Catalog> {
         Ok(self.catalog_facts().await?.to_catalog())
     }

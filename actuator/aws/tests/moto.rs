@@ -589,3 +589,62 @@ async fn live_catalog_from_describe_calls() -> Result<()> {
     assert_eq!(zones, class_zones);
     Ok(())
 }
+
+/// Karpenter tags each instance with its Node's name once it registers
+/// (aws/karpenter-provider-aws `pkg/controllers/nodeclaim/tagging/controller.go`): CreateTags,
+/// seen by DescribeInstances. And DescribeInstanceTypes' clock speed and EBS bandwidth become
+/// the `instance-cpu-sustained-clock-speed-mhz` and `instance-ebs-bandwidth` labels
+/// (`pkg/providers/instancetype/types.go`).
+#[tokio::test]
+async fn instances_get_a_name_tag_and_types_their_clock_and_ebs_labels() -> Result<()> {
+    let Some((_moto, provider, world)) = setup().await else {
+        return Ok(());
+    };
+    let req = request(
+        "claim-n",
+        vec![offering("m5.large", "us-east-1a", CapacityType::OnDemand)],
+        node(&world),
+    );
+    let instance = provider.create(&req).await?;
+    provider
+        .tag(
+            &instance.provider_id,
+            &Tags::from([("Name".to_string(), "ip-10-0-1-7.ec2.internal".to_string())]),
+        )
+        .await?;
+    let described = provider
+        .ec2()
+        .describe_instances()
+        .instance_ids(&instance.id)
+        .send()
+        .await?;
+    let raw = &described.reservations()[0].instances()[0];
+    let name = raw
+        .tags()
+        .iter()
+        .find(|t| t.key() == Some("Name"))
+        .and_then(|t| t.value());
+    assert_eq!(name, Some("ip-10-0-1-7.ec2.internal"));
+    assert_eq!(
+        provider
+            .get(&instance.provider_id)
+            .await?
+            .tags
+            .get(TAG_NODECLAIM)
+            .map(String::as_str),
+        Some("claim-n"),
+        "the launch tags stay"
+    );
+
+    let catalog = provider.instance_types().await?;
+    let m5 = catalog.get("m5.large").expect("m5.large");
+    assert_eq!(
+        m5.labels["karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz"],
+        "3100"
+    );
+    assert_eq!(
+        m5.labels["karpenter.k8s.aws/instance-ebs-bandwidth"],
+        "4750"
+    );
+    Ok(())
+}

@@ -37,6 +37,8 @@ fn instance_type(t: &InstanceTypeFacts) -> pb::InstanceTypeFacts {
         efa_supported: i.efa_supported,
         encryption_in_transit: i.encryption_in_transit,
         local_nvme_gib: i.local_nvme_gib,
+        sustained_clock_speed_mhz: i.sustained_clock_speed_mhz,
+        ebs_bandwidth_mbps: i.ebs_bandwidth_mbps,
         gpus: i
             .gpus
             .iter()

@@ -160,6 +160,10 @@ impl CloudProvider for MarkingCloud {
         self.inner.delete(provider_id).await
     }
 
+    async fn tag(&self, provider_id: &ProviderId, tags: &cloud::Tags) -> Result<()> {
+        self.inner.tag(provider_id, tags).await
+    }
+
     async fn resolve_node_class(
         &self,
         class: &cloud::NodeClassSpec,

@@ -204,20 +204,20 @@ pub struct DisruptionRecord {
 // === impl DisruptionRecord ===
 
 impl DisruptionRecord {
-    /// The replacements of this attempt: the planned specs, renamed `<name>-<attempt>` after
-    /// the first attempt (the earlier attempt's claims keep their names in the ledger), each
-    /// with its own idempotency key.
+    /// The replacements of this attempt: the planned specs, each with its own idempotency key
+    /// and a name generated from it ([`crate::launch::generated_name`]): the planner names a
+    /// claim after its pods, so a replacement would otherwise take the name of the claim it
+    /// replaces, and each attempt's claims keep their names in the ledger.
     pub fn launches(&self) -> Vec<NewLaunch> {
         self.replacements
             .iter()
             .enumerate()
             .map(|(i, s)| {
+                let idempotency_key = format!("{}/a{}/r{i}", self.key, self.attempt);
                 let mut spec = s.clone();
-                if self.attempt > 1 {
-                    spec.name = format!("{}-{}", s.name, self.attempt);
-                }
+                spec.name = crate::launch::generated_name(&s.node_pool, &idempotency_key);
                 NewLaunch {
-                    idempotency_key: format!("{}/a{}/r{i}", self.key, self.attempt),
+                    idempotency_key,
                     payload: Vec::new(),
                     spec,
                 }
@@ -325,10 +325,14 @@ mod tests {
             created_at: 0,
             updated_at: 0,
         };
-        assert_eq!(r.launches()[0].spec.name, "default-x");
+        // Named from the replacement's key, as Karpenter's `generateName: <nodepool>-`: never
+        // the planner's name for the same pods, which is the name of the claim it replaces.
+        let first = r.launches()[0].spec.name.clone();
+        assert_eq!(first, crate::launch::generated_name("", "disrupt-1/a1/r0"));
         assert_eq!(r.launches()[0].idempotency_key, "disrupt-1/a1/r0");
+        assert_eq!(r.launches(), r.launches(), "the same every time");
         r.attempt = 2;
-        assert_eq!(r.launches()[0].spec.name, "default-x-2");
+        assert_ne!(r.launches()[0].spec.name, first);
         assert_eq!(r.launches()[0].idempotency_key, "disrupt-1/a2/r0");
     }
 }

@@ -26,7 +26,7 @@ use super::{
     ClaimRecord, ClaimState, Error, Event, InstanceRecord, Ledger, Outcome, Result, Submission,
     Transition,
 };
-use crate::launch::{LaunchSpec, client_token};
+use crate::launch::{LaunchSpec, client_token, generated_name};
 use service_shell::clock::Millis;
 
 static POSTGRES: LazyLock<Migrator> = LazyLock::new(|| migrations::migrator(migrations::POSTGRES));
@@ -226,6 +226,30 @@ where
     })
 }
 
+/// The key a claim's command came with: its stored key without the `#<generation>` suffix of a
+/// launch accepted again after the claims before it were gone ([`Relaunch`]).
+fn base_key(stored: &str) -> &str {
+    match stored.rsplit_once('#') {
+        Some((base, g)) if !g.is_empty() && g.bytes().all(|b| b.is_ascii_digit()) => base,
+        _ => stored,
+    }
+}
+
+/// `LIKE` pattern text matching `s` literally (escape character `!`).
+fn like_literal(s: &str) -> String {
+    s.replace('!', "!!").replace('%', "!%").replace('_', "!_")
+}
+
+/// How a launch is stored when its command's key or name belongs to claims that are gone: a
+/// claim that is gone never blocks a new one for the same pods (Karpenter creates a new
+/// NodeClaim with a fresh name each time, `generateName`), so the command is accepted again
+/// under `<key>#<generation>` with a generated name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Relaunch {
+    stored_key: String,
+    name: String,
+}
+
 /// The decision of a submission, before anything is written.
 struct Decision {
     outcomes: Vec<(String, Outcome)>,
@@ -237,6 +261,7 @@ fn decide(
     submission: &Submission,
     known_keys: &BTreeMap<String, String>,
     names_taken: &BTreeSet<String>,
+    relaunches: &BTreeMap<usize, Relaunch>,
     in_flight: &[(String, String)],
 ) -> Decision {
     let keys: BTreeSet<&str> = submission
@@ -252,7 +277,7 @@ fn decide(
         .collect();
     let missed: Vec<&str> = in_flight
         .iter()
-        .filter(|(name, key)| !seen.contains(name.as_str()) && !keys.contains(key.as_str()))
+        .filter(|(name, key)| !seen.contains(name.as_str()) && !keys.contains(base_key(key)))
         .map(|(name, _)| name.as_str())
         .collect();
     let stale = (!missed.is_empty()).then(|| {
@@ -277,7 +302,9 @@ fn decide(
     let mut this_names: BTreeSet<&str> = BTreeSet::new();
     for (i, l) in submission.launches.iter().enumerate() {
         let key = l.idempotency_key.clone();
-        let name = l.spec.name.as_str();
+        let name = relaunches
+            .get(&i)
+            .map_or(l.spec.name.as_str(), |r| r.name.as_str());
         let outcome = if let Some(claim) = known_keys.get(&key) {
             Outcome::Duplicate {
                 claim: claim.clone(),
@@ -337,21 +364,64 @@ impl Ledger for SqlLedger {
 
             let mut known_keys = BTreeMap::new();
             let mut names_taken = BTreeSet::new();
-            for l in &s.launches {
-                let row = sqlx::query("SELECT name FROM claims WHERE idempotency_key = $1")
-                    .bind(&l.idempotency_key)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                if let Some(row) = row {
-                    known_keys.insert(l.idempotency_key.clone(), row.try_get::<String, _>("name")?);
+            let mut relaunches = BTreeMap::new();
+            for (i, l) in s.launches.iter().enumerate() {
+                // Every claim this key launched: `key`, then `key#2`, `key#3`, ...
+                let rows = sqlx::query(
+                    "SELECT name, state FROM claims \
+                     WHERE idempotency_key = $1 OR idempotency_key LIKE $2 ESCAPE '!'",
+                )
+                .bind(&l.idempotency_key)
+                .bind(format!("{}#%", like_literal(&l.idempotency_key)))
+                .fetch_all(&mut *tx)
+                .await?;
+                let mut launched = 0usize;
+                for r in &rows {
+                    let name: String = r.try_get("name")?;
+                    let st: String = r.try_get("state")?;
+                    launched += 1;
+                    if !state(&name, "state", &st)?.is_terminal() {
+                        known_keys.insert(l.idempotency_key.clone(), name);
+                    }
                 }
-                let taken = sqlx::query("SELECT name FROM claims WHERE name = $1")
+                if known_keys.contains_key(&l.idempotency_key) {
+                    continue;
+                }
+                let taken = sqlx::query("SELECT state FROM claims WHERE name = $1")
                     .bind(&l.spec.name)
                     .fetch_optional(&mut *tx)
                     .await?;
-                if taken.is_some() {
-                    names_taken.insert(l.spec.name.clone());
+                let name_gone = match &taken {
+                    None => false,
+                    Some(r) => {
+                        let st: String = r.try_get("state")?;
+                        if !state(&l.spec.name, "state", &st)?.is_terminal() {
+                            names_taken.insert(l.spec.name.clone());
+                            continue;
+                        }
+                        true
+                    }
+                };
+                if launched == 0 && !name_gone {
+                    continue;
                 }
+                let stored_key = if launched == 0 {
+                    l.idempotency_key.clone()
+                } else {
+                    format!("{}#{}", l.idempotency_key, launched + 1)
+                };
+                let mut name = generated_name(&l.spec.node_pool, &stored_key);
+                for n in 1..=16 {
+                    let used = sqlx::query("SELECT name FROM claims WHERE name = $1")
+                        .bind(&name)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    if used.is_none() {
+                        break;
+                    }
+                    name = generated_name(&l.spec.node_pool, &format!("{stored_key}#{n}"));
+                }
+                relaunches.insert(i, Relaunch { stored_key, name });
             }
             let rows = sqlx::query(
                 "SELECT name, idempotency_key FROM claims \
@@ -364,7 +434,7 @@ impl Ledger for SqlLedger {
                 in_flight.push((r.try_get::<String, _>("name")?, r.try_get::<String, _>("idempotency_key")?));
             }
 
-            let d = decide(s, &known_keys, &names_taken, &in_flight);
+            let d = decide(s, &known_keys, &names_taken, &relaunches, &in_flight);
             if !d.accepted.is_empty() {
                 let basis = serde_json::to_string(&s.basis.in_flight).unwrap_or_default();
                 sqlx::query(
@@ -382,7 +452,17 @@ impl Ledger for SqlLedger {
                 writes += 1;
             }
             for &i in &d.accepted {
-                let l = &s.launches[i];
+                let renamed;
+                let l = match relaunches.get(&i) {
+                    Some(r) => {
+                        let mut l = s.launches[i].clone();
+                        l.spec.name = r.name.clone();
+                        l.idempotency_key = r.stored_key.clone();
+                        renamed = l;
+                        &renamed
+                    }
+                    None => &s.launches[i],
+                };
                 let spec = serde_json::to_string(&l.spec).map_err(|e| corrupt(&l.spec.name, "spec", e.to_string()))?;
                 sqlx::query(
                     "INSERT INTO commands (idempotency_key, plan_id, kind, payload, received_at) \

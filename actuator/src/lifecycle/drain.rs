@@ -12,7 +12,15 @@
 //! - A 429 (a PDB allows no disruption now) is retried with a per-pod exponential backoff owned
 //!   here: the eviction client is built with kube's default retry off (it would retry a 429
 //!   itself for minutes inside one call).
-//! - Past `terminationGracePeriod` (counted from the drain's start), the pods left are deleted.
+//! - A pod with an active `karpenter.sh/do-not-disrupt` annotation (`true`, or a duration not
+//!   yet run out since the pod started) is never evicted: the drain waits for it, as Karpenter's
+//!   (`IsEvictable`, `IsDoNotDisruptActive` in `pkg/utils/pod/scheduling.go`; the eviction
+//!   queue in `pkg/controllers/node/termination/terminator/eviction.go`). Without a
+//!   `terminationGracePeriod` it holds the Node until it goes.
+//! - With a `terminationGracePeriod` (counted from the drain's start) each pod left is deleted
+//!   once the time left is within its own `terminationGracePeriodSeconds` (Karpenter's
+//!   `needsForceDelete`), whatever its PDB or do-not-disrupt annotation, so that it is gone by
+//!   the deadline.
 //! - The drain is done when no pod it waits for is left (pods being deleted count until gone).
 //!
 //! Every step is in the claim's history as a `terminating → terminating` entry ([`STARTED`],
@@ -155,42 +163,113 @@ pub fn classify(pod: &Pod) -> Option<bool> {
     Some(class.is_some_and(|c| CRITICAL_PRIORITY_CLASSES.contains(&c)))
 }
 
+/// Kubernetes' default `terminationGracePeriodSeconds`.
+pub const DEFAULT_POD_GRACE_SECONDS: i64 = 30;
+
 /// What to do with the pods on the Node now.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Round {
-    /// Pods to evict (or, past the grace period, delete) now, as `(namespace, name)`.
+    /// Pods to evict now, as `(namespace, name)`.
     pub targets: Vec<(String, String)>,
-    /// Pods the drain still waits for (targets and pods being deleted included).
+    /// Pods to delete now (the grace period's deadline is within their own grace period).
+    pub deletes: Vec<(String, String)>,
+    /// Pods the drain still waits for (targets, pods kept by do-not-disrupt and pods being
+    /// deleted included).
     pub remaining: usize,
 }
 
-/// The pods of this round: the non-critical ones while any is left, else the critical ones;
-/// pods already being deleted are waited for, not evicted again. Past the grace period every
-/// pod left is a target.
-pub fn round(pods: &[Pod], past_grace: bool) -> Round {
+fn millis_of(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> Option<Millis> {
+    let v = serde_json::to_value(t).ok()?;
+    chrono::DateTime::parse_from_rfc3339(v.as_str()?)
+        .ok()
+        .map(|d| d.timestamp_millis())
+}
+
+/// True while `pod`'s `karpenter.sh/do-not-disrupt` annotation protects it at `now`: `true`,
+/// or a duration not yet run out since the pod started (active when the start is unknown); an
+/// invalid value protects nothing (Karpenter's `IsDoNotDisruptActive`).
+pub fn do_not_disrupt(pod: &Pod, now: Millis) -> bool {
+    let Some(v) = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(common::labels::DO_NOT_DISRUPT))
+    else {
+        return false;
+    };
+    if v == "true" {
+        return true;
+    }
+    let Ok(d) = common::duration::parse_std_duration(v) else {
+        return false;
+    };
+    match pod
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .and_then(millis_of)
+    {
+        Some(start) => now < start.saturating_add(service_shell::clock::millis(d)),
+        None => true,
+    }
+}
+
+/// True when `pod` must be deleted now to be gone by `deadline`: the time left is within its
+/// `terminationGracePeriodSeconds` (Karpenter's `needsForceDelete`).
+fn force_delete(pod: &Pod, now: Millis, deadline: Option<Millis>) -> bool {
+    let Some(deadline) = deadline else {
+        return false;
+    };
+    let grace = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.termination_grace_period_seconds)
+        .unwrap_or(DEFAULT_POD_GRACE_SECONDS);
+    now >= deadline.saturating_sub(grace.saturating_mul(1000))
+}
+
+/// The pods of this round at `now`, with the NodeClaim's `terminationGracePeriod` ending at
+/// `deadline` (if it has one): pods whose deadline is near are deleted, across every tier;
+/// the others are evicted, the non-critical ones while any is left, else the critical ones,
+/// except pods kept by do-not-disrupt, which are waited for. Pods already being deleted are
+/// waited for, not evicted again.
+pub fn round(pods: &[Pod], now: Millis, deadline: Option<Millis>) -> Round {
     let drained: Vec<(&Pod, bool)> = pods
         .iter()
         .filter_map(|p| classify(p).map(|c| (p, c)))
         .collect();
-    let any_non_critical = drained.iter().any(|(_, c)| !c);
-    let targets = drained
+    let key = |p: &Pod| {
+        (
+            p.metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            p.metadata.name.clone().unwrap_or_default(),
+        )
+    };
+    let live: Vec<(&Pod, bool)> = drained
         .iter()
-        .filter(|(p, critical)| {
-            p.metadata.deletion_timestamp.is_none()
-                && (past_grace || !critical || !any_non_critical)
-        })
-        .map(|(p, _)| {
-            (
-                p.metadata
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| "default".into()),
-                p.metadata.name.clone().unwrap_or_default(),
-            )
-        })
+        .filter(|(p, _)| p.metadata.deletion_timestamp.is_none())
+        .copied()
+        .collect();
+    let deletes: Vec<_> = live
+        .iter()
+        .filter(|(p, _)| force_delete(p, now, deadline))
+        .map(|(p, _)| key(p))
+        .collect();
+    let graceful: Vec<(&Pod, bool)> = live
+        .into_iter()
+        .filter(|(p, _)| !force_delete(p, now, deadline))
+        .collect();
+    let any_non_critical = drained.iter().any(|(_, c)| !c);
+    let targets = graceful
+        .iter()
+        .filter(|(p, critical)| (!critical || !any_non_critical) && !do_not_disrupt(p, now))
+        .map(|(p, _)| key(p))
         .collect();
     Round {
         targets,
+        deletes,
         remaining: drained.len(),
     }
 }
@@ -346,9 +425,9 @@ impl super::Controller {
                 "listing the pods of Node {node_name}"
             )))?
             .items;
-        let past_grace = termination_grace
-            .is_some_and(|g| now >= started_at.saturating_add(service_shell::clock::millis(g)));
-        let r = round(&pods, past_grace);
+        let deadline =
+            termination_grace.map(|g| started_at.saturating_add(service_shell::clock::millis(g)));
+        let r = round(&pods, now, deadline);
         if r.remaining == 0 {
             self.note(
                 claim,
@@ -361,7 +440,12 @@ impl super::Controller {
             tracing::info!(%claim, node = %node_name, "Drained");
             return Ok(true);
         }
-        for (ns, name) in r.targets {
+        let targets = r
+            .deletes
+            .into_iter()
+            .map(|t| (t, true))
+            .chain(r.targets.into_iter().map(|t| (t, false)));
+        for ((ns, name), delete) in targets {
             let key = format!("{ns}/{name}");
             let ready = self
                 .backoff
@@ -372,7 +456,7 @@ impl super::Controller {
                 continue;
             }
             let api: Api<Pod> = Api::namespaced(self.evictions.clone(), &ns);
-            let (result, outcome, record) = if past_grace {
+            let (result, outcome, record) = if delete {
                 let r = api
                     .delete(&name, &DeleteParams::default())
                     .await
@@ -483,23 +567,81 @@ mod tests {
         assert_eq!(classify(&dns), Some(true));
 
         let pods = vec![web.clone(), dns.clone(), ds, mirror, done];
-        let r = round(&pods, false);
+        let r = round(&pods, 0, None);
         assert_eq!(r.targets, [("default".to_string(), "web".to_string())]);
         assert_eq!(r.remaining, 2);
-        let r = round(std::slice::from_ref(&dns), false);
+        let r = round(std::slice::from_ref(&dns), 0, None);
         assert_eq!(r.targets, [("default".to_string(), "coredns".to_string())]);
         // A non-critical pod still terminating holds the critical ones back.
         let leaving = pod(
             "leaving",
             json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
         );
-        let r = round(&[leaving.clone(), dns.clone()], false);
+        let r = round(&[leaving.clone(), dns.clone()], 0, None);
         assert!(r.targets.is_empty());
         assert_eq!(r.remaining, 2);
-        // Past the grace period everything left is a target, except pods already going.
-        let r = round(&[web, dns, leaving], true);
-        assert_eq!(r.targets.len(), 2);
+        // At the deadline everything left is deleted, except pods already going.
+        let r = round(&[web, dns, leaving], 1_000_000, Some(1_000_000));
+        assert!(r.targets.is_empty());
+        assert_eq!(r.deletes.len(), 2);
         assert_eq!(r.remaining, 3);
+    }
+
+    /// Karpenter's `pkg/controllers/node/termination/suite_test.go` ("should not evict pods
+    /// that have the do-not-disrupt annotation" and the terminationGracePeriod cases):
+    /// do-not-disrupt pods are waited for, not evicted, until the deadline is within their own
+    /// grace period; a duration runs from the pod's start.
+    #[test]
+    fn do_not_disrupt_pods_wait_for_the_deadline_minus_their_grace() {
+        let start = "2026-01-01T00:00:00Z";
+        let t0 = chrono::DateTime::parse_from_rfc3339(start)
+            .expect("time")
+            .timestamp_millis();
+        let kept = pod(
+            "kept",
+            json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}},
+                   "spec": {"terminationGracePeriodSeconds": 60}}),
+        );
+        let for_5m = pod(
+            "for-5m",
+            json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "5m"}},
+                   "status": {"startTime": start}}),
+        );
+        let bad = pod(
+            "bad",
+            json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "soon"}}}),
+        );
+        assert!(do_not_disrupt(&kept, t0));
+        assert!(do_not_disrupt(&for_5m, t0 + 299_000));
+        assert!(!do_not_disrupt(&for_5m, t0 + 300_000));
+        assert!(!do_not_disrupt(&bad, t0));
+
+        let pods = [kept.clone(), for_5m.clone(), bad.clone()];
+        let name = |v: &[(String, String)]| v.iter().map(|(_, n)| n.clone()).collect::<Vec<_>>();
+        // No terminationGracePeriod: kept forever, the 5m one until its time is up.
+        let r = round(&pods, t0 + 1_000, None);
+        assert_eq!(name(&r.targets), ["bad"]);
+        assert!(r.deletes.is_empty());
+        assert_eq!(r.remaining, 3);
+        let r = round(&pods, t0 + 300_000, None);
+        assert_eq!(name(&r.targets), ["for-5m", "bad"]);
+        // A deadline 10 minutes out: the 60 s pod is deleted 60 s before it, the others
+        // (default 30 s) 30 s before.
+        let deadline = t0 + 600_000;
+        let r = round(
+            std::slice::from_ref(&kept),
+            deadline - 61_000,
+            Some(deadline),
+        );
+        assert!(r.targets.is_empty() && r.deletes.is_empty());
+        let r = round(
+            std::slice::from_ref(&kept),
+            deadline - 60_000,
+            Some(deadline),
+        );
+        assert_eq!(name(&r.deletes), ["kept"]);
+        let r = round(&pods, deadline - 30_000, Some(deadline));
+        assert_eq!(name(&r.deletes), ["kept", "for-5m", "bad"]);
     }
 
     #[test]

@@ -1,12 +1,16 @@
 //! Garbage collection, both ways between the cloud and the ledger:
 //!
 //! - **Leaked instances**: an instance tagged for this cluster (`kubernetes.io/cluster/<name>`
-//!   = `owned`) and with a `karpenter.sh/nodeclaim` tag, older than [`Options::grace`], that no
-//!   live claim of the ledger owns (no claim of that name, a finished claim, or a claim that
-//!   recorded another instance) is terminated. Claims still in `requested`/`launching` are left
-//!   alone: their worker adopts the instance by its tag. The instances are listed BEFORE the
-//!   ledger is read, and the ledger records a claim before its launch, so an instance being
-//!   launched right now always finds its claim.
+//!   = `owned`), older than [`Options::grace`], that no live claim of the ledger owns is
+//!   terminated, whatever its other tags: as Karpenter's garbage collection
+//!   (`pkg/controllers/nodeclaim/garbagecollection/controller.go` of
+//!   aws/karpenter-provider-aws) deletes any instance of the cluster whose provider ID no
+//!   NodeClaim has. An instance is owned by the live claim that recorded it; one tagged
+//!   `karpenter.sh/nodeclaim` is also owned by that claim while it is still in
+//!   `requested`/`launching` (its worker adopts the instance by the tag). An instance a crashed
+//!   launch left with only the cluster, NodePool or EC2NodeClass tags has no claim to adopt it.
+//!   The instances are listed BEFORE the ledger is read, and the ledger records a claim before
+//!   its launch, so an instance being launched right now always finds its claim.
 //! - **Vanished instances**: a `launched`, `registered` or `initialized` claim whose instance
 //!   the cloud no longer lists, confirmed by a direct look-up (terminated or not found), goes to
 //!   `terminating` (cause `instance_vanished`) and ends `failed`, its Node and NodeClaim removed
@@ -70,6 +74,11 @@ pub async fn collect(c: &Controller) -> Result<Report> {
         .map_err(cloud_err("listing the cluster's instances".into()))?;
     let claims = c.ledger.claims().await?;
     let by_name: BTreeMap<&str, _> = claims.iter().map(|c| (c.name.as_str(), c)).collect();
+    let recorded: BTreeSet<&str> = claims
+        .iter()
+        .filter(|c| !c.state.is_terminal())
+        .filter_map(|c| c.instance.as_ref().map(|r| r.instance_id.as_str()))
+        .collect();
     let now_s = c.clock.now_ms() / 1000;
     let grace = i64::try_from(c.options.gc.grace.as_secs()).unwrap_or(i64::MAX);
     let mut report = Report::default();
@@ -78,24 +87,17 @@ pub async fn collect(c: &Controller) -> Result<Report> {
         if i.state == InstanceState::ShuttingDown {
             continue;
         }
-        let Some(claim_name) = i.tags.get(cloud::TAG_NODECLAIM) else {
-            continue;
-        };
-        let owned = match by_name.get(claim_name.as_str()) {
-            None => false,
-            Some(claim) if claim.state.is_terminal() => false,
-            Some(claim) if matches!(claim.state, ClaimState::Requested | ClaimState::Launching) => {
-                true
-            }
-            Some(claim) => claim
-                .instance
-                .as_ref()
-                .is_some_and(|r| r.instance_id == i.id),
-        };
+        let claim_name = i.tags.get(cloud::TAG_NODECLAIM).map(String::as_str);
+        let adoptable = claim_name
+            .and_then(|n| by_name.get(n))
+            .is_some_and(|claim| {
+                matches!(claim.state, ClaimState::Requested | ClaimState::Launching)
+            });
+        let owned = adoptable || recorded.contains(i.id.as_str());
         if owned || now_s.saturating_sub(i.launch_time) < grace {
             continue;
         }
-        tracing::warn!(instance = %i.id, claim = %claim_name, "Terminating a leaked instance");
+        tracing::warn!(instance = %i.id, claim = claim_name.unwrap_or("none"), "Terminating a leaked instance");
         match c.cloud.delete(&i.provider_id).await {
             Ok(()) | Err(cloud::Error::NotFound { .. }) => {
                 c.metrics.failure("leaked_instance");

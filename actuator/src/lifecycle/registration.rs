@@ -1,6 +1,7 @@
 //! Registration: the Node whose `spec.providerID` is the claim's gets the claim's labels,
 //! annotations, taints and startup taints (merged into its own), an owner reference to the
-//! NodeClaim and the label `karpenter.sh/registered=true`, and loses the
+//! NodeClaim, the `karpenter.sh/termination` finalizer (see [`super::termination`]) and the
+//! label `karpenter.sh/registered=true`, and loses the
 //! `karpenter.sh/unregistered:NoExecute` taint it registered with, as Karpenter's registration
 //! controller does. Once the label is there the sync is done and is never repeated (a daemon
 //! removes the startup taints afterwards).
@@ -12,7 +13,7 @@ use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::{Value, json};
 
-use super::nodeclaim::{REGISTERED_LABEL, UNREGISTERED_TAINT};
+use super::nodeclaim::{REGISTERED_LABEL, TERMINATION_FINALIZER, UNREGISTERED_TAINT};
 
 /// True when the Node has been synced with its NodeClaim (it carries `karpenter.sh/registered`).
 pub fn is_synced(node: &Node) -> bool {
@@ -87,12 +88,17 @@ pub fn sync_patch(nc: &NodeClaim, node: &Node) -> Option<Value> {
             controller: None,
         });
     }
+    let mut finalizers: Vec<String> = node.metadata.finalizers.clone().unwrap_or_default();
+    if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
+        finalizers.push(TERMINATION_FINALIZER.to_string());
+    }
     Some(json!({
         "metadata": {
             "resourceVersion": node.metadata.resource_version,
             "labels": labels,
             "annotations": annotations,
             "ownerReferences": owners,
+            "finalizers": finalizers,
         },
         "spec": {"taints": taints},
     }))
@@ -129,6 +135,11 @@ mod tests {
         assert_eq!(p["metadata"]["labels"]["kubernetes.io/os"], "linux");
         assert_eq!(p["metadata"]["labels"][REGISTERED_LABEL], "true");
         assert_eq!(p["metadata"]["ownerReferences"][0]["kind"], "NodeClaim");
+        assert_eq!(
+            p["metadata"]["finalizers"],
+            json!([TERMINATION_FINALIZER]),
+            "kubectl delete node waits for the instance"
+        );
         let keys: Vec<&str> = p["spec"]["taints"]
             .as_array()
             .expect("taints")

@@ -8,8 +8,104 @@
 //! instance until the cloud reports it gone (Karpenter retries the delete until NotFound); delete
 //! the NodeClaim if it is not being deleted yet and remove the `karpenter.sh/termination`
 //! finalizer; write the final state.
+//!
+//! A Node is deleted like its NodeClaim: registration puts Karpenter's
+//! `karpenter.sh/termination` finalizer on it (`pkg/controllers/nodeclaim/lifecycle/
+//! registration.go` of kubernetes-sigs/karpenter), so `kubectl delete node` only marks it; the
+//! claim then terminates as if its NodeClaim were deleted (drain, instance terminated, NodeClaim
+//! deleted), and the finalizer comes off once the instance is gone, as Karpenter's
+//! `pkg/controllers/node/termination/controller.go` does. Without it the running instance's
+//! kubelet would register the Node again at once.
 
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+use super::nodeclaim::TERMINATION_FINALIZER;
+use super::{Controller, Result, kube_err, node_name};
 use crate::ledger::{ClaimState, Event};
+
+/// True when `node` carries the termination finalizer.
+pub fn has_finalizer(node: &Node) -> bool {
+    node.metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|f| f == TERMINATION_FINALIZER))
+}
+
+/// The merge patch that sets `node`'s finalizers to `finalizers` (guarded by its
+/// resourceVersion, since it replaces the list).
+fn finalizers_patch(node: &Node, finalizers: &[&String]) -> serde_json::Value {
+    json!({"metadata": {
+        "resourceVersion": node.metadata.resource_version,
+        "finalizers": if finalizers.is_empty() { serde_json::Value::Null } else { json!(finalizers) },
+    }})
+}
+
+// === the Node finalizer steps of the Controller ===
+
+impl Controller {
+    /// Puts the termination finalizer on a registered claim's Node when it lacks it (a Node
+    /// registered before the finalizer was written, or whose finalizers were edited).
+    pub(crate) async fn ensure_node_finalizer(&self, node: &Node) -> Result<()> {
+        if has_finalizer(node) || node.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        let name = node_name(node);
+        let finalizer = TERMINATION_FINALIZER.to_string();
+        let current = node.metadata.finalizers.clone().unwrap_or_default();
+        let mut all: Vec<&String> = current.iter().collect();
+        all.push(&finalizer);
+        Api::<Node>::all(self.client.clone())
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(finalizers_patch(node, &all)),
+            )
+            .await
+            .map_err(kube_err(format!("adding the finalizer to Node {name}")))?;
+        Ok(())
+    }
+
+    /// Removes the termination finalizer from `nodes` (the instance is gone), so that they go.
+    /// Each is read again first: deleting it changed its resourceVersion.
+    pub(crate) async fn release_nodes(&self, nodes: &[&Node]) -> Result<()> {
+        let api = Api::<Node>::all(self.client.clone());
+        for listed in nodes.iter().filter(|n| has_finalizer(n)) {
+            let name = node_name(listed);
+            let Some(node) = api
+                .get_opt(&name)
+                .await
+                .map_err(kube_err(format!("reading Node {name}")))?
+            else {
+                continue;
+            };
+            let node = &node;
+            let current = node.metadata.finalizers.clone().unwrap_or_default();
+            let rest: Vec<&String> = current
+                .iter()
+                .filter(|f| *f != TERMINATION_FINALIZER)
+                .collect();
+            match api
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(finalizers_patch(node, &rest)),
+                )
+                .await
+            {
+                Ok(_) => tracing::info!(node = %name, "Released the Node"),
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => {
+                    return Err(kube_err(format!("removing the finalizer of Node {name}"))(
+                        e,
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
 
 /// Why a claim is terminated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -286,6 +286,7 @@ impl pb::actuator_server::Actuator for RecordingActuator {
                 },
                 status: "Accepted".into(),
                 message: String::new(),
+                claim: String::new(),
             })
             .collect();
         self.seen.lock().expect("lock").push((auth, req));

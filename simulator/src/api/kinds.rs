@@ -120,6 +120,15 @@ impl Kinds {
             b(
                 "",
                 "v1",
+                "limitranges",
+                "LimitRange",
+                true,
+                false,
+                &["limits"],
+            ),
+            b(
+                "",
+                "v1",
                 "persistentvolumeclaims",
                 "PersistentVolumeClaim",
                 true,

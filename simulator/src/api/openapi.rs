@@ -52,6 +52,7 @@ fn builtins() -> &'static Builtins {
         root!("", "v1", "Pod", core::v1::Pod);
         root!("", "v1", "Node", core::v1::Node);
         root!("", "v1", "Event", core::v1::Event);
+        root!("", "v1", "LimitRange", core::v1::LimitRange);
         root!(
             "",
             "v1",

@@ -417,7 +417,13 @@ async fn serve(
             let pre = opts.get("preconditions").filter(|p| p.is_object());
             Ok(json_response(
                 200,
-                &store.delete(&kind, &ns_str, &name, pre)?,
+                &store.delete_with_grace(
+                    &kind,
+                    &ns_str,
+                    &name,
+                    pre,
+                    opts["gracePeriodSeconds"].as_i64(),
+                )?,
             ))
         }
         (Method::POST, Some(name)) if sub.as_deref() == Some("eviction") => {

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
 use super::error::{ApiError, Result};
+use super::events;
 use super::kinds::{KindInfo, Kinds, ResKey};
 use super::patch::PatchType;
 use crate::clock::Clock;
@@ -287,8 +288,19 @@ impl Store {
             m.remove("deletionTimestamp");
             m.remove("resourceVersion");
         }
-        if kind.group.is_empty() && kind.resource == "pods" && obj["status"]["phase"].is_null() {
-            obj["status"]["phase"] = json!("Pending");
+        if kind.group.is_empty() && kind.resource == "pods" {
+            let ranges: Vec<Value> = inner
+                .objects
+                .get(&ResKey::new("", "limitranges"))
+                .into_iter()
+                .flat_map(|m| m.iter())
+                .filter(|((n, _), _)| n == ns)
+                .map(|(_, r)| r.clone())
+                .collect();
+            super::limit_range::admit(&mut obj, &ranges);
+            if obj["status"]["phase"].is_null() {
+                obj["status"]["phase"] = json!("Pending");
+            }
         }
         if kind.resource == "customresourcedefinitions" {
             let served = self.kinds.register_crd(&obj);
@@ -499,6 +511,22 @@ impl Store {
         name: &str,
         preconditions: Option<&Value>,
     ) -> Result<Value> {
+        self.delete_with_grace(kind, ns, name, preconditions, None)
+    }
+
+    /// [`Store::delete`] with the DeleteOptions' `gracePeriodSeconds`: a pod running on a node
+    /// is only marked, [`super::graceful`].
+    ///
+    /// # Errors
+    /// As [`Store::delete`].
+    pub fn delete_with_grace(
+        &self,
+        kind: &KindInfo,
+        ns: &str,
+        name: &str,
+        preconditions: Option<&Value>,
+        grace: Option<i64>,
+    ) -> Result<Value> {
         let mut inner = self.lock();
         let ns = if kind.namespaced { ns } else { "" };
         let obj = lookup(&inner.objects, kind, ns, name)
@@ -520,6 +548,19 @@ impl Store {
             }
         }
         let key = (ns.to_string(), name.to_string());
+        if let Some(next) = super::graceful::begin(&self.clock, kind, &obj, grace) {
+            if next == obj {
+                return Ok(obj);
+            }
+            return Ok(self.commit(
+                &mut inner,
+                kind.key(),
+                key,
+                EventType::Modified,
+                next,
+                Some(obj),
+            ));
+        }
         if !finalizers_empty(&obj) {
             if !obj["metadata"]["deletionTimestamp"].is_null() {
                 return Ok(obj);
@@ -609,6 +650,7 @@ impl Store {
         inner.rv += 1;
         let rv = inner.rv;
         obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let mirror = events::is_new_api(&res).then(|| key.clone());
         if kind != EventType::Deleted {
             inner
                 .objects
@@ -632,7 +674,32 @@ impl Store {
         }
         let _ = self.changes.send(change);
         self.generation.send_replace(rv);
+        if let Some(key) = mirror {
+            self.mirror_event(inner, key, kind, &obj);
+        }
         obj
+    }
+
+    /// Writes the core `v1` copy of an `events.k8s.io` Event just committed (see [`events`]).
+    fn mirror_event(&self, inner: &mut Inner, key: (String, String), kind: EventType, obj: &Value) {
+        let core = events::core();
+        let prev = inner.objects.get(&core).and_then(|m| m.get(&key)).cloned();
+        if kind == EventType::Deleted {
+            if let Some(prev) = prev {
+                if let Some(m) = inner.objects.get_mut(&core) {
+                    m.remove(&key);
+                }
+                self.commit(inner, core, key, EventType::Deleted, prev, None);
+            }
+            return;
+        }
+        let copy = events::to_core(obj);
+        let kind = if prev.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
+        self.commit(inner, core, key, kind, copy, prev);
     }
 
     /// Starts a watch of `kind`. `from: None` (or `Some(0)`) starts with synthetic ADDED events

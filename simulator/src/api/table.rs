@@ -309,6 +309,28 @@ fn node_row(node: &Value, now: Duration) -> Vec<Value> {
     ]
 }
 
+/// A core Event's row as the API server's printer makes it (`kubectl get events`).
+fn event_row(e: &Value, now: Duration) -> Vec<Value> {
+    let last = [&e["lastTimestamp"], &e["eventTime"], &e["firstTimestamp"]]
+        .into_iter()
+        .find(|v| v.is_string())
+        .cloned()
+        .unwrap_or(Value::Null);
+    let o = &e["involvedObject"];
+    let object = format!(
+        "{}/{}",
+        o["kind"].as_str().unwrap_or_default().to_lowercase(),
+        o["name"].as_str().unwrap_or_default()
+    );
+    vec![
+        age(&last, now),
+        str_or_none(&e["type"]),
+        str_or_none(&e["reason"]),
+        json!(object),
+        str_or_none(&e["message"]),
+    ]
+}
+
 fn deployment_row(d: &Value, now: Duration) -> Vec<Value> {
     let int = |v: &Value| json!(v.as_i64().unwrap_or(0));
     let containers = d["spec"]["template"]["spec"]["containers"].as_array();
@@ -520,6 +542,26 @@ pub fn table(
                 ),
             ],
             Box::new(move |o| pod_row(o, now)),
+        ),
+        ("", "events") => (
+            vec![
+                col(
+                    "Last Seen",
+                    "string",
+                    0,
+                    "Time the event was last observed.",
+                ),
+                col("Type", "string", 0, "Type of this event (Normal, Warning)."),
+                col("Reason", "string", 0, "Why the action was taken."),
+                col("Object", "string", 0, "The object this Event is about."),
+                col(
+                    "Message",
+                    "string",
+                    0,
+                    "A human-readable description of the status of this operation.",
+                ),
+            ],
+            Box::new(move |o| event_row(o, now)),
         ),
         ("", "nodes") => (
             vec![

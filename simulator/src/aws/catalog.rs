@@ -47,6 +47,8 @@ fn facts(t: &InstanceType) -> Ec2Facts {
             network_cards: vec![(0, 1)],
             ipv4_per_interface: (t.capacity.pods - 1).max(1),
             gpus: Vec::new(),
+            sustained_clock_speed_mhz: None,
+            ebs_bandwidth_mbps: None,
         }
     })
 }
@@ -102,6 +104,9 @@ pub(crate) fn describe_instance_types(aws: &Aws, p: &Params, rid: &str) -> Resul
             x.leaf("hypervisor", "nitro");
             x.elem("processorInfo", |x| {
                 x.list("supportedArchitectures", &f.architectures, |x, a| x.text(a));
+                if let Some(mhz) = f.sustained_clock_speed_mhz {
+                    x.leaf("sustainedClockSpeedInGhz", mhz as f64 / 1000.0);
+                }
             });
             x.elem("vCpuInfo", |x| {
                 x.leaf("defaultVCpus", f.vcpu);
@@ -109,7 +114,15 @@ pub(crate) fn describe_instance_types(aws: &Aws, p: &Params, rid: &str) -> Resul
             x.elem("memoryInfo", |x| x.leaf("sizeInMiB", f.memory_mib));
             x.leaf("instanceStorageSupported", false);
             x.elem("ebsInfo", |x| {
-                x.leaf("ebsOptimizedSupport", "default");
+                match f.ebs_bandwidth_mbps {
+                    Some(mbps) => {
+                        x.leaf("ebsOptimizedSupport", "default");
+                        x.elem("ebsOptimizedInfo", |x| {
+                            x.leaf("maximumBandwidthInMbps", mbps)
+                        });
+                    }
+                    None => x.leaf("ebsOptimizedSupport", "supported"),
+                }
                 x.leaf("encryptionSupport", "supported");
                 x.leaf("nvmeSupport", "required");
             });

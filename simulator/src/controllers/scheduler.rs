@@ -18,6 +18,7 @@
 mod filters;
 mod score;
 mod selectors;
+mod topology;
 
 use std::collections::HashMap;
 use std::time::Duration;

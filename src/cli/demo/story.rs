@@ -333,11 +333,15 @@ async fn interruption(stage: &Stage<'_>, expected: usize) -> PhaseReport {
         target.name,
         target.pods.len()
     ));
+    // Every change of the Node, not the sampled frames: at high speed the actuator cordons,
+    // drains and removes it within one frame.
+    let cordoned = cordon_witness(stage.sim.store(), &target.name);
     let mut drained_first = false;
     let done = stage
         .wait(stage.phase_time(PHASES[2].1), |f| {
             let node = f.nodes.iter().find(|n| n.name == target.name);
-            if node.is_some_and(|n| n.leaving) {
+            if node.is_some_and(|n| n.leaving) || cordoned.load(std::sync::atomic::Ordering::SeqCst)
+            {
                 drained_first = true;
             }
             let p = if node.is_none() {
@@ -385,6 +389,61 @@ async fn interruption(stage: &Stage<'_>, expected: usize) -> PhaseReport {
             ),
         )
     }
+}
+
+/// True once the API server recorded the Node `name` cordoned or tainted
+/// `karpenter.sh/disrupted` (what a drain starts with), from a watch of every change of the
+/// Nodes (not from sampled frames); the watch ends with the returned flag's last holder.
+fn cordon_witness(
+    store: &std::sync::Arc<simulator::api::Store>,
+    name: &str,
+) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let seen = std::sync::Arc::new(AtomicBool::new(false));
+    let Some(kind) = store.kinds().find("", "v1", "nodes") else {
+        return seen;
+    };
+    let Ok(mut sub) = store.subscribe(&kind, None) else {
+        return seen;
+    };
+    let cordoned = |n: &Value| {
+        n["spec"]["unschedulable"] == Value::Bool(true)
+            || n["spec"]["taints"]
+                .as_array()
+                .is_some_and(|ts| ts.iter().any(|t| t["key"] == "karpenter.sh/disrupted"))
+    };
+    let is_target = |n: &Value| n["metadata"]["name"].as_str() == Some(name);
+    if sub
+        .initial
+        .iter()
+        .any(|c| is_target(&c.object) && cordoned(&c.object))
+    {
+        seen.store(true, Ordering::SeqCst);
+        return seen;
+    }
+    let key = kind.key();
+    let name = name.to_string();
+    let weak = std::sync::Arc::downgrade(&seen);
+    tokio::spawn(async move {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            let change = match sub.live.recv().await {
+                Ok(c) => c,
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => return,
+            };
+            let Some(seen) = weak.upgrade() else { return };
+            let n = &change.object;
+            if change.res == key
+                && n["metadata"]["name"].as_str() == Some(name.as_str())
+                && cordoned(n)
+            {
+                seen.store(true, Ordering::SeqCst);
+                return;
+            }
+        }
+    });
+    seen
 }
 
 async fn node_provider_id(client: &kube::Client, name: &str) -> Option<String> {
@@ -609,4 +668,44 @@ pub(crate) fn summary(
         "lowerBoundPerHour": frame.lower_bound_per_hour,
         "actions": board_actions,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use simulator::api::{Store, Subresource};
+
+    /// The actuator cordons, drains and removes a Node in well under a 500 ms frame at
+    /// `--speed 5`: the interruption phase must see the cordon in the API server's changes, not
+    /// in whatever frame it samples next (which would have the Node gone already).
+    #[tokio::test]
+    async fn a_cordon_and_removal_between_two_frames_is_seen() {
+        let store = std::sync::Arc::new(Store::new(simulator::Clock::new(), 100));
+        let nodes = store.kinds().find("", "v1", "nodes").expect("nodes");
+        store
+            .create(&nodes, "", serde_json::json!({"metadata": {"name": "n1"}}))
+            .expect("node");
+        let seen = cordon_witness(&store, "n1");
+        let other = cordon_witness(&store, "n2");
+        assert!(!seen.load(std::sync::atomic::Ordering::SeqCst));
+        let mut n = store.get(&nodes, "", "n1").expect("get");
+        n["spec"]["taints"] =
+            serde_json::json!([{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]);
+        store
+            .update(&nodes, "", "n1", n, Subresource::Main)
+            .expect("taint");
+        store.delete(&nodes, "", "n1", None).expect("delete");
+        assert!(
+            store.get(&nodes, "", "n1").is_err(),
+            "gone before any frame"
+        );
+        for _ in 0..100 {
+            if seen.load(std::sync::atomic::Ordering::SeqCst) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(seen.load(std::sync::atomic::Ordering::SeqCst));
+        assert!(!other.load(std::sync::atomic::Ordering::SeqCst));
+    }
 }

@@ -119,6 +119,8 @@ impl Forwarder {
 
     /// Submits a plan's commands (plans without commands are not sent). Failures are logged and
     /// counted, never fatal: the next batch submits again under the same keys.
+    /// Returns the new claims the actuator recorded under another name than the planned one,
+    /// as `(planned name, NodeClaim name)` (see [`renamed`]).
     pub async fn submit(
         &self,
         session_id: &str,
@@ -126,15 +128,27 @@ impl Forwarder {
         snapshot: &ClusterSnapshot,
         now: i64,
         plan: &Plan,
-    ) {
+    ) -> Vec<(String, String)> {
         let req = submission(session_id, sequence, snapshot, now, plan);
         if req.commands.is_empty() {
-            return;
+            return Vec::new();
         }
         let n = req.commands.len();
         let plan_id = req.plan_id.clone();
+        let planned: Vec<(String, String)> = req
+            .commands
+            .iter()
+            .filter_map(|c| match &c.command {
+                Some(pb::command::Command::Launch(l)) => Some((
+                    l.idempotency_key.clone(),
+                    l.node_claim.as_ref()?.name.clone(),
+                )),
+                _ => None,
+            })
+            .collect();
         match self.client.clone().submit(req).await {
             Ok(resp) => {
+                let renames = renamed(&planned, &resp.get_ref().results);
                 let rejected = resp
                     .get_ref()
                     .results
@@ -143,11 +157,39 @@ impl Forwarder {
                     .count();
                 tracing::info!(%plan_id, commands = n, rejected, "Submitted plan to actuator");
                 self.metrics.actuator_submitted(n, true);
+                renames
             }
             Err(status) => {
                 tracing::warn!(%plan_id, code = ?status.code(), message = status.message(), "Actuator submission failed");
                 self.metrics.actuator_submitted(n, false);
+                Vec::new()
             }
+        }
+    }
+}
+
+/// The launches (`(idempotency key, planned name)`) the actuator recorded under another
+/// NodeClaim name: it never reuses the name of a claim that is gone (Karpenter gives each
+/// NodeClaim a fresh name), so a claim planned again for pods whose claim was deleted runs
+/// under a new name, and the pods' Events must name that one.
+pub fn renamed(
+    planned: &[(String, String)],
+    results: &[pb::CommandResult],
+) -> Vec<(String, String)> {
+    planned
+        .iter()
+        .filter_map(|(key, name)| {
+            let r = results.iter().find(|r| &r.idempotency_key == key)?;
+            (!r.claim.is_empty() && &r.claim != name).then(|| (name.clone(), r.claim.clone()))
+        })
+        .collect()
+}
+
+/// Renames the plan's new claims as the actuator recorded them (see [`renamed`]).
+pub fn apply_renames(plan: &mut Plan, renames: &[(String, String)]) {
+    for c in &mut plan.node_claims {
+        if let Some((_, to)) = renames.iter().find(|(from, _)| *from == c.name) {
+            c.name = to.clone();
         }
     }
 }

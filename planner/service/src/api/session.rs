@@ -156,7 +156,7 @@ async fn run(
                     }
                 };
                 drop(permit);
-                let (batch, plan) = match planned {
+                let (batch, mut plan) = match planned {
                     Ok(x) => x,
                     Err(e) => {
                         let _ = tx.send(Err(Status::from(e))).await;
@@ -164,14 +164,16 @@ async fn run(
                     }
                 };
                 if let Some(fwd) = &service.actuator {
-                    fwd.submit(
-                        &id,
-                        batch.sequence,
-                        &batch.snapshot,
-                        batch.options.now,
-                        &plan,
-                    )
-                    .await;
+                    let renames = fwd
+                        .submit(
+                            &id,
+                            batch.sequence,
+                            &batch.snapshot,
+                            batch.options.now,
+                            &plan,
+                        )
+                        .await;
+                    super::actuator::apply_renames(&mut plan, &renames);
                 }
                 metrics.request("Session", tonic::Code::Ok, start.elapsed().as_secs_f64());
                 if tx.send(Ok(to_wire::plan_response(&plan))).await.is_err() {

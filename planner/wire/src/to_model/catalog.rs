@@ -90,6 +90,8 @@ pub fn live_catalog(c: pb::LiveCatalog, at: At<'_>) -> Result<Catalog> {
             efa_supported: t.efa_supported,
             encryption_in_transit: t.encryption_in_transit,
             local_nvme_gib: t.local_nvme_gib,
+            sustained_clock_speed_mhz: t.sustained_clock_speed_mhz,
+            ebs_bandwidth_mbps: t.ebs_bandwidth_mbps,
             gpus: t
                 .gpus
                 .into_iter()

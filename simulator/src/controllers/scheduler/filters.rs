@@ -5,8 +5,8 @@
 //! Written from the Kubernetes docs ("Scheduling Framework" plugin list, "Resource Management
 //! for Pods and Containers", "Assigning Pods to Nodes", "Taints and Tolerations"), in
 //! kube-scheduler's plugin order: NodeUnschedulable, TaintToleration, NodeAffinity, NodePorts,
-//! NodeResourcesFit, InterPodAffinity. Not simulated: volume binding and limits, topology
-//! spread constraints, required pod affinity, DRA.
+//! NodeResourcesFit, PodTopologySpread and InterPodAffinity (required affinity and the spread's
+//! hard constraints in [`super::topology`]). Not simulated: volume binding and limits, DRA.
 
 use std::collections::HashMap;
 
@@ -90,7 +90,11 @@ pub(crate) fn filter(
     if !fit.is_empty() {
         return fit;
     }
+    if let Some(r) = super::topology::pod_topology_spread(pod, node, all) {
+        return vec![r];
+    }
     inter_pod_anti_affinity(pod, node, all, ns)
+        .or_else(|| super::topology::inter_pod_affinity(pod, node, all, ns))
         .into_iter()
         .collect()
 }
