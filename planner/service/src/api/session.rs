@@ -21,7 +21,6 @@ use super::convert::{At, to_wire};
 use super::planning::{CatalogSource, PlannerService, blocking};
 use super::{Error, Result};
 use common::key::object as key;
-use planner::catalog::Catalog;
 use planner::exclusion::{self, Exclusion};
 use planner::model::{self, ClusterSnapshot, PlanOptions};
 use planner_wire::to_model::isolated;
