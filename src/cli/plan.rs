@@ -4,7 +4,7 @@ use std::io::{IsTerminal, Write};
 
 use clap::builder::TypedValueParser as _;
 use clap::{Args, ValueEnum};
-use planner::manifests;
+use planner_manifests as manifests;
 use planner::model::{MinValuesPolicy, Named, PlanOptions, PreferencePolicy};
 
 use super::CliError;

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use planner::catalog::Catalog;
-use planner::manifests::{self, Loaded};
+use planner_manifests::{self as manifests, Loaded};
 use planner::model::{MinValuesPolicy, PlanOptions, PreferencePolicy};
 use serde::Deserialize;
 
