@@ -289,7 +289,9 @@ fn hostile_and_mistaken_inputs_exit_2_naming_where() {
         ),
     ];
     for (name, text, want) in cases {
-        let file = scratch(&format!("edge-{name}.yaml"), &text).display().to_string();
+        let file = scratch(&format!("edge-{name}.yaml"), &text)
+            .display()
+            .to_string();
         let o = dovetail(&["plan", "-f", &file, "--output", "json", "--now", NOW]);
         assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
         assert!(o.stdout.is_empty(), "{name}: nothing is planned");

@@ -82,7 +82,9 @@ impl Resources {
     pub fn add(&mut self, other: &Resources) {
         self.cpu = self.cpu.saturating_add(other.cpu);
         self.memory = self.memory.saturating_add(other.memory);
-        self.ephemeral_storage = self.ephemeral_storage.saturating_add(other.ephemeral_storage);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_add(other.ephemeral_storage);
         self.pods = self.pods.saturating_add(other.pods);
         for (k, v) in &other.extended {
             let e = self.extended.entry(k.clone()).or_insert(0);
@@ -98,7 +100,9 @@ impl Resources {
     pub fn sub(&mut self, other: &Resources) {
         self.cpu = self.cpu.saturating_sub(other.cpu);
         self.memory = self.memory.saturating_sub(other.memory);
-        self.ephemeral_storage = self.ephemeral_storage.saturating_sub(other.ephemeral_storage);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_sub(other.ephemeral_storage);
         self.pods = self.pods.saturating_sub(other.pods);
         for (k, v) in &other.extended {
             let e = self.extended.entry(k.clone()).or_insert(0);

@@ -24,8 +24,8 @@ use cloud::{CapacityType, CloudProvider, LaunchRequest, NodeSpec, OfferingKey, T
 use cloud_aws::testing::{self as aws_testing, MotoServer, TEST_CLUSTER};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
-use planner_manifests::Reader;
 use planner::model::PlanOptions;
+use planner_manifests::Reader;
 use serde_json::{Value, json};
 use service_shell::clock::Clock;
 

@@ -30,7 +30,10 @@ pub(crate) fn node_pool_fields(value: &Value) -> Vec<String> {
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let expire_after = match value.pointer("/spec/template/spec/expireAfter").and_then(Value::as_str) {
+    let expire_after = match value
+        .pointer("/spec/template/spec/expireAfter")
+        .and_then(Value::as_str)
+    {
         Some(e) => k8s_reader::parse_duration(e).unwrap_or(Some(DEFAULT_EXPIRE_AFTER)),
         None => Some(DEFAULT_EXPIRE_AFTER),
     };
@@ -117,4 +120,3 @@ pub(crate) fn legacy_kind(api_version: &str, kind: &str) -> Option<String> {
         "{api_version} {kind} (unsupported apiVersion) is not read; {instead}"
     ))
 }
-

@@ -116,7 +116,10 @@ pub(crate) type FieldError = (String, String);
 
 /// Deserializes a typed object, keeping the path of the first bad field. `api_version` is the
 /// one the type expects (a `policy/v1beta1` PodDisruptionBudget reads as a `policy/v1` one).
-pub(crate) fn typed<T: DeserializeOwned>(value: &Value, api_version: &str) -> Result<T, FieldError> {
+pub(crate) fn typed<T: DeserializeOwned>(
+    value: &Value,
+    api_version: &str,
+) -> Result<T, FieldError> {
     let mut v = value.clone();
     strip_nulls(&mut v);
     if let Some(m) = v.as_object_mut() {
@@ -336,7 +339,11 @@ impl Objects {
                 // `name`); an API server refuses a NodePool without one.
                 for f in ["group", "kind", "name"] {
                     let at = format!("/spec/template/spec/nodeClassRef/{f}");
-                    if value.pointer(&at).and_then(Value::as_str).is_none_or(str::is_empty) {
+                    if value
+                        .pointer(&at)
+                        .and_then(Value::as_str)
+                        .is_none_or(str::is_empty)
+                    {
                         return Err((
                             format!("spec.template.spec.nodeClassRef.{f}"),
                             "Required value: a NodePool names the EC2NodeClass its nodes are launched with".into(),
@@ -346,7 +353,10 @@ impl Objects {
                 for w in legacy::node_pool_fields(value) {
                     self.warnings.push(format!("{location}: {w}"));
                 }
-                if value.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()) {
+                if value
+                    .pointer("/metadata/deletionTimestamp")
+                    .is_some_and(|t| !t.is_null())
+                {
                     self.warnings.push(format!(
                         "{location}: NodePool {} is being deleted (metadata.deletionTimestamp is set); it launches no nodes",
                         value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
@@ -399,12 +409,8 @@ fn karpenter_meta(value: &Value) -> Result<(), FieldError> {
         Some(m) => {
             let mut m = m.clone();
             strip_nulls(&mut m);
-            serde_path_to_error::deserialize(&m).map_err(|e| {
-                (
-                    format!("metadata.{}", e.path()),
-                    e.into_inner().to_string(),
-                )
-            })?
+            serde_path_to_error::deserialize(&m)
+                .map_err(|e| (format!("metadata.{}", e.path()), e.into_inner().to_string()))?
         }
         None => meta::ObjectMeta::default(),
     };

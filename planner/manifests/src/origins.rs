@@ -26,13 +26,15 @@ pub struct Origins {
 
 /// Kubernetes paths of the wire fields, per list: `(wire field, Kubernetes path)`, matched by
 /// the wire path's first segment (or first two, written with a dot). A field not listed maps to
-/// `spec.<field in camelCase>`.
+/// `spec.<field in camelCase>`. A path ending in `!` stands for the whole wire field (the wire
+/// gathers it from several places, e.g. host ports from every container): the rest of the
+/// wire path is dropped.
 const FIELDS: &[(&str, &[(&str, &str)])] = &[
     (
         "pods",
         &[
             ("requests", "spec.containers[*].resources.requests"),
-            ("host_ports", "spec.containers[*].ports[*].hostPort"),
+            ("host_ports", "spec.containers[*].ports[*].hostPort!"),
             ("node_selector", "spec.nodeSelector"),
             (
                 "required_node_affinity",
@@ -59,9 +61,9 @@ const FIELDS: &[(&str, &[(&str, &str)])] = &[
                 "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
             ),
             ("topology_spread", "spec.topologySpreadConstraints"),
-            ("volume_claims", "spec.volumes"),
+            ("volume_claims", "spec.volumes!"),
             ("phase", "status.phase"),
-            ("owner", "metadata.ownerReferences"),
+            ("owner", "metadata.ownerReferences!"),
         ],
     ),
     (
@@ -160,6 +162,9 @@ fn camel_path(rest: &str) -> String {
 
 /// Joins a Kubernetes path and the rest of a wire path (`""`, `[1].min_values`, `.cpu`).
 fn join(base: &str, rest: &str) -> String {
+    if let Some(whole) = base.strip_suffix('!') {
+        return whole.to_string();
+    }
     let rest = camel_path(rest.trim_start_matches('.'));
     if rest.is_empty() {
         base.to_string()
@@ -275,13 +280,19 @@ mod tests {
                 "snapshot.node_pools[0].disruption.budgets[0].schedule",
                 "spec.disruption.budgets[0].schedule",
             ),
-            ("snapshot.node_pools[0].limits.quantities.cpu", "spec.limits.cpu"),
+            (
+                "snapshot.node_pools[0].limits.quantities.cpu",
+                "spec.limits.cpu",
+            ),
             ("snapshot.node_pools[0].weight", "spec.weight"),
             (
                 "snapshot.daemon_sets[0].template.requests[\"nvidia.com/gpu\"]",
                 "spec.template.spec.containers[*].resources.requests[\"nvidia.com/gpu\"]",
             ),
-            ("snapshot.nodes[0].allocatable.memory", "status.allocatable.memory"),
+            (
+                "snapshot.nodes[0].allocatable.memory",
+                "status.allocatable.memory",
+            ),
         ];
         for (wire, want) in cases {
             let (location, field) = o.locate(wire).expect(wire);

@@ -33,11 +33,10 @@ fn refuse(origin: &Origin, field: &str, message: impl Into<String>) -> Error {
 fn reader_error(origin: &Origin, e: &k8s_reader::Error) -> Error {
     let k8s_reader::Error::Field { field, message } = e;
     let field = if origin.from_template {
-        field
-            .strip_prefix("spec.")
-            .map_or_else(|| format!("spec.template.{field}"), |rest| {
-                format!("spec.template.spec.{rest}")
-            })
+        field.strip_prefix("spec.").map_or_else(
+            || format!("spec.template.{field}"),
+            |rest| format!("spec.template.spec.{rest}"),
+        )
     } else {
         field.clone()
     };
@@ -177,12 +176,13 @@ fn pods(
             && spec.and_then(|s| s.priority).is_none()
             && !classes.is_known(c)
         {
-            unknown_classes.entry(c.to_string()).or_default().push(
-                common::key::namespaced(
+            unknown_classes
+                .entry(c.to_string())
+                .or_default()
+                .push(common::key::namespaced(
                     p.metadata.namespace.as_deref().unwrap_or_default(),
                     p.metadata.name.as_deref().unwrap_or_default(),
-                ),
-            );
+                ));
         }
     };
     for (p, origin) in &objects.pods {
@@ -228,9 +228,11 @@ fn others(
     convert!(node_claims, objects.node_claims, k8s_reader::node_claim);
     convert!(node_pools, objects.node_pools, k8s_reader::node_pool);
     convert!(node_classes, objects.node_classes, k8s_reader::node_class);
-    convert!(daemon_sets, objects.daemon_sets, |d| k8s_reader::daemon_set(
-        d, classes
-    ));
+    convert!(
+        daemon_sets,
+        objects.daemon_sets,
+        |d| k8s_reader::daemon_set(d, classes)
+    );
     convert!(pdbs, objects.pdbs, k8s_reader::pdb);
     for (n, origin) in &objects.namespaces {
         out.namespaces.push(k8s_reader::namespace(&n.metadata));
@@ -293,13 +295,20 @@ fn others(
         );
     }
     convert!(pvs, objects.pvs, k8s_reader::pv);
-    convert!(storage_classes, objects.storage_classes, k8s_reader::storage_class);
+    convert!(
+        storage_classes,
+        objects.storage_classes,
+        k8s_reader::storage_class
+    );
     Ok(())
 }
 
 /// Completes, converts and validates the objects of an input.
 pub(crate) fn finish(mut objects: Objects, max_pods: usize) -> Result<Loaded> {
-    debug_assert!(objects.pod_count <= max_pods, "checked as documents were read");
+    debug_assert!(
+        objects.pod_count <= max_pods,
+        "checked as documents were read"
+    );
     unique_controllers(&objects)?;
     let mut warnings = std::mem::take(&mut objects.warnings);
     let mut classes = PriorityClasses::default();

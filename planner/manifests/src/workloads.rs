@@ -129,6 +129,8 @@ impl Controller {
         let Some(name) = name else {
             return Err(("metadata.name".into(), "missing".into()));
         };
+        let desired = parts.desired?;
+        let first_ordinal = parts.first_ordinal?;
         let template = parts.template.unwrap_or_default();
         if template
             .spec
@@ -157,11 +159,11 @@ impl Controller {
                 .filter(|n| !n.is_empty())
                 .unwrap_or_else(|| "default".into()),
             name,
-            desired: parts.desired?,
+            desired,
             template,
             claim_templates: parts.claim_templates,
             owner_deployment,
-            first_ordinal: parts.first_ordinal?,
+            first_ordinal,
         })
     }
 
@@ -171,14 +173,16 @@ impl Controller {
         let tm = self.template.metadata.clone().unwrap_or_default();
         let mut spec = self.template.spec.clone().unwrap_or_default();
         for (t, _) in &self.claim_templates {
-            spec.volumes.get_or_insert_with(Vec::new).push(core::Volume {
-                name: t.clone(),
-                persistent_volume_claim: Some(core::PersistentVolumeClaimVolumeSource {
-                    claim_name: format!("{t}-{name}"),
-                    read_only: None,
-                }),
-                ..Default::default()
-            });
+            spec.volumes
+                .get_or_insert_with(Vec::new)
+                .push(core::Volume {
+                    name: t.clone(),
+                    persistent_volume_claim: Some(core::PersistentVolumeClaimVolumeSource {
+                        claim_name: format!("{t}-{name}"),
+                        read_only: None,
+                    }),
+                    ..Default::default()
+                });
         }
         core::Pod {
             metadata: meta::ObjectMeta {

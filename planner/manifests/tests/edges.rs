@@ -31,7 +31,10 @@ fn deployment(name: &str, replicas: &str, containers: &str) -> String {
 fn refusal(text: &str, source: &str, limits: Limits) -> String {
     let mut r = Reader::with_limits(limits);
     match r.add_document_text(text, source).and_then(|()| r.finish()) {
-        Ok(l) => panic!("{source}: expected a refusal, read {} pods", l.snapshot.pods.len()),
+        Ok(l) => panic!(
+            "{source}: expected a refusal, read {} pods",
+            l.snapshot.pods.len()
+        ),
         Err(e) => e.to_string(),
     }
 }
@@ -51,12 +54,15 @@ fn every_refusal_names_file_document_object_and_field() {
         ),
         (
             "one request too large to read",
-            pod("huge", "    - {name: a, resources: {requests: {memory: 4Ei}}}\n"),
+            pod(
+                "huge",
+                "    - {name: a, resources: {requests: {memory: 4Ei}}}\n",
+            ),
             "p.yaml: document 1 (Pod default/huge): spec.containers[0].resources.requests.memory: invalid quantity \"4Ei\"",
         ),
         (
             "a Deployment's requests that overflow name the template",
-            deployment("web", "2", big_cpu),
+            deployment("web", "2", &big_cpu.replace("    - ", "      - ")),
             "p.yaml: document 1 (Deployment default/web): spec.template.spec.containers: the requests of cpu sum to",
         ),
         (
@@ -78,8 +84,11 @@ fn every_refusal_names_file_document_object_and_field() {
         ),
         (
             "a negative request on a bound pod",
-            pod("p", "    - {name: a, resources: {requests: {cpu: \"-2\"}}}\n")
-                .replace("spec:\n", "spec:\n  nodeName: n1\n"),
+            pod(
+                "p",
+                "    - {name: a, resources: {requests: {cpu: \"-2\"}}}\n",
+            )
+            .replace("spec:\n", "spec:\n  nodeName: n1\n"),
             "p.yaml: document 1 (Pod default/p): spec.containers[0].resources.requests.cpu: invalid quantity \"-2\"",
         ),
         (
@@ -110,12 +119,18 @@ fn every_refusal_names_file_document_object_and_field() {
         ),
         (
             "minValues 51",
-            pool("operator: In, values: [amd64]", "operator: Exists, minValues: 51"),
+            pool(
+                "operator: In, values: [amd64]",
+                "operator: Exists, minValues: 51",
+            ),
             "p.yaml: document 1 (NodePool default): spec.template.spec.requirements[0].minValues: must be 1-50, got 51",
         ),
         (
             "a requirement on karpenter.sh/nodepool",
-            pool("kubernetes.io/arch, operator: In, values: [amd64]", "karpenter.sh/nodepool, operator: In, values: [x]"),
+            pool(
+                "kubernetes.io/arch, operator: In, values: [amd64]",
+                "karpenter.sh/nodepool, operator: In, values: [x]",
+            ),
             "p.yaml: document 1 (NodePool default): spec.template.spec.requirements[0].key:",
         ),
         (
@@ -136,7 +151,10 @@ fn every_refusal_names_file_document_object_and_field() {
         ),
         (
             "an expireAfter that would overflow",
-            pool("      nodeClassRef", "      expireAfter: 2562047h\n      nodeClassRef"),
+            pool(
+                "      nodeClassRef",
+                "      expireAfter: 2562047h\n      nodeClassRef",
+            ),
             "p.yaml: document 1 (NodePool default): spec.template.spec.expireAfter:",
         ),
         (
@@ -203,7 +221,10 @@ fn the_pod_cap_is_checked_as_documents_are_read_and_before_expanding() {
     ];
     for (name, text, limits, want) in cases {
         let got = refusal(&text, "d.yaml", limits);
-        assert!(got.starts_with(want), "{name}:\n  want {want}\n  got  {got}");
+        assert!(
+            got.starts_with(want),
+            "{name}:\n  want {want}\n  got  {got}"
+        );
     }
     let mut r = Reader::with_limits(tiny(3));
     r.add_document_text(&deployment("web", "3", "      - {name: a}\n"), "d.yaml")
@@ -233,7 +254,10 @@ fn symlink_loops_in_a_folder_end_and_each_file_is_read_once() {
     let cases = [
         vec![dir.display().to_string()],
         vec![dir.join("self-a").display().to_string()],
-        vec![dir.display().to_string(), dir.join("sub").display().to_string()],
+        vec![
+            dir.display().to_string(),
+            dir.join("sub").display().to_string(),
+        ],
     ];
     for paths in cases {
         let l = load_paths(&paths).unwrap_or_else(|e| panic!("{paths:?}: {e}"));
@@ -258,7 +282,11 @@ fn nesting_is_capped_before_the_parser_runs() {
         ),
         (
             "deep nesting in the second document, on its third line",
-            format!("{}---\napiVersion: v1\nkind: Pod\nx: {}\n", pod("p", "    - {name: a}\n"), deep(600)),
+            format!(
+                "{}---\napiVersion: v1\nkind: Pod\nx: {}\n",
+                pod("p", "    - {name: a}\n"),
+                deep(600)
+            ),
             "deep.yaml: document 2: nesting deeper than 512 levels at line 10",
         ),
         (
@@ -269,16 +297,23 @@ fn nesting_is_capped_before_the_parser_runs() {
     ];
     for (name, text, want) in cases {
         let got = refusal(&text, "deep.yaml", Limits::default());
-        assert!(got.starts_with(want), "{name}:\n  want {want}\n  got  {got}");
+        assert!(
+            got.starts_with(want),
+            "{name}:\n  want {want}\n  got  {got}"
+        );
     }
     // Brackets inside quoted strings and comments do not count.
     let quoted = format!(
         "{}  # {}\n",
-        pod("q", &format!("    - {{name: a, command: [\"{}\"]}}\n", "[".repeat(2000))),
+        pod(
+            "q",
+            &format!("    - {{name: a, command: [\"{}\"]}}\n", "[".repeat(2000))
+        ),
         "[".repeat(2000)
     );
     let mut r = Reader::new();
-    r.add_document_text(&quoted, "q.yaml").expect("quoted brackets read");
+    r.add_document_text(&quoted, "q.yaml")
+        .expect("quoted brackets read");
     assert_eq!(r.finish().expect("valid").snapshot.pods.len(), 1);
 }
 
@@ -295,7 +330,10 @@ fn the_byte_cap_names_the_file() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.starts_with(&format!("{}: input is larger than the limit of 16 bytes", f.display())),
+        e.starts_with(&format!(
+            "{}: input is larger than the limit of 16 bytes",
+            f.display()
+        )),
         "{e}"
     );
     let _ = std::fs::remove_dir_all(&dir);

@@ -4,8 +4,8 @@
 //! the validation or the plan, and every refusal names a field (or, for syntax, a line).
 //! Bounded: 96 cases (set `PROPTEST_CASES` for longer runs).
 
-use planner_manifests::{self as manifests, Limits, Reader};
 use planner::model::PlanOptions;
+use planner_manifests::{self as manifests, Limits, Reader};
 use proptest::prelude::*;
 
 const MAX_PODS: usize = 64;
