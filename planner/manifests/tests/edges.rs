@@ -321,7 +321,7 @@ fn nesting_is_capped_before_the_parser_runs() {
 fn the_byte_cap_names_the_file() {
     let dir = scratch("bytes");
     let f = dir.join("pods.yaml");
-    std::fs::write(&f, pod("p", "    - {name: a}\n").repeat(1)).expect("write");
+    std::fs::write(&f, pod("p", "    - {name: a}\n")).expect("write");
     let limits = Limits {
         max_input_bytes: 16,
         ..Limits::default()
