@@ -55,7 +55,7 @@ enum Command {
 pub(crate) enum CliError {
     /// The manifests could not be read.
     #[error(transparent)]
-    Manifests(#[from] planner::manifests::Error),
+    Manifests(#[from] planner_manifests::Error),
     /// A flag value or an input other than the manifests is unusable (catalog file, `--now`).
     #[error("{0}")]
     Input(String),

@@ -248,3 +248,54 @@ fn crds_output_dir_writes_one_file_per_crd() {
         assert_eq!(written, deployed, "{name}");
     }
 }
+
+/// Inputs `dovetail plan` refused only partly, or not at all, before it read through the
+/// running system's conversion: each is refused with exit 2, naming the file, the document,
+/// the object and the field, and nothing is planned.
+#[test]
+fn hostile_and_mistaken_inputs_exit_2_naming_where() {
+    let pool = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n";
+    let deploy = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: 3\n  template:\n    spec:\n      containers: [{name: a, resources: {requests: {cpu: 100m}}}]\n";
+    let cases = [
+        (
+            "4x4Ei",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: big}\nspec:\n  containers:\n    - {name: a, resources: {requests: {memory: 4Ei}}}\n    - {name: b, resources: {requests: {memory: 4Ei}}}\n".to_string(),
+            "document 1 (Pod default/big): spec.containers[0].resources.requests.memory: invalid quantity \"4Ei\"",
+        ),
+        (
+            "cpu-sum",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: big}\nspec:\n  containers:\n    - {name: a, resources: {requests: {cpu: \"5000000000000000\"}}}\n    - {name: b, resources: {requests: {cpu: \"5000000000000000\"}}}\n".to_string(),
+            "document 1 (Pod default/big): spec.containers: the requests of cpu sum to",
+        ),
+        (
+            "host-port",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: a, ports: [{containerPort: 80, hostPort: 70000}]}]\n".to_string(),
+            "document 1 (Pod default/p): spec.containers[*].ports[*].hostPort: must be between 1 and 65535, got 70000",
+        ),
+        (
+            "two-deployments",
+            format!("{deploy}---\n{deploy}"),
+            "document 2 (Deployment default/web): metadata.name: duplicate Deployment default/web",
+        ),
+        (
+            "no-class",
+            pool.replace("      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n", "      expireAfter: 720h\n"),
+            "document 1 (NodePool default): spec.template.spec.nodeClassRef.group: Required value",
+        ),
+        (
+            "replicas",
+            deploy.replace("replicas: 3", "replicas: 1000001"),
+            "document 1 (Deployment default/web): spec.replicas: the input expands to at least 1000001 pods, more than the limit of 1000000 (--max-pods)",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let file = scratch(&format!("edge-{name}.yaml"), &text)
+            .display()
+            .to_string();
+        let o = dovetail(&["plan", "-f", &file, "--output", "json", "--now", NOW]);
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{name}: nothing is planned");
+        let want = format!("error: {file}: {want}");
+        assert!(stderr(&o).starts_with(&want), "{name}: {}", stderr(&o));
+    }
+}

@@ -1,7 +1,11 @@
 //! The same Kubernetes objects through both doors: as the watcher receives them from the API
 //! (typed k8s-openapi objects and Karpenter objects as JSON, converted by `watcher::convert`,
 //! the shared `k8s-reader`, then decoded by `planner-wire` as a planner decodes a Session) and
-//! as `dovetail plan` reads them from a manifest. Both must give the planner the same model.
+//! as `dovetail plan` reads them from a manifest (`planner-manifests`: text → the same typed
+//! objects → `k8s-reader` → `planner-wire` → the model's validation). Both share the
+//! conversion; what this compares is what each door adds around it (the CLI's parsing,
+//! typing, defaulting and error mapping; the watcher's choice of which pods to mirror), which
+//! must give the planner the same model and refuse the same objects.
 //!
 //! The objects are written as the API server returns them: what admission and controllers fill
 //! in is present (a claim's `storageClassName`, a NodeClaim's `expireAfter`, a pending pod's
@@ -12,7 +16,6 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
 use k8s_openapi::api::scheduling::v1 as scheduling;
 use k8s_openapi::api::storage::v1 as storage;
-use planner::manifests::SnapshotBuilder;
 use planner::model::ClusterSnapshot;
 use proto::v1 as pb;
 use serde::Deserialize;
@@ -350,11 +353,11 @@ fn watch(objects: &[Value]) -> ClusterSnapshot {
 
 /// `dovetail plan`'s door.
 fn through_the_manifests(text: &str) -> ClusterSnapshot {
-    let mut builder = SnapshotBuilder::new();
-    builder
+    let mut reader = planner_manifests::Reader::new();
+    reader
         .add_document_text(text, "objects.yaml")
         .expect("the manifests read");
-    let loaded = builder.finish();
+    let loaded = reader.finish().expect("the manifests are valid");
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
     loaded.snapshot
 }
@@ -407,9 +410,10 @@ fn a_node_pool_the_manifests_refuse_the_watcher_refuses_alone() {
         "consolidationPolicy: WhenEmpty",
         "consolidationPolicy: Cheapest",
     );
-    let mut builder = SnapshotBuilder::new();
-    let refused = builder
+    let mut reader = planner_manifests::Reader::new();
+    let refused = reader
         .add_document_text(&unknown, "np.yaml")
+        .and_then(|()| reader.finish())
         .expect_err("the manifests refuse it");
     assert!(
         refused
@@ -671,9 +675,10 @@ fn what_dovetail_plan_refuses_the_watcher_refuses_naming_the_same_field() {
     let mut disagreements = Vec::new();
     for (kind, at, value) in cases {
         let o = broken(kind, at, value.clone());
-        let mut builder = SnapshotBuilder::new();
-        let manifests = builder
+        let mut reader = planner_manifests::Reader::new();
+        let manifests = reader
             .add_document_text(&serde_yaml::to_string(&o).expect("YAML"), "o.yaml")
+            .and_then(|()| reader.finish())
             .err()
             .map(|e| e.to_string());
         let watcher = watcher_refusal(&o);

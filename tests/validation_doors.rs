@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use planner::catalog::Catalog;
-use planner::manifests::SnapshotBuilder;
 use planner::model::{ClusterSnapshot, PlanOptions};
 use planner_client::{ClientConfig, PlannerClient};
 use planner_service::api::{PlannerService, ServiceOptions};
@@ -80,7 +79,7 @@ fn cases() -> Vec<Case> {
             manifests: format!("{base}---\n{POD}"),
             catalog: CATALOG.into(),
             break_model: |s, _| s.pods.push(s.pods[0].clone()),
-            cli_field: "snapshot.pods[1].name",
+            cli_field: "document 3 (Pod default/web): metadata.name: duplicate pod default/web",
             grpc_field: "name",
             excluded: Some(("Pod", "default/web")),
         },
@@ -115,7 +114,7 @@ fn cases() -> Vec<Case> {
             break_model: |s, _| {
                 s.node_pools[0].requirements[0].key = "karpenter.sh/nodepool".into()
             },
-            cli_field: "snapshot.node_pools[0].requirements[0].key",
+            cli_field: "document 1 (NodePool default): spec.template.spec.requirements[0].key",
             grpc_field: "requirements[0].key",
             excluded: Some(("NodePool", "default")),
         },
@@ -172,9 +171,29 @@ fn cases() -> Vec<Case> {
             manifests: format!("{base}---\n{POOL}"),
             catalog: CATALOG.into(),
             break_model: |s, _| s.node_pools.push(s.node_pools[0].clone()),
-            cli_field: "snapshot.node_pools[1].name",
+            cli_field: "document 3 (NodePool default): metadata.name: duplicate NodePool default",
             grpc_field: "name",
             excluded: Some(("NodePool", "default")),
+        },
+        Case {
+            name: "hostPort out of range",
+            manifests: format!(
+                "{POOL}---\n{}",
+                POD.replace(
+                    "      resources:",
+                    "      ports: [{containerPort: 80, hostPort: 70000}]\n      resources:"
+                )
+            ),
+            catalog: CATALOG.into(),
+            break_model: |s, _| {
+                s.pods[0].host_ports.push(planner::model::HostPort {
+                    ip: "0.0.0.0".into(),
+                    protocol: "TCP".into(),
+                    port: 70000,
+                })
+            },
+            cli_field: "document 2 (Pod default/web): spec.containers[*].ports[*].hostPort: must be between 1 and 65535, got 70000",
+            grpc_field: "snapshot.pods[0].host_ports[0].port",
         },
         Case {
             name: "catalog type with zero cpu",
@@ -279,10 +298,10 @@ async fn every_door_gives_the_same_verdict() {
         .await
         .expect("client");
     let dir = scratch();
-    let mut good = SnapshotBuilder::new();
+    let mut good = planner_manifests::Reader::new();
     good.add_document_text(&format!("{POOL}---\n{POD}"), "base.yaml")
         .expect("base reads");
-    let base = good.finish().snapshot;
+    let base = good.finish().expect("base is valid").snapshot;
     let base_catalog = planner::catalog::file::parse(CATALOG, "catalog.yaml").expect("catalog");
 
     for (i, case) in cases().into_iter().enumerate() {

@@ -76,30 +76,37 @@ impl Resources {
         }
     }
 
-    /// Adds `other` to `self`, resource by resource.
+    /// Adds `other` to `self`, resource by resource. Sums saturate at the largest amount
+    /// rather than wrap: a node holding pods whose requests add up past it is full, never
+    /// empty.
     pub fn add(&mut self, other: &Resources) {
-        self.cpu += other.cpu;
-        self.memory += other.memory;
-        self.ephemeral_storage += other.ephemeral_storage;
-        self.pods += other.pods;
+        self.cpu = self.cpu.saturating_add(other.cpu);
+        self.memory = self.memory.saturating_add(other.memory);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_add(other.ephemeral_storage);
+        self.pods = self.pods.saturating_add(other.pods);
         for (k, v) in &other.extended {
             let e = self.extended.entry(k.clone()).or_insert(0);
-            *e += v;
+            *e = e.saturating_add(*v);
             if *e == 0 {
                 self.extended.remove(k);
             }
         }
     }
 
-    /// Subtracts `other` from `self`, resource by resource (results may go negative).
+    /// Subtracts `other` from `self`, resource by resource (results may go negative; they
+    /// saturate rather than wrap).
     pub fn sub(&mut self, other: &Resources) {
-        self.cpu -= other.cpu;
-        self.memory -= other.memory;
-        self.ephemeral_storage -= other.ephemeral_storage;
-        self.pods -= other.pods;
+        self.cpu = self.cpu.saturating_sub(other.cpu);
+        self.memory = self.memory.saturating_sub(other.memory);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_sub(other.ephemeral_storage);
+        self.pods = self.pods.saturating_sub(other.pods);
         for (k, v) in &other.extended {
             let e = self.extended.entry(k.clone()).or_insert(0);
-            *e -= v;
+            *e = e.saturating_sub(*v);
             if *e == 0 {
                 self.extended.remove(k);
             }

@@ -24,8 +24,8 @@ use cloud::{CapacityType, CloudProvider, LaunchRequest, NodeSpec, OfferingKey, T
 use cloud_aws::testing::{self as aws_testing, MotoServer, TEST_CLUSTER};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
-use planner::manifests::SnapshotBuilder;
 use planner::model::PlanOptions;
+use planner_manifests::Reader;
 use serde_json::{Value, json};
 use service_shell::clock::Clock;
 
@@ -122,11 +122,11 @@ async fn drifted(client: &kube::Client, image: &str) -> Vec<String> {
 /// Plans `objects` with the built-in catalog an hour after their creation (long before they
 /// expire).
 fn plan_objects(objects: &[Value]) -> planner::plan::Plan {
-    let mut b = SnapshotBuilder::new();
+    let mut b = Reader::new();
     for (i, o) in objects.iter().enumerate() {
         b.add_value(o, &format!("object {i}")).expect("object");
     }
-    let snapshot = b.finish().snapshot;
+    let snapshot = b.finish().expect("valid objects").snapshot;
     let catalog = planner::catalog::aws::builtin("us-east-1").expect("catalog");
     planner::plan(
         &snapshot,

@@ -234,6 +234,11 @@ impl PriorityClasses {
         }
     }
 
+    /// Whether a class of this name is known.
+    pub fn is_known(&self, name: &str) -> bool {
+        self.values.contains_key(name)
+    }
+
     /// The value of a class; an unknown class is 0.
     pub fn value_of(&self, name: &str) -> i32 {
         self.values.get(name).map_or(0, |v| v.0)

@@ -13,7 +13,7 @@ use common::hash::{
 };
 
 /// Karpenter's default `expireAfter` in seconds: 720h.
-const DEFAULT_EXPIRE_AFTER: i64 = 720 * 3600;
+pub const DEFAULT_EXPIRE_AFTER: i64 = 720 * 3600;
 
 /// Parses a Go duration (`720h`, `1h30m`, `10s`, `300ms`) into whole seconds; `Never` is
 /// `None`.

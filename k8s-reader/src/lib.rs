@@ -25,7 +25,7 @@ use proto::v1 as pb;
 use thiserror::Error;
 
 pub use cluster::{PriorityClasses, namespace, node, pdb, priority_class, pv, pvc, storage_class};
-pub use karpenter::{node_claim, node_class, node_pool, parse_duration};
+pub use karpenter::{DEFAULT_EXPIRE_AFTER, node_claim, node_class, node_pool, parse_duration};
 pub use pod::{daemon_set, pod};
 
 /// An object that cannot be converted.
@@ -199,6 +199,16 @@ fn node_selector_term(t: &core::NodeSelectorTerm, at: &str) -> Result<pb::NodeSe
     // matchFields (metadata.name) has no node label to match; the planner sees it as a
     // requirement on the hostname label, which is what a node name pins.
     for (i, r) in t.match_fields.iter().flatten().enumerate() {
+        if r.key != "metadata.name" {
+            // Kubernetes' validation: the one field a node selector may match.
+            return Err(field_err(
+                format!("{at}.matchFields[{i}].key"),
+                format!(
+                    "unsupported field {:?}: only \"metadata.name\" is supported",
+                    r.key
+                ),
+            ));
+        }
         let mut req = requirement(r, &format!("{at}.matchFields[{i}]"))?;
         req.key = common::labels::HOSTNAME.to_string();
         requirements.push(req);

@@ -365,6 +365,17 @@ fn effective_requests(spec: &core::PodSpec, base: &str) -> Result<BTreeMap<Strin
         Some(&overhead),
         1000,
     );
+    // Each amount fits a quantity; their sum (in i128, which cannot wrap) may not: refused
+    // here, naming the pod's containers, rather than wrapping or failing later unnamed.
+    if let Some((k, v)) = reqs.iter().find(|(_, v)| **v > i128::from(i64::MAX)) {
+        return Err(field_err(
+            format!("{base}.containers"),
+            format!(
+                "the requests of {k} sum to {v}m, more than a quantity can hold ({}m)",
+                i64::MAX
+            ),
+        ));
+    }
     Ok(reqs
         .into_iter()
         .filter(|(_, v)| *v != 0)

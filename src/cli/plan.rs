@@ -4,8 +4,8 @@ use std::io::{IsTerminal, Write};
 
 use clap::builder::TypedValueParser as _;
 use clap::{Args, ValueEnum};
-use planner::manifests;
 use planner::model::{MinValuesPolicy, Named, PlanOptions, PreferencePolicy};
+use planner_manifests as manifests;
 
 use super::CliError;
 use super::backend::{CatalogChoice, Local, PlanBackend, PlanRequest, Planned};

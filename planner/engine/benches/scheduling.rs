@@ -84,7 +84,6 @@ fn main() {
     cases.push(("realistic".to_string(), 10_000));
     cases.push(("realistic-limits".to_string(), 10_000));
     cases.push(("realistic-binding-limits".to_string(), 10_000));
-    cases.push(("example".to_string(), 0));
     cases.push(("karpenter-generic-binding-limits".to_string(), 10_000));
     // `cargo bench -p planner --bench scheduling -- realistic`: only the cases whose name
     // contains one of the words given.
@@ -138,15 +137,6 @@ fn run_case(name: &str, n: usize) {
             let catalog = aws::builtin("us-east-1").expect("built-in catalog");
             let snap = binding(realistic_workload(n), &catalog);
             (snap, catalog)
-        }
-        // The README's example (`examples/realistic`), as `dovetail plan -f` reads it.
-        "example" => {
-            let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/realistic");
-            let loaded = planner::manifests::load_paths(&[dir.to_string()]).expect("example");
-            (
-                loaded.snapshot,
-                aws::builtin("us-east-1").expect("built-in catalog"),
-            )
         }
         "karpenter-generic-binding-limits" => {
             let catalog = synthetic::karpenter_benchmark(400);

@@ -4,9 +4,11 @@
 //! a [`plan::Plan`]: which NodeClaims to launch for pending pods (scheduling simulation, bin
 //! packing, instance-type choice) and which nodes to disrupt (consolidation, drift, expiry).
 //!
-//! The core (`model`, `requirements`, `catalog` types, `scheduling`, `consolidation`) does no IO,
-//! reads no clock and sees no wire types. Edge modules convert inputs into the model:
-//! `manifests` reads Kubernetes YAML/JSON.
+//! The crate does no IO, reads no clock and sees no wire or Kubernetes types: its inputs are
+//! converted into the model outside it (`planner-wire` decodes `dovetail.v1` messages, which
+//! `k8s-reader` makes from Kubernetes objects; `planner-manifests` reads `dovetail plan`'s
+//! files through both). The one text format it reads is the catalog file
+//! (`catalog::file`).
 //!
 //! The crate has no gRPC, HTTP, CLI or metrics dependency: the wire conversions are in
 //! `planner-wire`, the service in `planner-service`, the client in `planner-client`. Types
@@ -18,7 +20,6 @@ pub mod catalog;
 pub mod consolidation;
 pub mod exclusion;
 pub use common::labels;
-pub mod manifests;
 pub mod model;
 pub mod plan;
 pub mod requirements;

@@ -1,7 +1,8 @@
 //! The planner's model of a cluster: plain data with no wire, Kubernetes or AWS types.
 //!
 //! Everything scheduling and disruption need is here, already converted at the edge
-//! (`crate::manifests` for YAML, the gRPC layer for proto). Units are fixed by
+//! (`planner-wire` for the `dovetail.v1` messages, which `dovetail plan`'s files reach through
+//! `planner-manifests`). Units are fixed by
 //! [`Resources`]; time is [`Timestamp`] seconds.
 
 pub mod named;

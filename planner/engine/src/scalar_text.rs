@@ -1,7 +1,6 @@
-//! A YAML or JSON scalar read as text: manifests and catalog files write `cpu: 2` and
-//! `cpu: "2"` for the same quantity. The one serde visitor for it, used by the manifest reader
-//! (`manifests::raw`) and the catalog file format (`catalog::file`), which parse the text
-//! themselves so that errors name the field.
+//! A YAML or JSON scalar read as text: catalog files write `cpu: 2` and `cpu: "2"` for the
+//! same quantity. The serde visitor for it, used by the catalog file format (`catalog::file`),
+//! which parses the text itself so that errors name the field.
 
 use std::fmt;
 

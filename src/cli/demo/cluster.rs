@@ -248,7 +248,7 @@ pub(crate) fn lower_bound(
     catalog: &Catalog,
     now: i64,
 ) -> Option<f64> {
-    let mut builder = planner::manifests::SnapshotBuilder::new();
+    let mut builder = planner_manifests::Reader::new();
     for o in scenario
         .objects
         .iter()
@@ -270,7 +270,7 @@ pub(crate) fn lower_bound(
         }
         builder.add_value(&p, "cluster").ok()?;
     }
-    let loaded = builder.finish();
+    let loaded = builder.finish().ok()?;
     let options = planner::model::PlanOptions {
         now,
         no_disruption: true,

@@ -1,7 +1,7 @@
 //! The manifests a demo applies: the built-in story (`examples/demo/`, embedded in the binary so
 //! that the demo needs nothing but the executable) or the user's own (`--scenario DIR`).
 //!
-//! A scenario is read twice: once by the planner's own manifest reader (`planner::manifests`),
+//! A scenario is read twice: once by `dovetail plan`'s reader (`planner_manifests`),
 //! so that a bad manifest is refused before anything starts, with the message `dovetail plan`
 //! gives (file, document, object, field); and once as plain JSON objects, which the demo applies
 //! to the simulated cluster with server-side apply, as `kubectl apply --server-side` would.
@@ -111,12 +111,11 @@ impl Scenario {
     fn from_texts(origin: String, files: &[(String, String)]) -> Result<Self, CliError> {
         // The planner's reader first: the same refusals, with the same messages, as `dovetail
         // plan` and every other door.
-        let mut builder = planner::manifests::SnapshotBuilder::new();
+        let mut reader = planner_manifests::Reader::new();
         for (name, text) in files {
-            builder.add_document_text(text, name)?;
+            reader.add_document_text(text, name)?;
         }
-        let loaded = builder.finish();
-        planner::validation::snapshot(&loaded.snapshot).map_err(planner::manifests::Error::from)?;
+        let loaded = reader.finish()?;
         if loaded.snapshot.node_pools.is_empty() {
             return Err(CliError::Input(format!(
                 "--scenario {origin}: no NodePool (karpenter.sh/v1): the demo needs at least one \

@@ -20,11 +20,11 @@ use common::duration::parse_go_duration;
 pub use common::labels::POD_DELETION_COST;
 
 /// Annotation with the NodePool hash version (`designs/drift-hash.md`).
-pub const NODEPOOL_HASH_VERSION: &str = crate::manifests::hash::NODEPOOL_HASH_VERSION_ANNOTATION;
+pub const NODEPOOL_HASH_VERSION: &str = common::hash::NODEPOOL_HASH_VERSION_ANNOTATION;
 /// Annotation with the EC2NodeClass hash version.
-pub const NODECLASS_HASH_VERSION: &str = crate::manifests::hash::NODECLASS_HASH_VERSION_ANNOTATION;
+pub const NODECLASS_HASH_VERSION: &str = common::hash::NODECLASS_HASH_VERSION_ANNOTATION;
 /// The hash version dovetail writes next to its hashes.
-pub const HASH_VERSION: &str = crate::manifests::hash::HASH_VERSION;
+pub const HASH_VERSION: &str = common::hash::HASH_VERSION;
 
 /// One existing node that disruption may act on.
 #[derive(Debug, Clone, PartialEq)]

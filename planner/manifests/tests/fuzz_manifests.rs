@@ -4,8 +4,8 @@
 //! the validation or the plan, and every refusal names a field (or, for syntax, a line).
 //! Bounded: 96 cases (set `PROPTEST_CASES` for longer runs).
 
-use planner::manifests::{self, SnapshotBuilder};
 use planner::model::PlanOptions;
+use planner_manifests::{self as manifests, Limits, Reader};
 use proptest::prelude::*;
 
 const MAX_PODS: usize = 64;
@@ -110,7 +110,6 @@ fn names_a_field(e: &manifests::Error) -> bool {
     match e {
         manifests::Error::Field { path, .. } => !path.is_empty(),
         manifests::Error::Syntax { message, .. } => message.contains("line") || !message.is_empty(),
-        manifests::Error::Invalid(v) => !v.field().is_empty(),
         manifests::Error::TooManyPods { field, .. } => !field.is_empty(),
         manifests::Error::Read { .. } => false,
     }
@@ -124,21 +123,15 @@ proptest! {
         docs in proptest::collection::vec(prop_oneof![node_pool(), workload()], 1..5),
     ) {
         let text = docs.join("---\n");
-        let mut b = SnapshotBuilder::new();
-        let read = b
-            .add_document_text(&text, "fuzz.yaml")
-            .and_then(|()| b.check_pod_count(MAX_PODS));
+        let mut b = Reader::with_limits(Limits { max_pods: MAX_PODS, ..Limits::default() });
+        let read = b.add_document_text(&text, "fuzz.yaml").and_then(|()| b.finish());
         let loaded = match read {
             Err(e) => {
                 prop_assert!(names_a_field(&e), "{e}");
                 return Ok(());
             }
-            Ok(()) => b.finish(),
+            Ok(loaded) => loaded,
         };
-        if let Err(e) = planner::validation::snapshot(&loaded.snapshot) {
-            prop_assert!(!e.field().is_empty(), "{e}");
-            return Ok(());
-        }
         let catalog = planner::catalog::file::parse(CATALOG, "catalog.yaml").expect("catalog");
         let options = PlanOptions { now: 1_796_025_600, ..PlanOptions::default() };
         let plan = planner::plan(&loaded.snapshot, &catalog, &options);

@@ -8,10 +8,8 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
-use crate::model::Labels;
-
 /// A JSON value read strictly (see the module docs).
-pub(super) struct StrictValue(pub(super) Value);
+pub(crate) struct StrictValue(pub(crate) Value);
 
 impl<'de> Deserialize<'de> for StrictValue {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -86,36 +84,4 @@ impl<'de> Visitor<'de> for ValueVisitor {
         }
         Ok(Value::Object(out))
     }
-}
-
-/// Labels or annotations, refusing a key given twice.
-pub(super) fn labels<'de, D: Deserializer<'de>>(d: D) -> Result<Labels, D::Error> {
-    struct V;
-    impl<'de> Visitor<'de> for V {
-        type Value = Labels;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a map of strings")
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<Labels, E> {
-            Ok(Labels::new())
-        }
-        fn visit_none<E: de::Error>(self) -> Result<Labels, E> {
-            Ok(Labels::new())
-        }
-        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Labels, D::Error> {
-            d.deserialize_any(self)
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Labels, A::Error> {
-            let mut out = Labels::new();
-            while let Some(k) = map.next_key::<String>()? {
-                if out.contains_key(&k) {
-                    return Err(de::Error::custom(format!("duplicate key {k:?}")));
-                }
-                let v = map.next_value::<String>()?;
-                out.insert(k, v);
-            }
-            Ok(out)
-        }
-    }
-    d.deserialize_any(V)
 }

@@ -10,7 +10,7 @@
 //!   `now` defaults to 2026-01-01T00:00:00Z so that scenarios never read the clock;
 //! - at least one expectation:
 //!   - `expect.json`: the whole plan, byte for byte as `dovetail plan --output json` prints it.
-//!     `DOVETAIL_UPDATE_EXPECT=1 cargo test -p planner --test scenarios` rewrites every existing
+//!     `DOVETAIL_UPDATE_EXPECT=1 cargo test -p planner-manifests --test scenarios` rewrites every existing
 //!     `expect.json` from the current planner (create an empty one to start a new golden file);
 //!   - `expect.yaml`: assertions, any of
 //!     - `error: <text>`: loading the input fails with a message containing the text;
@@ -22,7 +22,7 @@
 //! A subset matches when every key of an expected object matches the same key of the actual
 //! object, every element of an expected list matches the element at the same index of a list
 //! of the same length, and scalars are equal (numbers compared as f64). Add a scenario by adding
-//! a folder; `cargo test -p planner --test scenarios` runs them all and lists every failure.
+//! a folder; `cargo test -p planner-manifests --test scenarios` runs them all and lists every failure.
 
 use std::path::{Path, PathBuf};
 

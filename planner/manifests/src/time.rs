@@ -3,7 +3,7 @@
 //! Kubernetes writes every timestamp in this form. A small parser is enough here and keeps the
 //! planner free of a date-time dependency.
 
-use crate::model::Timestamp;
+use planner::model::Timestamp;
 
 /// Parses an RFC 3339 date-time into seconds since the Unix epoch (UTC). Fractional seconds are
 /// dropped (rounded toward the past); a lower-case `t`/`z` and a space in place of `T` are

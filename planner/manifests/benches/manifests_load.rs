@@ -2,7 +2,7 @@
 //! a 10k-Pod YAML file shaped like `kubectl get pods -o yaml` output, the same as JSON, and a
 //! file of Deployments that expand into 10k pods. Prints figures; asserts nothing.
 //!
-//! Run: `cargo bench -p planner --bench manifests_load`
+//! Run: `cargo bench -p planner-manifests --bench manifests_load`
 //! With `DOVETAIL_BENCH_WRITE=DIR` it also writes the generated files there, to time
 //! `dovetail plan -f DIR/pods-10k.yaml` end to end.
 
@@ -13,7 +13,7 @@ use std::fmt::Write;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use planner::manifests::SnapshotBuilder;
+use planner_manifests::Reader;
 
 const PODS: usize = 10_000;
 
@@ -177,10 +177,10 @@ fn time<T>(runs: u32, mut f: impl FnMut() -> T) -> (Duration, Duration) {
 }
 
 fn load(text: &str, source: &str) -> usize {
-    let mut b = SnapshotBuilder::new();
+    let mut b = Reader::new();
     b.add_document_text(text, source)
         .expect("generated input loads");
-    b.finish().snapshot.pods.len()
+    b.finish().expect("valid").snapshot.pods.len()
 }
 
 fn report(what: &str, text: &str, source: &str) {

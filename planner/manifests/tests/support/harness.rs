@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use planner::catalog::Catalog;
-use planner::manifests::{self, Loaded};
 use planner::model::{MinValuesPolicy, PlanOptions, PreferencePolicy};
+use planner_manifests::{self as manifests, Loaded};
 use serde::Deserialize;
 
 /// `options.yaml` of a scenario.

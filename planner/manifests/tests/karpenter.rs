@@ -3,7 +3,7 @@
 //! (else the nearest one in a parent folder), optional `options.yaml` and `expect.yaml`
 //! (semantic assertions; schema in `tests/karpenter/README.md`).
 //!
-//! One test walks every scenario, plans it through `planner::manifests` and `planner::plan`, and
+//! One test walks every scenario, plans it through `planner_manifests` and `planner::plan`, and
 //! reports every failing scenario with what differed before failing. `KARPENTER_SCENARIO=text`
 //! runs only the scenarios whose path contains `text`; `KARPENTER_VERBOSE=1` prints every plan.
 
@@ -971,11 +971,11 @@ fn run_one(dir: &Path, root: &Path, planner: Planner) -> Result<(Vec<String>, St
             }
             text = text.replace(&edit.from, &edit.to);
         }
-        let mut builder = planner::manifests::SnapshotBuilder::new();
-        builder
+        let mut reader = planner_manifests::Reader::new();
+        let loaded = reader
             .add_document_text(&text, "input.yaml (unblocked)")
+            .and_then(|()| reader.finish())
             .map_err(|e| format!("unblocked input: {e}"))?;
-        let loaded = builder.finish();
         let opts = match &twin.options {
             Some(o) => harness::plan_options(o, DEFAULT_NOW)?,
             None => opts.clone(),

@@ -1,5 +1,6 @@
 //! Reading inputs: files, folders, standard input, and splitting texts into documents.
 
+use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -31,8 +32,13 @@ fn is_manifest(path: &Path) -> bool {
 
 /// Files under `dir` with a manifest extension, recursively, hidden entries skipped. Only
 /// regular files (and symlinks to them) are taken: a FIFO or a device named `x.yaml` in a folder
-/// would block or never end.
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
+/// would block or never end. Each folder is entered once by its real (canonical) path, so a
+/// symlink to an enclosing folder ends instead of looping.
+fn walk(dir: &Path, seen: &mut HashSet<PathBuf>, out: &mut Vec<PathBuf>) -> Result<(), Error> {
+    let real = std::fs::canonicalize(dir).map_err(|e| read_error(dir, e))?;
+    if !seen.insert(real) {
+        return Ok(());
+    }
     let entries = std::fs::read_dir(dir).map_err(|e| read_error(dir, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| read_error(dir, e))?;
@@ -42,7 +48,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
         }
         let file_type = entry.file_type().map_err(|e| read_error(&path, e))?;
         if file_type.is_dir() || (file_type.is_symlink() && path.is_dir()) {
-            walk(&path, out)?;
+            walk(&path, seen, out)?;
         } else if is_manifest(&path) && (file_type.is_file() || path.is_file()) {
             out.push(path);
         }
@@ -80,6 +86,9 @@ fn read_capped(reader: impl Read, path: &Path, max_bytes: u64) -> Result<String,
 pub(super) fn read_paths(paths: &[String], max_bytes: u64) -> Result<Vec<Input>, Error> {
     let mut out = Vec::new();
     let mut left = max_bytes;
+    // Real paths already read: a file reached twice (two symlinks, a folder given twice) is
+    // read once.
+    let mut files_seen = HashSet::new();
     for p in paths {
         if p == "-" {
             let text = read_capped(std::io::stdin().lock(), Path::new("<stdin>"), left)?;
@@ -94,7 +103,7 @@ pub(super) fn read_paths(paths: &[String], max_bytes: u64) -> Result<Vec<Input>,
         let meta = std::fs::metadata(path).map_err(|e| read_error(path, e))?;
         let files = if meta.is_dir() {
             let mut files = Vec::new();
-            walk(path, &mut files)?;
+            walk(path, &mut HashSet::new(), &mut files)?;
             files.sort();
             files
         } else if meta.is_file() || is_fifo(&meta) {
@@ -109,6 +118,11 @@ pub(super) fn read_paths(paths: &[String], max_bytes: u64) -> Result<Vec<Input>,
             ));
         };
         for f in files {
+            if let Ok(real) = std::fs::canonicalize(&f)
+                && !files_seen.insert(real)
+            {
+                continue;
+            }
             let file = std::fs::File::open(&f).map_err(|e| read_error(&f, e))?;
             let text = read_capped(file, &f, left)?;
             left -= text.len() as u64;
@@ -143,6 +157,67 @@ fn syntax(source: &str, document: usize, message: String) -> Error {
     }
 }
 
+/// Deepest nesting of flow collections (`[`, `{`) a text may have. Kubernetes objects nest a
+/// few dozen levels at most; the YAML parser's time grows with depth, so a hostile text is
+/// refused before it is parsed.
+pub(crate) const MAX_DEPTH: usize = 512;
+
+/// The line (from 1) where `text` first nests flow collections deeper than `max`, else `None`.
+/// A linear scan that skips quoted strings and comments; plain scalars holding brackets count
+/// too, which errs towards refusing only texts far beyond any real object.
+fn too_deep(text: &str, max: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut line = 1usize;
+    let mut chars = text.chars().peekable();
+    let mut prev = '\n';
+    while let Some(c) = chars.next() {
+        match c {
+            '\n' => line += 1,
+            '#' if prev.is_whitespace() => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        line += 1;
+                        break;
+                    }
+                }
+                prev = '\n';
+                continue;
+            }
+            '"' => {
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        '\n' => line += 1,
+                        _ => {}
+                    }
+                }
+            }
+            '\'' if !prev.is_alphanumeric() => {
+                for c in chars.by_ref() {
+                    match c {
+                        '\'' => break,
+                        '\n' => line += 1,
+                        _ => {}
+                    }
+                }
+            }
+            '[' | '{' => {
+                depth += 1;
+                if depth > max {
+                    return Some(line);
+                }
+            }
+            ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        prev = c;
+    }
+    None
+}
+
 /// One document of a text (or one item of a JSON `List`), not parsed yet.
 pub(super) struct Unit<'a> {
     /// Document number in the text, from 1.
@@ -150,16 +225,6 @@ pub(super) struct Unit<'a> {
     /// Path prefix of the object in its document (`items[3].` for a List item).
     pub(super) prefix: String,
     body: Body<'a>,
-}
-
-impl<'a> Unit<'a> {
-    /// The text of a YAML document (for the direct path), `None` for JSON.
-    pub(super) fn yaml_text(&self) -> Option<&'a str> {
-        match self.body {
-            Body::Yaml { text, .. } => Some(text),
-            Body::Json(_) => None,
-        }
-    }
 }
 
 enum Body<'a> {
@@ -290,6 +355,16 @@ pub(super) fn parse_unit(unit: &Unit<'_>, source: &str) -> Result<Option<Value>,
         }
         Body::Yaml { line_offset, text } => (line_offset, text),
     };
+    if let Some(line) = too_deep(text, MAX_DEPTH) {
+        return Err(syntax(
+            source,
+            unit.number,
+            format!(
+                "nesting deeper than {MAX_DEPTH} levels at line {}; no Kubernetes object nests this deep",
+                line + line_offset
+            ),
+        ));
+    }
     let mut docs = serde_yaml::Deserializer::from_str(text);
     let Some(doc) = docs.next() else {
         return Ok(None);

@@ -14,10 +14,10 @@ use std::sync::OnceLock;
 use serde_json::Value;
 
 /// The NodePool CRD.
-const NODEPOOL_CRD: &str = include_str!("../../../../deploy/crds/karpenter.sh_nodepools.yaml");
+const NODEPOOL_CRD: &str = include_str!("../../../deploy/crds/karpenter.sh_nodepools.yaml");
 /// The EC2NodeClass CRD.
 const EC2NODECLASS_CRD: &str =
-    include_str!("../../../../deploy/crds/karpenter.k8s.aws_ec2nodeclasses.yaml");
+    include_str!("../../../deploy/crds/karpenter.k8s.aws_ec2nodeclasses.yaml");
 
 /// Object types of the table: `(type, [(field, child)])`. A child is `-` for a value not looked
 /// into, `map` for a map with free keys, `T` for an object of type `T`, `[T]` for a list of
