@@ -193,7 +193,8 @@ fn cases() -> Vec<Case> {
                 })
             },
             cli_field: "document 2 (Pod default/web): spec.containers[*].ports[*].hostPort: must be between 1 and 65535, got 70000",
-            grpc_field: "snapshot.pods[0].host_ports[0].port",
+            grpc_field: "host_ports[0].port",
+            excluded: Some(("Pod", "default/web")),
         },
         Case {
             name: "catalog type with zero cpu",

@@ -152,7 +152,6 @@ impl Metrics {
             m.invalid_pods.clone(),
         );
         r.register("leader", "1 while this replica leads", m.leader.clone());
-        m.karpenter.register(&mut root);
         r.register(
             "excluded_objects",
             "Objects the latest plan left out, by kind and reason",
@@ -168,6 +167,7 @@ impl Metrics {
             "Wait before the session is reopened (0 while open)",
             m.reconnect_backoff.clone(),
         );
+        m.karpenter.register(&mut root);
         Self {
             registry: Arc::new(root),
             ..m
