@@ -153,6 +153,12 @@ fn pod_spec(spec: &core::PodSpec, base: &str, priorities: &PriorityClasses) -> R
                 let at = path(&format!(
                     "nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference"
                 ));
+                preference_weight(
+                    p.weight,
+                    &path(&format!(
+                        "nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].weight"
+                    )),
+                )?;
                 pod.preferred_node_affinity.push(pb::PreferredTerm {
                     weight: p.weight,
                     term: Some(node_selector_term(&p.preference, &at)?),
@@ -268,6 +274,18 @@ fn affinity_terms(
         .collect()
 }
 
+/// The weight of a preferred term: 1-100, as the API server's validation requires.
+fn preference_weight(w: i32, at: &str) -> Result<()> {
+    if (1..=100).contains(&w) {
+        Ok(())
+    } else {
+        Err(crate::field_err(
+            at,
+            format!("must be between 1 and 100, got {w}"),
+        ))
+    }
+}
+
 fn weighted_terms(
     terms: Option<&[core::WeightedPodAffinityTerm]>,
     at: &str,
@@ -277,6 +295,7 @@ fn weighted_terms(
         .flatten()
         .enumerate()
         .map(|(i, w)| {
+            preference_weight(w.weight, &format!("{at}[{i}].weight"))?;
             Ok(pb::WeightedPodAffinityTerm {
                 weight: w.weight,
                 term: Some(affinity_term(

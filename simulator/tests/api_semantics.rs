@@ -82,7 +82,12 @@ async fn eviction_honours_the_disruption_budget() {
         }
         other => panic!("expected 429, got {other:?}"),
     }
-    assert!(pods.get_opt("web-1").await.unwrap().is_none());
+    // An eviction deletes gracefully, as a real API server does: the pod goes once its
+    // containers have stopped.
+    eventually(&sim, "the evicted pod gone", || async {
+        pods.get_opt("web-1").await.unwrap().is_none().then_some(())
+    })
+    .await;
     assert!(pods.get_opt("web-2").await.unwrap().is_some());
     // The PDB controller keeps the status current.
     eventually(&sim, "pdb status", || async {

@@ -161,9 +161,9 @@ fn every_refusal_names_file_document_object_and_field() {
             "a consolidationPolicy this planner does not know",
             pool(
                 "  template:\n",
-                "  disruption: {consolidationPolicy: Balanced}\n  template:\n",
+                "  disruption: {consolidationPolicy: Sometimes}\n  template:\n",
             ),
-            "p.yaml: document 1 (NodePool default): spec.disruption.consolidationPolicy: unknown variant `Balanced`",
+            "p.yaml: document 1 (NodePool default): spec.disruption.consolidationPolicy: unknown variant `Sometimes`",
         ),
         (
             "a List item",

@@ -93,11 +93,16 @@ def main(url):
         check(False, "second eviction should be refused")
     except ApiException as e:
         check(e.status == 429, f"eviction refused with 429, got {e.status}: {e.body}")
-    try:
-        core.read_namespaced_pod("py-1", "default")
-        check(False, "evicted pod should be gone")
-    except ApiException as e:
-        check(e.status == 404, f"evicted pod is 404, got {e.status}")
+    # An eviction deletes gracefully, as a real API server does: the pod goes once its
+    # containers have stopped.
+    def gone(name):
+        try:
+            core.read_namespaced_pod(name, "default")
+            return False
+        except ApiException as e:
+            check(e.status == 404, f"evicted pod is 404, got {e.status}")
+            return True
+    wait_for("the evicted pod gone", lambda: gone("py-1"))
 
     # Custom resources: a Karpenter NodePool.
     custom.create_cluster_custom_object("karpenter.sh", "v1", "nodepools", {

@@ -68,6 +68,11 @@ fn m5_large_labels_are_karpenters() {
             "false",
         ),
         ("karpenter.k8s.aws/instance-network-bandwidth", "750"),
+        (
+            "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz",
+            "3100",
+        ),
+        ("karpenter.k8s.aws/instance-ebs-bandwidth", "4750"),
     ];
     for (k, v) in expect {
         assert_eq!(l.get(k).map(String::as_str), Some(v), "label {k}");
