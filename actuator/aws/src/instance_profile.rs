@@ -102,10 +102,14 @@ pub fn tags(cluster: &str, region: &str, class: &str, class_tags: &cloud::Tags) 
     t
 }
 
-fn is_no_such_entity<E: ProvideErrorMetadata>(e: &aws_sdk_iam::error::SdkError<E>) -> bool {
+fn has_code<E: ProvideErrorMetadata>(e: &aws_sdk_iam::error::SdkError<E>, code: &str) -> bool {
     e.as_service_error()
         .and_then(ProvideErrorMetadata::code)
-        .is_some_and(|c| c == "NoSuchEntity")
+        .is_some_and(|c| c == code)
+}
+
+fn is_no_such_entity<E: ProvideErrorMetadata>(e: &aws_sdk_iam::error::SdkError<E>) -> bool {
+    has_code(e, "NoSuchEntity")
 }
 
 /// The roles attached to `profile` now, `None` when IAM has no such profile.
@@ -177,17 +181,19 @@ pub async fn ensure(
                 .send()
                 .await;
             match created {
-                Ok(_) => ensured.created = true,
-                // Another replica created it between the two calls: reuse it.
-                Err(e)
-                    if e.as_service_error()
-                        .and_then(ProvideErrorMetadata::code)
-                        .is_some_and(|c| c == "EntityAlreadyExists") => {}
+                Ok(_) => {
+                    ensured.created = true;
+                    Vec::new()
+                }
+                // Another replica (or launch) created it between the two calls: reuse it, with
+                // whatever role it has attached by now.
+                Err(e) if has_code(&e, "EntityAlreadyExists") => {
+                    get(iam, &name).await?.unwrap_or_default()
+                }
                 Err(e) => {
                     return Err(from_sdk(&format!("CreateInstanceProfile {name}"), &e, &[]).into());
                 }
             }
-            Vec::new()
         }
     };
     if roles.iter().any(|r| r == role) {
@@ -216,6 +222,16 @@ pub async fn ensure(
     {
         Ok(_) => {
             ensured.role_attached = true;
+            Ok(ensured)
+        }
+        // A profile holds one role: another caller attached one between our read and this
+        // call. When it is ours the profile is ready; otherwise IAM's refusal stands.
+        Err(e)
+            if has_code(&e, "LimitExceeded")
+                && get(iam, &name)
+                    .await?
+                    .is_some_and(|roles| roles.iter().any(|r| r == role)) =>
+        {
             Ok(ensured)
         }
         Err(e) if is_no_such_entity(&e) => Err(Error::RoleNotFound {

@@ -49,6 +49,9 @@ pub struct Ec2Provider {
     /// Managed instance profiles made ready, by (class, role): launches do not ask IAM again;
     /// the status pass does, every time.
     profiles: Mutex<HashMap<(String, String), String>>,
+    /// Held while a launch makes a managed instance profile ready, so concurrent launches of one
+    /// class do not race each other through IAM.
+    ensuring: tokio::sync::Mutex<()>,
     templates: Templates,
     /// Architecture and AMI variant per instance type.
     architectures: Mutex<HashMap<String, (String, Variant)>>,
@@ -84,6 +87,7 @@ impl Ec2Provider {
             ssm,
             iam,
             profiles: Mutex::new(HashMap::new()),
+            ensuring: tokio::sync::Mutex::new(()),
             templates: Templates::default(),
             architectures: Mutex::new(HashMap::new()),
             zones: Mutex::new(BTreeSet::new()),
@@ -111,13 +115,23 @@ impl Ec2Provider {
         if let Some(role) = &class.role {
             let key = (class.name.clone(), role.clone());
             let known = self.lock_profiles().get(&key).cloned();
-            resolved.instance_profile = Some(match known {
+            let name = match known {
                 Some(name) => name,
-                None => self
-                    .ensure_profile(class, role)
-                    .await
-                    .map_err(profile_error)?,
-            });
+                None => {
+                    // One IAM conversation at a time: a plan's launches resolve their class
+                    // concurrently, and all but the first find the profile made ready here.
+                    let _one = self.ensuring.lock().await;
+                    let known = self.lock_profiles().get(&key).cloned();
+                    match known {
+                        Some(name) => name,
+                        None => self
+                            .ensure_profile(class, role)
+                            .await
+                            .map_err(profile_error)?,
+                    }
+                }
+            };
+            resolved.instance_profile = Some(name);
         }
         self.zones
             .lock()

@@ -154,3 +154,43 @@ async fn role_gets_a_managed_instance_profile_created_reused_and_collected() -> 
     assert!(profile(&iam, &name).await.is_some());
     Ok(())
 }
+
+/// A plan's launches resolve their class at once, and two actuator replicas may too: every one
+/// gets the profile, which ends with exactly one profile holding the role. (IAM holds one role
+/// per profile: a second AddRoleToInstanceProfile is refused with LimitExceeded, by moto as by
+/// AWS; before, the launches that lost the race failed with that refusal.)
+#[tokio::test]
+async fn concurrent_launches_of_one_class_share_one_profile() -> Result<()> {
+    let Some(moto) = MotoServer::start_or_skip() else {
+        return Ok(());
+    };
+    let world = testing::seed(&moto.config()).await;
+    let replicas = [
+        std::sync::Arc::new(Ec2Provider::new(moto.config()).await),
+        std::sync::Arc::new(Ec2Provider::new(moto.config()).await),
+    ];
+    let mut launches = tokio::task::JoinSet::new();
+    for i in 0..12 {
+        let provider = replicas[i % 2].clone();
+        let class = world.node_class.clone();
+        launches.spawn(async move { provider.resolve(&class).await.map(|r| r.instance_profile) });
+    }
+    let name = profile_name(TEST_CLUSTER, REGION, "default");
+    while let Some(joined) = launches.join_next().await {
+        assert_eq!(joined??.as_deref(), Some(name.as_str()));
+    }
+    let iam = iam(&moto).await;
+    assert_eq!(
+        roles(&profile(&iam, &name).await.expect("created")),
+        [TEST_ROLE]
+    );
+    assert_eq!(
+        iam.list_instance_profiles()
+            .send()
+            .await?
+            .instance_profiles()
+            .len(),
+        1
+    );
+    Ok(())
+}
