@@ -40,6 +40,8 @@ pub const ENV_AWS_REGION: &str = "AWS_REGION";
 pub const ENV_AWS_ENDPOINT: &str = "DOVETAIL_AWS_ENDPOINT";
 /// `DOVETAIL_AWS_SSM_PREFIX`: prefix of the SSM parameters AMI aliases resolve under.
 pub const ENV_AWS_SSM_PREFIX: &str = "DOVETAIL_AWS_SSM_PREFIX";
+/// Environment variable of `--aws-isolated-vpc`.
+pub const ENV_ISOLATED_VPC: &str = "DOVETAIL_ISOLATED_VPC";
 /// `DOVETAIL_INTERRUPTION_QUEUE`: the SQS queue of interruption events (name or URL); unset,
 /// interruptions are not handled. Needs `--cloud aws` and a cluster (`DOVETAIL_KUBECONFIG` not `none`).
 pub const ENV_INTERRUPTION_QUEUE: &str = "DOVETAIL_INTERRUPTION_QUEUE";
@@ -118,6 +120,9 @@ pub struct Flags {
     /// `--cloud aws`: SSM parameter prefix of AMI aliases [env DOVETAIL_AWS_SSM_PREFIX, default /aws/service]
     #[arg(long)]
     pub aws_ssm_prefix: Option<String>,
+    /// `--cloud aws`: the VPC has no route to the Pricing API (Karpenter's `isolatedVPC`): on-demand prices stay the built-in table's [env DOVETAIL_ISOLATED_VPC=true]
+    #[arg(long)]
+    pub aws_isolated_vpc: bool,
     /// `--cloud aws`: SQS queue (name or URL) of spot interruptions, rebalance recommendations, scheduled changes and state changes; needs a cluster (not --kubeconfig none) [env DOVETAIL_INTERRUPTION_QUEUE]
     #[arg(long)]
     pub interruption_queue: Option<String>,
@@ -195,6 +200,8 @@ pub struct AwsSettings {
     pub endpoint: Option<String>,
     /// SSM parameter prefix of AMI aliases; `None` is AWS's.
     pub ssm_prefix: Option<String>,
+    /// The VPC is isolated: the Pricing API is not asked.
+    pub isolated_vpc: bool,
     /// API server URL the nodes join.
     pub cluster_endpoint: String,
     /// Base64 cluster CA bundle.
@@ -345,6 +352,7 @@ impl Config {
                     ssm_prefix: s
                         .get(flags.aws_ssm_prefix, "aws-ssm-prefix", ENV_AWS_SSM_PREFIX)
                         .map(|i| i.value),
+                    isolated_vpc: s.switch(flags.aws_isolated_vpc, ENV_ISOLATED_VPC)?,
                     cluster_endpoint: cluster_endpoint.value,
                     cluster_ca_bundle: s
                         .get(
@@ -639,6 +647,7 @@ mod tests {
                 region: "eu-west-1".into(),
                 endpoint: Some("http://127.0.0.1:5000".into()),
                 ssm_prefix: None,
+                isolated_vpc: false,
                 cluster_endpoint: "https://k8s.example".into(),
                 cluster_ca_bundle: None,
                 kubernetes_version: "1.33".into(),

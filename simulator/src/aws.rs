@@ -20,6 +20,8 @@
 //!   `/aws/service/` resolve to the network's images.
 //! - [`iam`]: the instance profiles of EC2NodeClass roles (a form body with
 //!   `Version=2010-05-08` is IAM, any other form body EC2).
+//! - [`pricing`]: the Price List Query API's GetProducts (`X-Amz-Target:
+//!   AWSPriceListService.GetProducts`): the simulated catalog's on-demand prices.
 //! - [`sqs`]: queues (GetQueueUrl, CreateQueue, SendMessage, ReceiveMessage with long polling,
 //!   DeleteMessage, …); every event of the simulated cloud is also delivered to the
 //!   interruption queue as an EventBridge-shaped body ([`events`]).
@@ -46,6 +48,7 @@ mod ec2_network;
 pub mod events;
 pub mod iam;
 pub mod network;
+pub mod pricing;
 mod query;
 pub mod sqs;
 pub mod ssm;
@@ -301,13 +304,19 @@ async fn handle(State(aws): State<Aws>, headers: HeaderMap, body: Bytes) -> Resp
         ssm::handle(&aws, op, &body, &request_id)
     } else if let Some(op) = target.strip_prefix("AmazonSQS.") {
         sqs::handle(&aws, op, &body, &request_id).await
+    } else if target == "AWSPriceListService.GetProducts" {
+        match pricing::get_products(&aws, &body) {
+            Ok(out) => json_response(&request_id, "application/x-amz-json-1.1", &out),
+            Err(e) => json_error(&request_id, &e),
+        }
     } else if !target.is_empty() {
         json_error(
             &request_id,
             &AwsError::client(
                 "UnknownOperationException",
                 format!(
-                    "X-Amz-Target {target}: the simulator serves AmazonSSM.* and AmazonSQS.* only"
+                    "X-Amz-Target {target}: the simulator serves AmazonSSM.*, AmazonSQS.* and \
+                     AWSPriceListService.GetProducts only"
                 ),
             ),
         )

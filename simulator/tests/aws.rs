@@ -612,3 +612,72 @@ async fn catalog_calls_describe_the_simulated_catalog() -> Result<()> {
     sim.shutdown().await;
     Ok(())
 }
+
+/// The live catalog's on-demand prices come from the Pricing API (GetProducts, as Karpenter's
+/// AWS provider reads them), over the built-in table: the simulated cloud sells m5.large on
+/// demand at a price no table has, and the catalog the actuator serves to planners says so.
+#[tokio::test]
+async fn the_live_catalog_takes_on_demand_prices_from_the_pricing_api() -> Result<()> {
+    let mut config = common::fast_config();
+    let mut catalog = simulator::instance_types::default_catalog();
+    let m5 = catalog
+        .instance_types
+        .iter_mut()
+        .find(|t| t.name == "m5.large")
+        .context("m5.large in the simulated catalog")?;
+    for o in m5
+        .offerings
+        .iter_mut()
+        .filter(|o| o.capacity_type == "on-demand")
+    {
+        o.price = 0.0777;
+    }
+    config.catalog = catalog;
+    let sim = Simulation::start(config).await?;
+    let provider = provider(&sim).await;
+    let facts = provider.catalog_facts().await?;
+    let m5 = facts
+        .instance_types
+        .iter()
+        .find(|t| t.info.name == "m5.large")
+        .context("m5.large in the live catalog")?;
+    let on_demand: Vec<f64> = m5
+        .offerings
+        .iter()
+        .filter(|o| o.capacity_type == "on-demand")
+        .map(|o| o.price)
+        .collect();
+    assert!(!on_demand.is_empty());
+    assert!(
+        on_demand.iter().all(|p| (p - 0.0777).abs() < 1e-9),
+        "{on_demand:?}"
+    );
+    assert!(
+        facts
+            .notes
+            .iter()
+            .any(|n| n.contains("from the AWS Pricing API")),
+        "{:?}",
+        facts.notes
+    );
+
+    // Paginated and filtered as the API does: shared-tenancy compute in the region only.
+    let sdk = provider.config().sdk_config().await;
+    let pricing = cloud_aws::pricing::client(&sdk, "us-east-1");
+    let prices = cloud_aws::pricing::on_demand(&pricing, "us-east-1").await?;
+    let sold = sim
+        .cloud()
+        .catalog()
+        .instance_types
+        .iter()
+        .filter(|t| t.offerings.iter().any(|o| o.capacity_type == "on-demand"))
+        .count();
+    assert_eq!(prices.len(), sold);
+    assert!(
+        cloud_aws::pricing::on_demand(&pricing, "eu-west-1")
+            .await
+            .is_err()
+    );
+    sim.shutdown().await;
+    Ok(())
+}

@@ -8,8 +8,9 @@
 //!   of the region;
 //! - spot prices: DescribeSpotPriceHistory for Linux/UNIX from now, the latest price per type
 //!   and zone (called on each refresh; the caller sets the interval);
-//! - on-demand prices: the region's built-in table (`common::ec2::prices`), us-east-1's for a
-//!   region Karpenter publishes none for (as Karpenter does), a note says which.
+//! - on-demand prices: the AWS Pricing API's (`crate::pricing`, asked by the provider every 12
+//!   hours) over the region's built-in table (`common::ec2::prices`, us-east-1's for a region
+//!   Karpenter publishes none for, as Karpenter does); notes say which.
 //!
 //! A spot offering needs a spot price and an on-demand offering an on-demand price; offerings
 //! without one are left out and counted in a note. Types are sorted by name and offerings by
@@ -39,14 +40,43 @@ pub async fn read(
     region: &str,
     zones: &BTreeSet<String>,
     now: DateTime,
+    live: Option<&LivePrices>,
 ) -> Result<CatalogFacts> {
     let infos = instance_types(ec2).await?;
     let offered = offerings(ec2, zones).await?;
     let spot = spot_prices(ec2, zones, now).await?;
-    let prices = OnDemandPrices::for_region(region).map_err(|e| cloud::Error::Unavailable {
+    let mut prices = OnDemandPrices::for_region(region).map_err(|e| cloud::Error::Unavailable {
         message: format!("built-in on-demand prices do not parse: {e}"),
     })?;
-    Ok(assemble(region, infos, &offered, &spot, &prices))
+    let mut notes = Vec::new();
+    if let Some(live) = live {
+        if !live.prices.is_empty() {
+            prices.prices.on_demand.extend(live.prices.clone());
+            notes.push(format!(
+                "On-demand prices of {} instance types from the AWS Pricing API (GetProducts); \
+                 the built-in table for any other.",
+                live.prices.len()
+            ));
+        }
+        if let Some(error) = &live.error {
+            notes.push(format!(
+                "The AWS Pricing API did not answer the last time it was asked ({error}); \
+                 on-demand prices are the ones held before."
+            ));
+        }
+    }
+    let mut facts = assemble(region, infos, &offered, &spot, &prices);
+    facts.notes.extend(notes);
+    Ok(facts)
+}
+
+/// On-demand prices the Pricing API gave (`crate::pricing`), as the provider holds them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LivePrices {
+    /// USD per hour by instance type; they override the built-in table type by type.
+    pub prices: BTreeMap<String, f64>,
+    /// Why the last ask failed, if it did.
+    pub error: Option<String>,
 }
 
 /// Every instance type EC2 describes, converted; types without a name are skipped.
@@ -296,7 +326,8 @@ pub fn assemble(
     let mut notes = vec![format!(
         "Live EC2 catalog for {region}: {} instance types (DescribeInstanceTypes), offerings \
          per zone (DescribeInstanceTypeOfferings), spot prices from DescribeSpotPriceHistory \
-         (latest per type and zone), on-demand prices from the built-in table.",
+         (latest per type and zone), on-demand prices from the built-in table unless a note \
+         below names the Pricing API.",
         instance_types.len(),
     )];
     notes.push(region_prices.note(region));

@@ -27,6 +27,9 @@ pub struct Config {
     pub ssm_parameter_prefix: String,
     /// Prefix of the launch templates this provider creates (`<prefix>/<cluster>/<hash>`).
     pub launch_template_prefix: String,
+    /// The cluster runs without a route to AWS services that have no VPC endpoint (Karpenter's
+    /// `settings.isolatedVPC`): the Pricing API is not asked, on-demand prices stay built in.
+    pub isolated_vpc: bool,
 }
 
 /// Which credentials to sign requests with.
@@ -75,6 +78,7 @@ impl Config {
             cluster,
             ssm_parameter_prefix: DEFAULT_SSM_PARAMETER_PREFIX.to_string(),
             launch_template_prefix: "dovetail".to_string(),
+            isolated_vpc: false,
         }
     }
 
@@ -95,6 +99,12 @@ impl Config {
             secret_access_key: secret_access_key.into(),
             session_token: None,
         };
+        self
+    }
+
+    /// Marks the VPC isolated (no Pricing API).
+    pub fn with_isolated_vpc(mut self, isolated: bool) -> Self {
+        self.isolated_vpc = isolated;
         self
     }
 

@@ -26,6 +26,7 @@ pub mod error;
 pub mod instance_profile;
 pub mod interruption;
 pub mod launch_template;
+pub mod pricing;
 pub mod provider;
 pub mod resolve;
 #[cfg(feature = "test-util")]

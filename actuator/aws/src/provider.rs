@@ -58,6 +58,24 @@ pub struct Ec2Provider {
     /// Zones of every node class resolved so far: the live catalog's offerings are restricted
     /// to them once known.
     zones: Mutex<BTreeSet<String>>,
+    /// The Pricing API client (`None`: the region has no Pricing API, or the VPC is isolated).
+    pricing: Option<aws_sdk_pricing::Client>,
+    /// On-demand prices from the Pricing API, with when they were asked for.
+    on_demand: tokio::sync::Mutex<OnDemand>,
+}
+
+/// How soon the Pricing API is asked again after it failed to answer.
+pub const PRICING_RETRY: Duration = Duration::from_secs(5 * 60);
+
+/// On-demand prices from the Pricing API as held between catalog reads.
+#[derive(Debug, Default)]
+struct OnDemand {
+    /// USD per hour by instance type, every answer assigned over the earlier ones.
+    prices: BTreeMap<String, f64>,
+    /// Why the last ask failed, if it did.
+    error: Option<String>,
+    /// When to ask again (`None`: never asked).
+    next_ask: Option<std::time::Instant>,
 }
 
 // === impl Ec2Provider ===
@@ -66,12 +84,16 @@ impl Ec2Provider {
     /// A provider for `config`. Makes no call to AWS.
     pub async fn new(config: Config) -> Self {
         let sdk = config.sdk_config().await;
-        Self::from_clients(
+        let pricing = (crate::pricing::has_api(&config.region) && !config.isolated_vpc)
+            .then(|| crate::pricing::client(&sdk, &config.region));
+        let mut provider = Self::from_clients(
             config,
             aws_sdk_ec2::Client::new(&sdk),
             aws_sdk_ssm::Client::new(&sdk),
             aws_sdk_iam::Client::new(&sdk),
-        )
+        );
+        provider.pricing = pricing;
+        provider
     }
 
     /// A provider over given clients (tests with other SDK settings).
@@ -91,6 +113,8 @@ impl Ec2Provider {
             templates: Templates::default(),
             architectures: Mutex::new(HashMap::new()),
             zones: Mutex::new(BTreeSet::new()),
+            pricing: None,
+            on_demand: tokio::sync::Mutex::new(OnDemand::default()),
         }
     }
 
@@ -196,6 +220,45 @@ impl Ec2Provider {
             Err(instance_profile::Error::Cloud(e)) => Err(e),
             Err(e) => Ok(Err(e.to_string())),
         }
+    }
+
+    /// The Pricing API's on-demand prices: asked for when none are held or they are older than
+    /// [`crate::pricing::REFRESH`]; after a failed ask, the prices held (or none: the built-in
+    /// table) are used and the API is asked again after [`PRICING_RETRY`].
+    async fn on_demand_prices(&self) -> Option<crate::catalog::LivePrices> {
+        let pricing = self.pricing.as_ref()?;
+        let mut held = self.on_demand.lock().await;
+        // When to ask is the adapter's edge (as DescribeSpotPriceHistory's `now`), not a
+        // decision of the system's clock.
+        #[allow(clippy::disallowed_methods)]
+        let now = std::time::Instant::now();
+        if held.next_ask.is_none_or(|at| now >= at) {
+            match crate::pricing::on_demand(pricing, &self.config.region).await {
+                Ok(prices) => {
+                    tracing::info!(
+                        region = %self.config.region,
+                        instance_types = prices.len(),
+                        "On-demand prices from the Pricing API"
+                    );
+                    held.prices.extend(prices);
+                    held.error = None;
+                    held.next_ask = Some(now + crate::pricing::REFRESH);
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        region = %self.config.region,
+                        error = %e,
+                        "The Pricing API did not answer: on-demand prices stay as they were"
+                    );
+                    held.error = Some(e.to_string());
+                    held.next_ask = Some(now + PRICING_RETRY);
+                }
+            }
+        }
+        Some(crate::catalog::LivePrices {
+            prices: held.prices.clone(),
+            error: held.error.clone(),
+        })
     }
 
     /// Zones the live catalog is restricted to: those of the node classes resolved so far
@@ -889,7 +952,15 @@ impl CloudProvider for Ec2Provider {
         // adapter's edge, not a decision.
         #[allow(clippy::disallowed_methods)]
         let now = aws_sdk_ec2::primitives::DateTime::from(std::time::SystemTime::now());
-        crate::catalog::read(&self.ec2, &self.config.region, &self.known_zones(), now).await
+        let live = self.on_demand_prices().await;
+        crate::catalog::read(
+            &self.ec2,
+            &self.config.region,
+            &self.known_zones(),
+            now,
+            live.as_ref(),
+        )
+        .await
     }
 }
 

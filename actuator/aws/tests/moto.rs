@@ -499,7 +499,10 @@ async fn bad_requests_name_what_is_wrong() -> Result<()> {
 /// and zone costs 0.00001 at one fixed timestamp), so "latest per type and zone" and the price
 /// parsing are shown but not real prices (`catalog::assemble` is unit-tested for the rest); it
 /// answers every type in one page (no NextToken), so pagination is the SDK paginator's and not
-/// exercised here; its facts are a copy of real DescribeInstanceTypes answers.
+/// exercised here; its facts are a copy of real DescribeInstanceTypes answers. moto serves no
+/// Pricing API (GetProducts answers 500), so on-demand prices stay the built-in table's and a
+/// note says the API did not answer (the simulator's GetProducts shows the live prices:
+/// `simulator/tests/aws.rs`).
 #[tokio::test]
 async fn live_catalog_from_describe_calls() -> Result<()> {
     let Some((_moto, provider, world)) = setup().await else {
@@ -574,6 +577,14 @@ async fn live_catalog_from_describe_calls() -> Result<()> {
     assert!(
         catalog.get("mac1.metal").is_none(),
         "Mac types are left out"
+    );
+
+    assert!(
+        all.notes
+            .iter()
+            .any(|n| n.contains("The AWS Pricing API did not answer")),
+        "{:?}",
+        all.notes
     );
 
     // Once a node class is resolved, offerings are restricted to its subnets' zones.
