@@ -58,6 +58,7 @@ mod snapshot;
 mod source;
 mod strict;
 pub mod time;
+mod typed;
 mod workloads;
 
 use std::fmt;

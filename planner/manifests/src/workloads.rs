@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use serde_json::Value;
 
-use crate::objects::FieldError;
+use crate::typed::{FieldError, typed};
 
 /// A workload controller waiting to be expanded.
 #[derive(Debug)]
@@ -61,7 +61,7 @@ impl Controller {
         let replicas = |r: Option<i32>| count(r.unwrap_or(1), "spec.replicas");
         let parts = match kind {
             "Deployment" => {
-                let d: apps::Deployment = crate::objects::typed(value, api_version)?;
+                let d: apps::Deployment = typed(value, api_version)?;
                 let s = d.spec.unwrap_or_default();
                 Parts {
                     metadata: d.metadata,
@@ -72,7 +72,7 @@ impl Controller {
                 }
             }
             "ReplicaSet" => {
-                let r: apps::ReplicaSet = crate::objects::typed(value, api_version)?;
+                let r: apps::ReplicaSet = typed(value, api_version)?;
                 let s = r.spec.unwrap_or_default();
                 Parts {
                     metadata: r.metadata,
@@ -83,7 +83,7 @@ impl Controller {
                 }
             }
             "StatefulSet" => {
-                let st: apps::StatefulSet = crate::objects::typed(value, api_version)?;
+                let st: apps::StatefulSet = typed(value, api_version)?;
                 let s = st.spec.unwrap_or_default();
                 Parts {
                     metadata: st.metadata,
@@ -108,7 +108,7 @@ impl Controller {
                 }
             }
             _ => {
-                let j: batch::Job = crate::objects::typed(value, api_version)?;
+                let j: batch::Job = typed(value, api_version)?;
                 let s = j.spec.unwrap_or_default();
                 let desired = if s.suspend == Some(true) {
                     Ok(0)

@@ -180,7 +180,7 @@ pub(crate) fn reconcile(ctx: &Ctx) -> Outcome {
         let mut reasons: HashMap<String, usize> = HashMap::new();
         let mut feasible = Vec::new();
         for (i, n) in nodes.iter().enumerate() {
-            let failed = filters::filter(p, n, &nodes, &namespaces);
+            let failed = filter(p, n, &nodes, &namespaces);
             if failed.is_empty() {
                 feasible.push(i);
             }
@@ -258,6 +258,34 @@ fn mark_unschedulable(
     if updated.is_ok_and(|p| p["status"]["conditions"] != before) {
         failed_scheduling_event(ctx, pod, message, stamp);
     }
+}
+
+/// Runs every filter; an empty list means the pod may go on the node.
+fn filter(pod: &Value, node: &NodeInfo, all: &[NodeInfo], ns: &Namespaces) -> Vec<String> {
+    if !crate::controllers::kubelet::node_ready(&node.node) {
+        return vec!["node(s) were not ready".into()];
+    }
+    for f in [
+        filters::node_unschedulable,
+        filters::taint_toleration,
+        filters::node_affinity,
+        filters::node_ports,
+    ] {
+        if let Some(reason) = f(pod, node) {
+            return vec![reason];
+        }
+    }
+    let fit = filters::node_resources_fit(pod, node);
+    if !fit.is_empty() {
+        return fit;
+    }
+    if let Some(r) = topology::pod_topology_spread(pod, node, all) {
+        return vec![r];
+    }
+    filters::inter_pod_anti_affinity(pod, node, all, ns)
+        .or_else(|| topology::inter_pod_affinity(pod, node, all, ns))
+        .into_iter()
+        .collect()
 }
 
 #[cfg(test)]

@@ -13,7 +13,6 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::selectors::{Labels, label_selector_matches, labels_of, node_term_matches};
-use crate::controllers::kubelet::node_ready;
 use crate::controllers::{name_of, namespace_of};
 use crate::resources::{Resources, pod_requests};
 
@@ -65,39 +64,6 @@ impl NodeInfo {
 
 /// Labels of every namespace by name, for `namespaceSelector`s.
 pub(crate) type Namespaces = HashMap<String, Labels>;
-
-/// Runs every filter; an empty list means the pod may go on the node.
-pub(crate) fn filter(
-    pod: &Value,
-    node: &NodeInfo,
-    all: &[NodeInfo],
-    ns: &Namespaces,
-) -> Vec<String> {
-    if !node_ready(&node.node) {
-        return vec!["node(s) were not ready".into()];
-    }
-    for f in [
-        node_unschedulable,
-        taint_toleration,
-        node_affinity,
-        node_ports,
-    ] {
-        if let Some(reason) = f(pod, node) {
-            return vec![reason];
-        }
-    }
-    let fit = node_resources_fit(pod, node);
-    if !fit.is_empty() {
-        return fit;
-    }
-    if let Some(r) = super::topology::pod_topology_spread(pod, node, all) {
-        return vec![r];
-    }
-    inter_pod_anti_affinity(pod, node, all, ns)
-        .or_else(|| super::topology::inter_pod_affinity(pod, node, all, ns))
-        .into_iter()
-        .collect()
-}
 
 /// NodeUnschedulable: a cordoned node (`spec.unschedulable`) takes only pods that tolerate
 /// `node.kubernetes.io/unschedulable:NoSchedule`.

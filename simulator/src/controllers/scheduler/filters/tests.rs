@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::controllers::scheduler::filter;
 
 fn node(name: &str, extra: Value) -> NodeInfo {
     let mut n = json!({
