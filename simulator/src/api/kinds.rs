@@ -408,7 +408,7 @@ impl Kinds {
                     "verbs": ["get", "patch", "update"],
                 }));
             }
-            if super::server::has_scale(k) {
+            if has_scale(k) {
                 resources.push(json!({
                     "name": format!("{}/scale", k.resource), "singularName": "", "namespaced": k.namespaced,
                     "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"],
@@ -462,4 +462,20 @@ pub fn karpenter_crds() -> Vec<Value> {
         .map(|crd| serde_json::to_value(crd).unwrap_or(Value::Null))
         .filter(Value::is_object)
         .collect()
+}
+
+/// Whether the kind has a `scale` subresource: the apps workloads, and Karpenter's NodePool
+/// (its CRD declares `.spec.replicas` / `.status.nodes`).
+pub(crate) fn has_scale(kind: &KindInfo) -> bool {
+    (kind.group == "apps"
+        && matches!(
+            kind.resource.as_str(),
+            "deployments" | "replicasets" | "statefulsets"
+        ))
+        || is_node_pool(kind)
+}
+
+/// Whether the kind is Karpenter's NodePool.
+pub(crate) fn is_node_pool(kind: &KindInfo) -> bool {
+    kind.group == "karpenter.sh" && kind.resource == "nodepools"
 }

@@ -16,7 +16,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::error::{ApiError, Result, success_status};
 use super::eviction;
-use super::kinds::KindInfo;
+use super::kinds::{KindInfo, has_scale, is_node_pool};
 use super::openapi::{self, validate::FieldValidation};
 use super::patch::PatchType;
 use super::selectors::{FieldSelector, LabelSelector};
@@ -726,21 +726,6 @@ fn watch(
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from_stream(stream))
         .map_err(|e| ApiError::internal(format!("building the watch response: {e}")))
-}
-
-/// Whether the kind has a `scale` subresource: the apps workloads, and Karpenter's NodePool
-/// (its CRD declares `.spec.replicas` / `.status.nodes`).
-pub(crate) fn has_scale(kind: &KindInfo) -> bool {
-    (kind.group == "apps"
-        && matches!(
-            kind.resource.as_str(),
-            "deployments" | "replicasets" | "statefulsets"
-        ))
-        || is_node_pool(kind)
-}
-
-fn is_node_pool(kind: &KindInfo) -> bool {
-    kind.group == "karpenter.sh" && kind.resource == "nodepools"
 }
 
 fn scale_doc(obj: &Value, node_pool: bool) -> Value {
