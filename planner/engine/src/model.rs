@@ -16,7 +16,7 @@ mod workloads;
 pub use common::quantity;
 pub use common::resources::{Resources, format_bytes, format_cpu, names};
 pub use named::Named;
-pub use node::{Node, NodeClaim};
+pub use node::{ClaimIndex, Node, NodeClaim};
 pub use nodepool::{
     Budget, BudgetNodes, ConsolidationPolicy, Disruption, KubeletConfig, NodeClass, NodePool,
 };

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::catalog::{Catalog, InstanceType};
 use crate::labels;
 use crate::model::{
-    ClusterSnapshot, ConsolidationPolicy, IntOrPercent, Node, NodeClaim, NodePool, Pod,
+    ClaimIndex, ClusterSnapshot, ConsolidationPolicy, IntOrPercent, Node, NodeClaim, NodePool, Pod,
     PodDisruptionBudget, Timestamp,
 };
 use crate::requirements::Requirements;
@@ -222,14 +222,6 @@ pub(crate) fn pdbs_of(pod: &Pod, pdbs: &[PdbState<'_>]) -> Vec<usize> {
         .collect()
 }
 
-/// Matches NodeClaims to Nodes (by `status.nodeName`, else provider ID).
-pub(crate) fn claim_of<'a>(node: &Node, claims: &'a [NodeClaim]) -> Option<&'a NodeClaim> {
-    claims.iter().find(|c| {
-        c.node_name.as_deref() == Some(node.name.as_str())
-            || (c.provider_id.is_some() && c.provider_id == node.provider_id)
-    })
-}
-
 /// Whether a NodePool's node is initialized: label `karpenter.sh/initialized=true` (Karpenter
 /// sets it once the node is ready and its startup taints are gone).
 pub(crate) fn is_initialized(node: &Node) -> bool {
@@ -246,8 +238,9 @@ pub(crate) fn unusable_destinations(
     now: Timestamp,
 ) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
+    let claims = ClaimIndex::new(&snapshot.node_claims);
     for node in &snapshot.nodes {
-        let claim = claim_of(node, &snapshot.node_claims);
+        let claim = claims.claim_of(node);
         let managed = pool_name(node, claim).is_some();
         if !node.ready {
             out.insert(
@@ -334,8 +327,9 @@ pub(crate) fn build(
     let mut out = Vec::new();
     let mut nodes: Vec<&Node> = snapshot.nodes.iter().collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    let claims = ClaimIndex::new(&snapshot.node_claims);
     for node in nodes {
-        let claim = claim_of(node, &snapshot.node_claims);
+        let claim = claims.claim_of(node);
         let Some(pool_name) = pool_name(node, claim) else {
             continue;
         };

@@ -70,3 +70,48 @@ pub struct NodeClaim {
     #[serde(default)]
     pub image_id: Option<String>,
 }
+
+/// NodeClaims found by their Node, as Karpenter pairs them: by `status.nodeName`, else by
+/// provider ID; of several matches the first claim in the list wins. Built once per snapshot
+/// so pairing every node is linear.
+#[derive(Debug)]
+pub struct ClaimIndex<'a> {
+    claims: &'a [NodeClaim],
+    by_node: std::collections::HashMap<&'a str, usize>,
+    by_provider: std::collections::HashMap<&'a str, usize>,
+}
+
+impl<'a> ClaimIndex<'a> {
+    /// An index over `claims`.
+    pub fn new(claims: &'a [NodeClaim]) -> Self {
+        let mut by_node = std::collections::HashMap::new();
+        let mut by_provider = std::collections::HashMap::new();
+        for (i, c) in claims.iter().enumerate() {
+            if let Some(n) = c.node_name.as_deref() {
+                by_node.entry(n).or_insert(i);
+            }
+            if let Some(p) = c.provider_id.as_deref() {
+                by_provider.entry(p).or_insert(i);
+            }
+        }
+        Self {
+            claims,
+            by_node,
+            by_provider,
+        }
+    }
+
+    /// The claim of `node`, if any.
+    pub fn claim_of(&self, node: &Node) -> Option<&'a NodeClaim> {
+        let named = self.by_node.get(node.name.as_str()).copied();
+        let provided = node
+            .provider_id
+            .as_deref()
+            .and_then(|p| self.by_provider.get(p).copied());
+        let i = match (named, provided) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        self.claims.get(i)
+    }
+}

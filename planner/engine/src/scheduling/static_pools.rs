@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use crate::labels;
-use crate::model::{ClusterSnapshot, NodePool, PodKey};
+use crate::model::{ClaimIndex, ClusterSnapshot, NodePool, PodKey};
 
 use super::node_claim::Claim;
 use super::results::{Results, claim_name, planned_claim};
@@ -34,11 +34,9 @@ pub fn static_pool_sizes(snapshot: &ClusterSnapshot) -> BTreeMap<String, usize> 
             *n += 1;
         }
     }
+    let claims = ClaimIndex::new(&snapshot.node_claims);
     for node in &snapshot.nodes {
-        let owned = snapshot.node_claims.iter().any(|c| {
-            c.node_name.as_deref() == Some(node.name.as_str())
-                || (c.provider_id.is_some() && c.provider_id == node.provider_id)
-        });
+        let owned = claims.claim_of(node).is_some();
         if !owned
             && node.deletion_time.is_none()
             && let Some(n) = node
