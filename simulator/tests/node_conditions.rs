@@ -30,7 +30,10 @@ async fn kubectl_patches_a_node_condition_through_the_status_subresource() {
             "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
     }))
     .expect("node");
-    nodes.create(&PostParams::default(), &node).await.expect("created");
+    nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("created");
     let patch = json!({"status": {"conditions": [{"type": "KernelReady", "status": "False",
         "reason": "KernelDeadlock", "lastTransitionTime": "2026-01-01T00:10:00Z"}]}})
     .to_string();
