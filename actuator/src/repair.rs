@@ -293,11 +293,30 @@ pub fn effective_grace(
     Some(grace.map_or(forced, |g| g.min(forced)))
 }
 
+/// One repair, with what Karpenter labels its metrics with
+/// (`karpenter_nodeclaims_disrupted_total{reason="unhealthy"}`,
+/// `karpenter_nodeclaims_unhealthy_disrupted_total`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Repaired {
+    /// The NodeClaim deleted.
+    pub nodeclaim: String,
+    /// Its Node.
+    pub node: String,
+    /// The condition that decided (`KernelReady`, ...).
+    pub condition: String,
+    /// The Node's `karpenter.sh/nodepool`.
+    pub nodepool: String,
+    /// The Node's `karpenter.sh/capacity-type`.
+    pub capacity_type: String,
+    /// The NodeClaim's `status.imageID`.
+    pub image_id: String,
+}
+
 /// What one pass did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Pass {
-    /// NodeClaims deleted, as `(nodeclaim, condition)`.
-    pub repaired: Vec<(String, String)>,
+    /// NodeClaims deleted.
+    pub repaired: Vec<Repaired>,
     /// Nodes whose repair the circuit breaker held back.
     pub blocked: Vec<String>,
     /// Failures, as `(object, error)`.
@@ -387,7 +406,25 @@ impl Repairer {
                     match self.repair(nc, now).await {
                         Ok(true) => {
                             tracing::info!(node = %a.node, nodeclaim = %a.nodeclaim, %condition, nodepool = ?a.nodepool, "Deleting unhealthy node");
-                            pass.repaired.push((a.nodeclaim.clone(), condition.clone()));
+                            let labels = nodes
+                                .iter()
+                                .find(|n| n.metadata.name.as_deref() == Some(a.node.as_str()))
+                                .and_then(|n| n.metadata.labels.as_ref());
+                            let label = |k: &str| {
+                                labels.and_then(|l| l.get(k)).cloned().unwrap_or_default()
+                            };
+                            pass.repaired.push(Repaired {
+                                nodeclaim: a.nodeclaim.clone(),
+                                node: a.node.clone(),
+                                condition: condition.clone(),
+                                nodepool: label(common::labels::NODEPOOL),
+                                capacity_type: label(common::labels::CAPACITY_TYPE),
+                                image_id: nc
+                                    .status
+                                    .as_ref()
+                                    .and_then(|s| s.image_id.clone())
+                                    .unwrap_or_default(),
+                            });
                         }
                         Ok(false) => {}
                         Err(e) => pass.errors.push((a.nodeclaim.clone(), error_chain(&e))),
