@@ -19,8 +19,8 @@ use crate::config::{CloudChoice, Config};
 use crate::lifecycle::gc;
 use crate::metrics::Metrics;
 use crate::{
-    api, catalog, disruption, interruption, ledger, lifecycle, node_class_status, server, standin,
-    worker,
+    api, catalog, disruption, interruption, ledger, lifecycle, node_class_status, repair, server,
+    standin, worker,
 };
 use anyhow::Context;
 use cloud::CloudProvider;
@@ -233,6 +233,15 @@ async fn run(config: Config) -> anyhow::Result<()> {
         let rx = stopped.clone();
         async move { w.run(rx).await }
     });
+    let repairs = match (&config.lifecycle, &lifecycle) {
+        (Some(lc), Some(controller)) if lc.node_repair => {
+            let repairer =
+                repair::Repairer::new(controller.kube_client(), clock.clone(), lc.interval);
+            let rx = stopped.clone();
+            Some(tokio::spawn(async move { repairer.run(rx).await }))
+        }
+        _ => None,
+    };
     let lifecycle = lifecycle.map(|lc| {
         let rx = stopped.clone();
         tokio::spawn(async move { lc.run(rx).await })
@@ -292,6 +301,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
     work.await?;
     if let Some(lc) = lifecycle {
         lc.await?;
+    }
+    if let Some(r) = repairs {
+        r.await?;
     }
     if let Some(ex) = executor {
         ex.await?;

@@ -81,6 +81,9 @@ pub const ENV_NODE_CLASS_STATUS_INTERVAL: &str = "DOVETAIL_NODE_CLASS_STATUS_INT
 /// `DOVETAIL_DISRUPTION_CONFIRM_AFTER`: a disruption executes only when a plan at least this
 /// much later (by the plans' `basis.now`) proposes it again.
 pub const ENV_DISRUPTION_CONFIRM_AFTER: &str = "DOVETAIL_DISRUPTION_CONFIRM_AFTER";
+/// `DOVETAIL_FEATURE_GATES`: Karpenter's feature gates (`Name=bool,...`, its defaults); the
+/// actuator reads `NodeRepair` ([`crate::repair`]).
+pub const ENV_FEATURE_GATES: &str = "DOVETAIL_FEATURE_GATES";
 
 /// Command-line flags; each one overrides its environment variable.
 #[derive(Debug, Default, Parser)]
@@ -174,6 +177,10 @@ pub struct Flags {
     /// Delay after its first proposal before a plan may confirm a disruption [env DOVETAIL_DISRUPTION_CONFIRM_AFTER, default 15s]
     #[arg(long)]
     pub disruption_confirm_after: Option<String>,
+    /// Karpenter's feature gates, Name=true|false,... over its v1.14 defaults; the actuator
+    /// reads NodeRepair (needs a cluster) [env DOVETAIL_FEATURE_GATES]
+    #[arg(long)]
+    pub feature_gates: Option<String>,
 }
 
 /// Which cloud the actuator launches in.
@@ -225,6 +232,8 @@ pub struct LifecycleConfig {
     pub gc_interval: Duration,
     /// Time between EC2NodeClass status passes.
     pub node_class_status_interval: Duration,
+    /// Node repair (Karpenter's `NodeRepair` feature gate), passing every lifecycle interval.
+    pub node_repair: bool,
 }
 
 /// The validated configuration.
@@ -414,6 +423,12 @@ impl Config {
         };
         let (auth, tls) = Auth::load(flags.auth, &s)?;
         let kube = KubeSource::load(s.get(flags.kubeconfig, "kubeconfig", ENV_KUBECONFIG), &s)?;
+        let feature_gates = match s.get(flags.feature_gates, "feature-gates", ENV_FEATURE_GATES) {
+            None => common::feature_gates::FeatureGates::default(),
+            Some(i) => {
+                common::feature_gates::FeatureGates::parse(&i.value).map_err(|e| i.invalid(e))?
+            }
+        };
         let lifecycle = match kube {
             KubeSource::None => None,
             kube => Some(LifecycleConfig {
@@ -450,8 +465,14 @@ impl Config {
                     ),
                     Duration::from_secs(60),
                 )?,
+                node_repair: feature_gates.node_repair,
             }),
         };
+        if feature_gates.node_repair && lifecycle.is_none() {
+            return Err(Error::Conflict(format!(
+                "{ENV_FEATURE_GATES} NodeRepair=true needs a cluster (--kubeconfig or {ENV_KUBECONFIG} other than none): repair acts on Nodes and NodeClaims"
+            )));
+        }
         let disruption_confirm_after = positive_duration_or(
             s.get(
                 flags.disruption_confirm_after,
@@ -825,5 +846,37 @@ mod tests {
                 .starts_with("--interruption-queue needs --cloud aws"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn node_repair_follows_the_feature_gate_and_needs_a_cluster() {
+        let cluster = env(&[(ENV_KUBECONFIG, "in-cluster")]);
+        let c = Config::load(flags(&SIM), &cluster).expect("ok");
+        assert!(
+            !c.lifecycle.expect("on").node_repair,
+            "off by default, as Karpenter"
+        );
+        let mut args = SIM.to_vec();
+        args.extend(["--feature-gates", "NodeRepair=true"]);
+        let c = Config::load(flags(&args), &cluster).expect("ok");
+        assert!(c.lifecycle.expect("on").node_repair);
+        let e = Config::load(
+            flags(&BASE),
+            &env(&[(ENV_FEATURE_GATES, "NodeRepair=true")]),
+        )
+        .expect_err("no cluster");
+        assert!(
+            e.to_string().contains("NodeRepair=true needs a cluster"),
+            "{e}"
+        );
+        let e = Config::load(
+            flags(&SIM),
+            &env(&[
+                (ENV_KUBECONFIG, "in-cluster"),
+                (ENV_FEATURE_GATES, "NodeRepair=maybe"),
+            ]),
+        )
+        .expect_err("bad gate");
+        assert!(e.to_string().starts_with(ENV_FEATURE_GATES), "{e}");
     }
 }

@@ -18,6 +18,9 @@
 //!   rebalance recommendations become Events.
 //! - [`node_class_status`]: each EC2NodeClass resolved against the cloud (subnets, security
 //!   groups, AMIs, instance profile) and written to its `status` with Karpenter's conditions.
+//! - [`repair`]: node repair (feature gate `NodeRepair`): Nodes whose conditions match the
+//!   provider's repair policies past their toleration have their NodeClaim deleted, forcefully,
+//!   with Karpenter's 20% circuit breaker.
 //! - [`launch`]: the launch spec a claim carries and the cloud request made from it.
 //! - [`catalog`]: the live catalog served to planners, and the offerings marked unavailable
 //!   after insufficient-capacity errors (3 minutes), which launches and the catalog leave out.
@@ -40,6 +43,7 @@ pub mod lifecycle;
 pub mod metrics;
 pub mod node_class;
 pub mod node_class_status;
+pub mod repair;
 pub mod server;
 pub mod standin;
 pub mod worker;

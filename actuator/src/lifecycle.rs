@@ -227,6 +227,11 @@ impl Controller {
         self
     }
 
+    /// The Kubernetes client this controller acts through (node repair shares it).
+    pub fn kube_client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
     /// The NodeClaim-creating launch hook for the worker, sharing this controller's client.
     pub fn launch_hook(&self) -> NodeClaims {
         NodeClaims::new(self.client.clone(), self.clock.clone())
@@ -804,6 +809,13 @@ impl Controller {
                                 .and_then(|s| u64::try_from(s).ok())
                                 .map(Duration::from_secs)
                         });
+                    // Node repair's `karpenter.sh/nodeclaim-termination-timestamp` ends the
+                    // drain at that time (see [`crate::repair`]).
+                    let grace = crate::repair::effective_grace(
+                        nc.as_ref(),
+                        grace,
+                        progress.started_at.unwrap_or(now),
+                    );
                     if !self.drain(name, node, grace, &progress).await? {
                         return Ok(None);
                     }

@@ -175,7 +175,7 @@ pub fn instance_type(
 
 /// ENIs of the default network card (index 0), which is all the VPC CNI uses; falls back to the
 /// instance's maximum when the data lists no cards.
-fn default_card_enis(info: &InstanceTypeInfo) -> i64 {
+pub fn default_card_enis(info: &InstanceTypeInfo) -> i64 {
     info.network_cards
         .iter()
         .find(|c| c.index == 0)

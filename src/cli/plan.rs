@@ -45,6 +45,18 @@ pub(crate) struct PlanArgs {
     /// SpotToSpotConsolidation and StaticCapacity (NodePools with spec.replicas).
     #[arg(long, value_name = "GATES", default_value = "", value_parser = feature_gates)]
     feature_gates: common::feature_gates::FeatureGates,
+    /// ENIs of each type's default network card left out of its max pods (Karpenter's
+    /// reservedENIs, for VPC CNI custom networking).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    reserved_enis: u32,
+    /// Fraction of an instance type's memory taken off for the hypervisor (Karpenter's
+    /// vmMemoryOverheadPercent), at least 0 and below 1.
+    #[arg(long, value_name = "FRACTION", default_value = "0.075", value_parser = vm_memory_overhead)]
+    vm_memory_overhead_percent: f64,
+    /// Zones under an ARC zonal shift (Karpenter's ENABLE_ZONAL_SHIFT): no new capacity there
+    /// and no voluntary disruption of its nodes.
+    #[arg(long, value_name = "ZONE[,ZONE...]", value_delimiter = ',')]
+    shifted_zones: Vec<String>,
     /// Compute only the launch plan (no consolidation, drift or expiry).
     #[arg(long)]
     no_disruption: bool,
@@ -129,8 +141,15 @@ pub(super) fn run(args: &PlanArgs, clock_now: i64) -> Result<(), CliError> {
             args.files.join(", ")
         );
     }
+    let mut snapshot = loaded.snapshot;
+    snapshot.shifted_zones = args
+        .shifted_zones
+        .iter()
+        .map(|z| z.trim().to_string())
+        .filter(|z| !z.is_empty())
+        .collect();
     let request = PlanRequest {
-        snapshot: loaded.snapshot,
+        snapshot,
         catalog,
         options: PlanOptions {
             now,
@@ -140,6 +159,10 @@ pub(super) fn run(args: &PlanArgs, clock_now: i64) -> Result<(), CliError> {
                 || args.feature_gates.spot_to_spot_consolidation,
             no_disruption: args.no_disruption,
             static_capacity: args.feature_gates.static_capacity,
+            reserved_enis: args.reserved_enis,
+            vm_memory_overhead_percent: planner::model::VmMemoryOverhead(
+                args.vm_memory_overhead_percent,
+            ),
         },
     };
     let planned = if args.server.is_empty() {
@@ -217,6 +240,15 @@ fn write_output(planned: &Planned, format: OutputFormat) -> Result<(), CliError>
 }
 
 /// `--feature-gates`, parsed over Karpenter's defaults.
+fn vm_memory_overhead(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(f) if f.is_finite() && (0.0..1.0).contains(&f) => Ok(f),
+        _ => Err(format!(
+            "{text:?} is not a fraction at least 0 and below 1, e.g. 0.075 (7.5%)"
+        )),
+    }
+}
+
 fn feature_gates(text: &str) -> Result<common::feature_gates::FeatureGates, String> {
     common::feature_gates::FeatureGates::parse(text)
 }

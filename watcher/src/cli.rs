@@ -73,6 +73,8 @@ async fn run(config: Config, planners: Arc<PlannerClient>) -> anyhow::Result<()>
         spot_to_spot_consolidation: config.feature_gates.spot_to_spot_consolidation,
         no_disruption: false,
         static_capacity: config.feature_gates.static_capacity,
+        reserved_enis: i32::try_from(config.reserved_enis).unwrap_or(i32::MAX),
+        vm_memory_overhead_percent: Some(config.vm_memory_overhead_percent),
     };
     settings.timings.batch_idle = config.batch_idle;
     settings.timings.batch_max = config.batch_max;
@@ -89,6 +91,8 @@ async fn run(config: Config, planners: Arc<PlannerClient>) -> anyhow::Result<()>
         feature_gates = %config.feature_gates,
         preference_policy = %config.preference_policy,
         min_values_policy = %config.min_values_policy,
+        reserved_enis = config.reserved_enis,
+        vm_memory_overhead_percent = config.vm_memory_overhead_percent,
         "Starting"
     );
     let running = app::start(client, planners, settings, metrics);

@@ -52,6 +52,11 @@ pub const ENV_FEATURE_GATES: &str = "DOVETAIL_FEATURE_GATES";
 pub const ENV_PREFERENCE_POLICY: &str = "DOVETAIL_PREFERENCE_POLICY";
 /// `DOVETAIL_MIN_VALUES_POLICY`: `Strict` (default) or `BestEffort`, as Karpenter's setting.
 pub const ENV_MIN_VALUES_POLICY: &str = "DOVETAIL_MIN_VALUES_POLICY";
+/// `DOVETAIL_RESERVED_ENIS`: Karpenter's `reservedENIs` (ENIs left out of max pods), default 0.
+pub const ENV_RESERVED_ENIS: &str = "DOVETAIL_RESERVED_ENIS";
+/// `DOVETAIL_VM_MEMORY_OVERHEAD_PERCENT`: Karpenter's `vmMemoryOverheadPercent` (a fraction),
+/// default 0.075.
+pub const ENV_VM_MEMORY_OVERHEAD_PERCENT: &str = "DOVETAIL_VM_MEMORY_OVERHEAD_PERCENT";
 
 /// Command-line flags; each one overrides its environment variable.
 #[derive(Debug, Default, Parser)]
@@ -123,10 +128,18 @@ pub struct Flags {
     /// [env DOVETAIL_MIN_VALUES_POLICY, default Strict]
     #[arg(long)]
     pub min_values_policy: Option<String>,
+    /// ENIs of each type's default network card left out of its max pods (VPC CNI custom
+    /// networking), as Karpenter's reservedENIs [env DOVETAIL_RESERVED_ENIS, default 0]
+    #[arg(long)]
+    pub reserved_enis: Option<String>,
+    /// Fraction of an instance type's memory taken off for the hypervisor, as Karpenter's
+    /// vmMemoryOverheadPercent [env DOVETAIL_VM_MEMORY_OVERHEAD_PERCENT, default 0.075]
+    #[arg(long)]
+    pub vm_memory_overhead_percent: Option<String>,
 }
 
 /// The validated configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// The cluster (never [`KubeSource::None`]).
     pub kubeconfig: KubeSource,
@@ -158,6 +171,10 @@ pub struct Config {
     pub preference_policy: String,
     /// `Strict` or `BestEffort`.
     pub min_values_policy: String,
+    /// Karpenter's `reservedENIs`.
+    pub reserved_enis: u32,
+    /// Karpenter's `vmMemoryOverheadPercent` (a fraction).
+    pub vm_memory_overhead_percent: f64,
     /// This replica's identity.
     pub instance: String,
 }
@@ -282,10 +299,35 @@ impl Config {
             ),
             ["Strict", "BestEffort"],
         )?;
+        let reserved_enis = match s.get(flags.reserved_enis, "reserved-enis", ENV_RESERVED_ENIS) {
+            None => 0,
+            Some(i) => i
+                .value
+                .trim()
+                .parse::<u32>()
+                .map_err(|_| i.invalid("expected a whole number of ENIs, 0 or more"))?,
+        };
+        let vm_memory_overhead_percent = match s.get(
+            flags.vm_memory_overhead_percent,
+            "vm-memory-overhead-percent",
+            ENV_VM_MEMORY_OVERHEAD_PERCENT,
+        ) {
+            None => common::ec2::overhead::VM_MEMORY_OVERHEAD_FRACTION,
+            Some(i) => match i.value.trim().parse::<f64>() {
+                Ok(f) if f.is_finite() && (0.0..1.0).contains(&f) => f,
+                _ => {
+                    return Err(
+                        i.invalid("expected a fraction at least 0 and below 1, e.g. 0.075 (7.5%)")
+                    );
+                }
+            },
+        };
         Ok(Self {
             feature_gates,
             preference_policy,
             min_values_policy,
+            reserved_enis,
+            vm_memory_overhead_percent,
             kubeconfig,
             planners,
             planner_token,
@@ -386,6 +428,31 @@ mod tests {
         };
         let e = Config::load(flags, &env(&[(ENV_PLANNER, "a:1")])).expect_err("bad policy");
         assert!(e.to_string().contains("--preference-policy"), "{e}");
+    }
+
+    #[test]
+    fn reserved_enis_and_vm_memory_overhead_default_as_karpenter_and_are_checked() {
+        let c = Config::load(Flags::default(), &env(&[(ENV_PLANNER, "a:1")])).expect("valid");
+        assert_eq!((c.reserved_enis, c.vm_memory_overhead_percent), (0, 0.075));
+        let src = env(&[
+            (ENV_PLANNER, "a:1"),
+            (ENV_RESERVED_ENIS, "1"),
+            (ENV_VM_MEMORY_OVERHEAD_PERCENT, "0.1"),
+        ]);
+        let c = Config::load(Flags::default(), &src).expect("valid");
+        assert_eq!((c.reserved_enis, c.vm_memory_overhead_percent), (1, 0.1));
+        for (key, value) in [
+            (ENV_RESERVED_ENIS, "-1"),
+            (ENV_VM_MEMORY_OVERHEAD_PERCENT, "7.5"),
+            (ENV_VM_MEMORY_OVERHEAD_PERCENT, "NaN"),
+        ] {
+            let e = Config::load(
+                Flags::default(),
+                &env(&[(ENV_PLANNER, "a:1"), (key, value)]),
+            )
+            .expect_err("refused");
+            assert!(e.to_string().starts_with(key), "{e}");
+        }
     }
 
     #[test]

@@ -42,14 +42,19 @@ pub const DEFAULT_MAX_PODS: i64 = 110;
 /// Memory capacity in bytes of a node with `memory_mib` MiB of EC2 memory, as Karpenter
 /// estimates it: Graviton's CMA memory and the VM overhead are taken off.
 pub fn capacity_memory(memory_mib: i64, arm64: bool) -> i64 {
+    capacity_memory_with(memory_mib, arm64, VM_MEMORY_OVERHEAD_FRACTION)
+}
+
+/// [`capacity_memory`] with Karpenter's `vmMemoryOverheadPercent` setting at `fraction`
+/// (`VM_MEMORY_OVERHEAD_PERCENT`, a fraction: 0.075 is 7.5%).
+pub fn capacity_memory_with(memory_mib: i64, arm64: bool, fraction: f64) -> i64 {
     let mib = if arm64 {
         memory_mib - GRAVITON_CMA_MIB
     } else {
         memory_mib
     };
     // The same floating-point steps as Karpenter, so that the rounding matches to the MiB.
-    let overhead_mib =
-        ((mib * MIB) as f64 * VM_MEMORY_OVERHEAD_FRACTION / 1024.0 / 1024.0).ceil() as i64;
+    let overhead_mib = ((mib * MIB) as f64 * fraction / 1024.0 / 1024.0).ceil() as i64;
     (mib - overhead_mib) * MIB
 }
 
@@ -59,6 +64,12 @@ pub fn eni_limited_pods(enis: i64, ipv4_per_eni: i64) -> i64 {
         return 0;
     }
     enis * (ipv4_per_eni - 1) + 2
+}
+
+/// [`eni_limited_pods`] with Karpenter's `reservedENIs` setting: `reserved` ENIs of the default
+/// card are not counted (aws/karpenter-provider-aws `ENILimitedPods`); 0 when none is left.
+pub fn eni_limited_pods_reserving(enis: i64, ipv4_per_eni: i64, reserved: i64) -> i64 {
+    eni_limited_pods((enis - reserved.max(0)).max(0), ipv4_per_eni)
 }
 
 /// Kube-reserved cpu in millicores for a node with `cpu_milli` millicores.

@@ -9,7 +9,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use planner::catalog::{aws, synthetic};
+use planner::catalog::{aws, settings, synthetic, zonal_shift};
+use planner::model::{PlanOptions, VmMemoryOverhead};
 
 fn time<T>(runs: u32, mut f: impl FnMut() -> T) -> (Duration, Duration) {
     let mut best = Duration::MAX;
@@ -42,6 +43,37 @@ fn main() {
     let (best, mean) = time(50, || synthetic::karpenter_benchmark(400));
     println!(
         "synthetic::karpenter_benchmark(400): best {:.2} ms, mean {:.2} ms",
+        best.as_secs_f64() * 1e3,
+        mean.as_secs_f64() * 1e3
+    );
+    // What a plan pays for Karpenter's reservedENIs / vmMemoryOverheadPercent and for a zonal
+    // shift: one pass over the catalog (a copy), nothing with the defaults.
+    let options = PlanOptions {
+        reserved_enis: 1,
+        vm_memory_overhead_percent: VmMemoryOverhead(0.1),
+        ..PlanOptions::default()
+    };
+    for (name, o) in [
+        ("defaults", PlanOptions::default()),
+        ("reservedENIs=1, vm 0.1", options),
+    ] {
+        let (best, mean) = time(50, || {
+            settings::for_options(&catalog, &o).instance_types.len()
+        });
+        println!(
+            "settings::for_options({name}): best {:.3} ms, mean {:.3} ms",
+            best.as_secs_f64() * 1e3,
+            mean.as_secs_f64() * 1e3
+        );
+    }
+    let shifted = vec!["us-east-1a".to_string()];
+    let (best, mean) = time(50, || {
+        zonal_shift::apply(std::borrow::Cow::Borrowed(&catalog), &shifted)
+            .instance_types
+            .len()
+    });
+    println!(
+        "zonal_shift::apply(us-east-1a): best {:.3} ms, mean {:.3} ms",
         best.as_secs_f64() * 1e3,
         mean.as_secs_f64() * 1e3
     );

@@ -9,13 +9,18 @@
 //!   overhead and label rules.
 //! - [`overhead`]: those rules as functions, and the EC2NodeClass kubelet overrides
 //!   ([`apply_kubelet`], [`ForNodeClass::for_node_class`]).
+//! - [`settings`]: Karpenter's `reservedENIs` and `vmMemoryOverheadPercent`, applied for one
+//!   plan from its options.
+//! - [`zonal_shift`]: zones under an ARC zonal shift: no offerings, no voluntary disruption.
 //! - [`mod@file`]: the `--instance-types` file format (`file::parse(text, source)`).
 //! - [`synthetic`]: Karpenter's scheduling-benchmark catalog, for benches and tests.
 
 pub mod aws;
 pub mod file;
 pub mod overhead;
+pub mod settings;
 pub mod synthetic;
+pub mod zonal_shift;
 
 pub use overhead::{AmiFamily, apply_kubelet, apply_kubelet_for_family};
 

@@ -51,6 +51,13 @@ pub fn plan_cancellable(
     options: &PlanOptions,
     cancel: &CancelToken,
 ) -> Result<Plan, cancel::Cancelled> {
+    // Karpenter's reservedENIs and vmMemoryOverheadPercent, for this plan.
+    // Zones under an ARC zonal shift offer nothing.
+    let adjusted = catalog::zonal_shift::apply(
+        catalog::settings::for_options(catalog, options),
+        &snapshot.shifted_zones,
+    );
+    let catalog: &Catalog = &adjusted;
     let scheduler =
         scheduling::Scheduler::new(snapshot, catalog, options).with_cancel(cancel.clone());
     let results = scheduler.solve();
@@ -82,6 +89,7 @@ pub fn plan_cancellable(
         .into_iter()
         .map(|(pod, reason)| plan::Unschedulable { pod, reason })
         .collect();
+    plan.options = Some(plan::OptionsUsed::of(options));
     plan.notes = results.notes;
     plan.notes.extend(statics.notes);
     if !options.no_disruption {

@@ -28,7 +28,9 @@ pub use selectors::{
     LabelSelector, Labels, NodeSelectorTerm, Operator, PreferredTerm, Requirement,
     SelectorExpression, SelectorOperator, Taint, TaintEffect, Toleration, TolerationOperator,
 };
-pub use snapshot::{ClusterSnapshot, MinValuesPolicy, PlanOptions, PreferencePolicy, Timestamp};
+pub use snapshot::{
+    ClusterSnapshot, MinValuesPolicy, PlanOptions, PreferencePolicy, Timestamp, VmMemoryOverhead,
+};
 pub use workloads::{
     DaemonSet, IntOrPercent, Namespace, NamespaceLabels, PersistentVolume, PersistentVolumeClaim,
     PodDisruptionBudget, PriorityClass, StorageClass, VolumeBindingMode,

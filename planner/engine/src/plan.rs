@@ -34,6 +34,48 @@ pub struct Plan {
     /// name). The rest of the input was planned without them.
     #[serde(default)]
     pub excluded: Vec<ExcludedObject>,
+    /// The options the plan was made with, defaults filled in (set by [`crate::plan`]; the
+    /// clock is not repeated: the request carries it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<OptionsUsed>,
+}
+
+/// The options a plan was made with, as `PlanResponse.options` renders them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OptionsUsed {
+    /// `Respect` or `Ignore`.
+    pub preference_policy: String,
+    /// `Strict` or `BestEffort`.
+    pub min_values_policy: String,
+    /// Spot-to-spot consolidation.
+    pub spot_to_spot_consolidation: bool,
+    /// Only the launch plan.
+    pub no_disruption: bool,
+    /// The StaticCapacity feature gate.
+    pub static_capacity: bool,
+    /// Karpenter's `reservedENIs`.
+    pub reserved_enis: u32,
+    /// Karpenter's `vmMemoryOverheadPercent`.
+    pub vm_memory_overhead_percent: f64,
+}
+
+// === impl OptionsUsed ===
+
+impl OptionsUsed {
+    /// What a plan made with `o` reports.
+    pub fn of(o: &crate::model::PlanOptions) -> Self {
+        use crate::model::Named;
+        Self {
+            preference_policy: o.preference_policy.as_str().to_string(),
+            min_values_policy: o.min_values_policy.as_str().to_string(),
+            spot_to_spot_consolidation: o.spot_to_spot_consolidation,
+            no_disruption: o.no_disruption,
+            static_capacity: o.static_capacity,
+            reserved_enis: o.reserved_enis,
+            vm_memory_overhead_percent: o.vm_memory_overhead_percent.0,
+        }
+    }
 }
 
 /// An object of the input the planner could not use, left out of the plan.

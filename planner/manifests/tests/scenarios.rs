@@ -6,6 +6,7 @@
 //!   catalog is used;
 //! - `options.yaml` (optional): `{now: RFC3339, preferencePolicy: Respect|Ignore,
 //!   minValuesPolicy: Strict|BestEffort, spotToSpotConsolidation: bool, noDisruption: bool,
+//!   reservedENIs: N, vmMemoryOverheadPercent: FRACTION, shiftedZones: [ZONE, ...],
 //!   catalog: builtin, region: <region>}` (the shared harness, `tests/support/harness.rs`);
 //!   `now` defaults to 2026-01-01T00:00:00Z so that scenarios never read the clock;
 //! - at least one expectation:
@@ -115,8 +116,10 @@ fn check(fixture: &Path, expect: &Expect) -> Result<(), String> {
     }
     let options = harness::options(fixture)?;
     let catalog = harness::load_catalog(fixture, &scenarios_dir(), &options)?;
+    let mut snapshot = loaded.snapshot.clone();
+    snapshot.shifted_zones = options.shifted_zones.clone();
     let options = harness::plan_options(&options, DEFAULT_NOW)?;
-    let plan = planner::plan(&loaded.snapshot, &catalog, &options);
+    let plan = planner::plan(&snapshot, &catalog, &options);
     let mut json = serde_json::to_string_pretty(&plan).map_err(|e| e.to_string())?;
     json.push('\n');
     if let Some(subset) = &expect.plan {

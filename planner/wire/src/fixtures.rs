@@ -220,5 +220,12 @@ pub fn plan() -> Plan {
             message: "consolidationPolicy \"Sometimes\" is not supported by this planner".into(),
             field: "disruption.consolidation_policy".into(),
         }],
+        options: Some(planner::plan::OptionsUsed {
+            preference_policy: "Respect".into(),
+            min_values_policy: "Strict".into(),
+            reserved_enis: 1,
+            vm_memory_overhead_percent: 0.075,
+            ..planner::plan::OptionsUsed::default()
+        }),
     }
 }

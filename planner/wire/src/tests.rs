@@ -161,6 +161,8 @@ fn snapshot_round_trips_through_the_wire() {
         spot_to_spot_consolidation: true,
         no_disruption: false,
         static_capacity: true,
+        reserved_enis: 2,
+        vm_memory_overhead_percent: planner::model::VmMemoryOverhead(0.05),
     };
     let catalog = CatalogChoice::Inline(fixtures::catalog());
     let req = to_wire::plan_request(&s, &catalog, &options);

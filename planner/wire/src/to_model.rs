@@ -9,12 +9,12 @@ use planner::catalog::{Catalog, InstanceType, Offering, Overhead};
 use planner::model::{
     self, BudgetNodes, ClusterSnapshot, ConsolidationPolicy, IntOrPercent, MinValuesPolicy, Named,
     NodeInclusionPolicy, Operator, PlanOptions, PodPhase, PreferencePolicy, Resources,
-    SelectorOperator, TaintEffect, TolerationOperator, VolumeBindingMode, WhenUnsatisfiable, names,
-    quantity,
+    SelectorOperator, TaintEffect, TolerationOperator, VmMemoryOverhead, VolumeBindingMode,
+    WhenUnsatisfiable, names, quantity,
 };
 use planner::plan::{
-    DisruptionDecision, ExcludedObject, ExistingNodePlacement, Plan, PlannedNodeClaim, Summary,
-    TaintOut, Unschedulable,
+    DisruptionDecision, ExcludedObject, ExistingNodePlacement, OptionsUsed, Plan, PlannedNodeClaim,
+    Summary, TaintOut, Unschedulable,
 };
 
 use crate::{
@@ -109,6 +109,21 @@ pub fn options(o: pb::PlanOptions, at: At<'_>) -> Result<PlanOptions> {
         "" => MinValuesPolicy::default(),
         s => one_of(s, at.field("min_values_policy"), MinValuesPolicy::VARIANTS)?,
     };
+    let reserved_enis = u32::try_from(o.reserved_enis).map_err(|_| {
+        at.field("reserved_enis").err(format!(
+            "{} is negative; reservedENIs is 0 or more",
+            o.reserved_enis
+        ))
+    })?;
+    let vm_memory_overhead_percent = match o.vm_memory_overhead_percent {
+        None => VmMemoryOverhead::default(),
+        Some(f) if f.is_finite() && (0.0..1.0).contains(&f) => VmMemoryOverhead(f),
+        Some(f) => {
+            return Err(at.field("vm_memory_overhead_percent").err(format!(
+                "{f} is not a fraction at least 0 and below 1 (Karpenter's default is 0.075)"
+            )));
+        }
+    };
     Ok(PlanOptions {
         now: 0,
         preference_policy,
@@ -116,6 +131,8 @@ pub fn options(o: pb::PlanOptions, at: At<'_>) -> Result<PlanOptions> {
         spot_to_spot_consolidation: o.spot_to_spot_consolidation,
         no_disruption: o.no_disruption,
         static_capacity: o.static_capacity,
+        reserved_enis,
+        vm_memory_overhead_percent,
     })
 }
 
@@ -140,7 +157,21 @@ pub fn snapshot(s: pb::ClusterSnapshot, at: At<'_>) -> Result<ClusterSnapshot> {
             at.field("storage_classes"),
             storage_class,
         )?,
+        shifted_zones: shifted_zones(s.shifted_zones, at.field("shifted_zones"))?,
     })
+}
+
+/// Zones under a zonal shift: names, not empty.
+///
+/// # Errors
+/// An empty zone name, naming its index.
+pub fn shifted_zones(zones: Vec<String>, at: At<'_>) -> Result<Vec<String>> {
+    for (i, z) in zones.iter().enumerate() {
+        if z.trim().is_empty() {
+            return Err(at.index(i).err("empty zone name"));
+        }
+    }
+    Ok(zones)
 }
 
 /// Kubernetes quantities by name → [`Resources`].
@@ -855,6 +886,17 @@ pub fn plan(p: pb::PlanResponse) -> Plan {
                     field: e.field,
                 })
                 .collect(),
+            options: p.options.map(|o| OptionsUsed {
+                preference_policy: o.preference_policy,
+                min_values_policy: o.min_values_policy,
+                spot_to_spot_consolidation: o.spot_to_spot_consolidation,
+                no_disruption: o.no_disruption,
+                static_capacity: o.static_capacity,
+                reserved_enis: u32::try_from(o.reserved_enis).unwrap_or(0),
+                vm_memory_overhead_percent: o
+                    .vm_memory_overhead_percent
+                    .unwrap_or(VmMemoryOverhead::DEFAULT),
+            }),
         }
     }
 }

@@ -353,6 +353,7 @@ pub fn snapshot(s: &ClusterSnapshot) -> pb::ClusterSnapshot {
                 node_local: v.node_local,
             })
             .collect(),
+        shifted_zones: s.shifted_zones.clone(),
         storage_classes: s
             .storage_classes
             .iter()
@@ -406,6 +407,8 @@ pub fn options(o: &PlanOptions) -> pb::PlanOptions {
         spot_to_spot_consolidation: o.spot_to_spot_consolidation,
         no_disruption: o.no_disruption,
         static_capacity: o.static_capacity,
+        reserved_enis: i32::try_from(o.reserved_enis).unwrap_or(i32::MAX),
+        vm_memory_overhead_percent: Some(o.vm_memory_overhead_percent.0),
     }
 }
 
@@ -521,6 +524,15 @@ pub fn plan_response(p: &Plan) -> pb::PlanResponse {
                 field: e.field.clone(),
             })
             .collect(),
+        options: p.options.as_ref().map(|o| pb::PlanOptions {
+            preference_policy: o.preference_policy.clone(),
+            min_values_policy: o.min_values_policy.clone(),
+            spot_to_spot_consolidation: o.spot_to_spot_consolidation,
+            no_disruption: o.no_disruption,
+            static_capacity: o.static_capacity,
+            reserved_enis: i32::try_from(o.reserved_enis).unwrap_or(i32::MAX),
+            vm_memory_overhead_percent: Some(o.vm_memory_overhead_percent),
+        }),
     }
 }
 

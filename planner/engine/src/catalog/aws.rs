@@ -22,6 +22,7 @@
 //! - `capacity-block` usage is not a capacity type Karpenter launches; it gives no offering.
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use common::ec2::prices::{OnDemandPrices, RegionPrices};
 use common::ec2::{self, InstanceTypeInfo};
@@ -138,6 +139,30 @@ pub fn builtin(region: &str) -> Result<Catalog> {
         source,
     })?;
     Ok(build(region, &types, &prices, &zones))
+}
+
+/// `(ENIs of the default network card, IPv4 addresses per ENI)` of a type the built-in EC2 data
+/// knows (for Karpenter's `reservedENIs`, [`super::settings`]).
+pub fn eni_facts(name: &str) -> Option<(i64, i64)> {
+    static FACTS: OnceLock<HashMap<String, (i64, i64)>> = OnceLock::new();
+    FACTS
+        .get_or_init(|| {
+            serde_json::from_str::<RawTypes>(INSTANCE_TYPES)
+                .map(|t| {
+                    t.instance_types
+                        .iter()
+                        .map(|i| {
+                            (
+                                i.name.clone(),
+                                (ec2::default_card_enis(i), i.ipv4_per_interface),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .get(name)
+        .copied()
 }
 
 fn build(

@@ -371,7 +371,9 @@ pub(crate) fn build(
             None => false,
             Some(after) => last_pod_event.is_none_or(|t| now >= t.saturating_add(after)),
         };
-        let blocker = blocker(node, &node_pods, now);
+        let blocker =
+            crate::catalog::zonal_shift::blocker(zone.as_deref(), &snapshot.shifted_zones)
+                .or_else(|| blocker(node, &node_pods, now));
         let drift = drift(node, claim, pool, it, &classes);
         let expired = match (expire_after, created) {
             (Some(e), Some(c)) => now >= c.saturating_add(e),

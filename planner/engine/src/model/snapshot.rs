@@ -37,6 +37,11 @@ pub struct ClusterSnapshot {
     pub pvs: Vec<PersistentVolume>,
     /// StorageClasses.
     pub storage_classes: Vec<StorageClass>,
+    /// Zones (by name) under an active ARC zonal shift (Karpenter's `ENABLE_ZONAL_SHIFT`): their
+    /// offerings are unavailable and their Nodes are not disrupted voluntarily
+    /// ([`crate::catalog::zonal_shift`]).
+    #[serde(default)]
+    pub shifted_zones: Vec<String>,
 }
 
 /// `--preference-policy`.
@@ -76,4 +81,51 @@ pub struct PlanOptions {
     /// scale. Off (Karpenter's default), a static NodePool launches nothing.
     #[serde(default)]
     pub static_capacity: bool,
+    /// Karpenter's `reservedENIs` setting: ENIs of each type's default network card left out
+    /// of its ENI-limited max pods (0, the default, leaves them all).
+    #[serde(default)]
+    pub reserved_enis: u32,
+    /// Karpenter's `vmMemoryOverheadPercent` setting (a fraction, default 0.075).
+    #[serde(default)]
+    pub vm_memory_overhead_percent: VmMemoryOverhead,
+}
+
+/// Karpenter's `vmMemoryOverheadPercent`: the fraction of an instance type's EC2 memory taken
+/// off its capacity for the hypervisor (0.075, Karpenter's default, is 7.5%). Compared and
+/// hashed by its bits, so that options stay usable as a key (inputs are validated: finite, at
+/// least 0, below 1).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct VmMemoryOverhead(pub f64);
+
+// === impl VmMemoryOverhead ===
+
+impl VmMemoryOverhead {
+    /// Karpenter's default, 0.075.
+    pub const DEFAULT: f64 = common::ec2::overhead::VM_MEMORY_OVERHEAD_FRACTION;
+
+    /// Whether this is Karpenter's default.
+    pub fn is_default(self) -> bool {
+        self.0.to_bits() == Self::DEFAULT.to_bits()
+    }
+}
+
+impl Default for VmMemoryOverhead {
+    fn default() -> Self {
+        Self(Self::DEFAULT)
+    }
+}
+
+impl PartialEq for VmMemoryOverhead {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Eq for VmMemoryOverhead {}
+
+impl std::hash::Hash for VmMemoryOverhead {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.to_bits().hash(state);
+    }
 }

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use planner::catalog::Catalog;
-use planner::model::{MinValuesPolicy, PlanOptions, PreferencePolicy};
+use planner::model::{MinValuesPolicy, PlanOptions, PreferencePolicy, VmMemoryOverhead};
 use planner_manifests::{self as manifests, Loaded};
 use serde::Deserialize;
 
@@ -31,6 +31,14 @@ pub struct Options {
     /// The StaticCapacity feature gate (static NodePools).
     #[serde(default)]
     pub static_capacity: bool,
+    /// Zones under an ARC zonal shift (the snapshot's `shifted_zones`).
+    #[serde(default)]
+    pub shifted_zones: Vec<String>,
+    /// Karpenter's `reservedENIs`.
+    #[serde(default, rename = "reservedENIs")]
+    pub reserved_enis: u32,
+    /// Karpenter's `vmMemoryOverheadPercent` (default 0.075).
+    pub vm_memory_overhead_percent: Option<f64>,
     /// `builtin` uses the built-in AWS catalog of `region` even when a `catalog.yaml` exists.
     pub catalog: Option<String>,
     /// Region of the built-in catalog (default us-east-1).
@@ -107,6 +115,11 @@ pub fn plan_options(options: &Options, default_now: &str) -> Result<PlanOptions,
         spot_to_spot_consolidation: options.spot_to_spot_consolidation,
         no_disruption: options.no_disruption,
         static_capacity: options.static_capacity,
+        reserved_enis: options.reserved_enis,
+        vm_memory_overhead_percent: options
+            .vm_memory_overhead_percent
+            .map(VmMemoryOverhead)
+            .unwrap_or_default(),
     })
 }
 

@@ -206,6 +206,8 @@ pub(crate) struct Batch {
 struct Base {
     catalog: CatalogSource,
     options: PlanOptions,
+    /// Zones under an ARC zonal shift, as the snapshot said (a change comes as a new snapshot).
+    shifted_zones: Vec<String>,
 }
 
 /// The kinds a session holds, in the order of the snapshot's lists.
@@ -495,7 +497,11 @@ impl SessionState {
             None => Err(Error::EmptyUpdate { sequence: seq }),
             Some(Update::Snapshot(mut s)) => {
                 let at = root.field("snapshot");
-                let objects = s.snapshot.take().unwrap_or_default();
+                let mut objects = s.snapshot.take().unwrap_or_default();
+                let shifted_zones: Vec<String> = std::mem::take(&mut objects.shifted_zones)
+                    .into_iter()
+                    .filter(|z| !z.trim().is_empty())
+                    .collect();
                 let input = convert::session_snapshot(s, at)?;
                 let catalog =
                     service.catalog_source(input.catalog, "snapshot.catalog_ref.region")?;
@@ -504,6 +510,7 @@ impl SessionState {
                 self.base = Some(Base {
                     catalog,
                     options: input.options,
+                    shifted_zones,
                 });
                 self.next_sequence = Some(
                     seq.checked_add(1)
@@ -784,6 +791,7 @@ impl SessionState {
             pvcs: objects(&self.pvcs),
             pvs: objects(&self.pvs),
             storage_classes: objects(&self.storage_classes),
+            shifted_zones: base.map(|b| b.shifted_zones.clone()).unwrap_or_default(),
         };
         let excluded = isolated::finish(&mut snapshot, self.rejected.values().cloned().collect());
         Batch {

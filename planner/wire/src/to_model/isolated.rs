@@ -108,6 +108,12 @@ pub fn snapshot(s: pb::ClusterSnapshot) -> (ClusterSnapshot, Vec<Exclusion>) {
             }
         }
     }
+    // Empty names mean nothing; the rest are zones.
+    snap.shifted_zones = s
+        .shifted_zones
+        .into_iter()
+        .filter(|z| !z.trim().is_empty())
+        .collect();
     let o = &mut out;
     for p in s.pods {
         let stand_in = pod_placeholder(&p);
