@@ -26,6 +26,7 @@ mod budgets;
 mod candidate;
 pub use common::cron;
 mod evaluation;
+mod status;
 #[cfg(test)]
 mod tests;
 
@@ -35,6 +36,7 @@ pub use candidate::{
     Candidate, HASH_VERSION, NODECLASS_HASH_VERSION, NODEPOOL_HASH_VERSION, POD_DELETION_COST,
     eviction_cost, is_reschedulable, lifetime_remaining, offering_price, pod_do_not_disrupt,
 };
+pub use status::{drift_reason, node_status};
 pub use evaluation::{Command, Evaluation, MIN_REPACK_SAVING, MIN_SPOT_TO_SPOT_TYPES, Rejection};
 
 use crate::catalog::Catalog;

@@ -281,7 +281,15 @@ impl NodePoolStatus {
             .cloned()
             .unwrap_or_default();
         let now = jiff_now();
-        let conditions: Vec<Value> = want
+        // Conditions others write on the pool (the actuator's NodeRegistrationHealthy) are kept;
+        // the write carries the resourceVersion read, so a concurrent write is not lost (a
+        // conflict is retried on the next reconcile).
+        let mut conditions: Vec<Value> = old
+            .iter()
+            .filter(|o| !want.conditions.iter().any(|c| o["type"] == c.type_))
+            .cloned()
+            .collect();
+        conditions.extend(want
             .conditions
             .iter()
             .map(|c| {
@@ -298,9 +306,10 @@ impl NodePoolStatus {
                     "lastTransitionTime": since,
                     "observedGeneration": generation,
                 })
-            })
-            .collect();
-        let patch = json!({"status": {
+            }));
+        let patch = json!({
+            "metadata": {"resourceVersion": current.metadata.resource_version},
+            "status": {
             "resources": want.resources,
             "nodes": want.nodes,
             "conditions": conditions,
@@ -315,7 +324,7 @@ impl NodePoolStatus {
 
 /// RFC 3339 time of now, for condition transition times (status is for people; the planner
 /// never reads it).
-fn jiff_now() -> String {
+pub(super) fn jiff_now() -> String {
     let secs = service_shell::clock::Clock::new().now_secs();
     chrono::DateTime::from_timestamp(secs, 0)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))

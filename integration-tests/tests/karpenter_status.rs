@@ -1,0 +1,288 @@
+//! Status, Events and metrics as Karpenter v1.14 writes them, read as its users read them
+//! (`kubectl get -o yaml`, `kubectl describe`, a Prometheus text scrape), through the running
+//! system: `dovetail-watcher`, two planners and `dovetail-actuator --cloud aws` as processes,
+//! EC2 on moto_server, the simulated cluster (`integration_tests::system`).
+//!
+//! From Karpenter's code and tests:
+//! - NodeClaim `Consolidatable` (`pkg/controllers/nodeclaim/disruption/consolidation.go`,
+//!   `consolidation_test.go`: True once `consolidateAfter` has elapsed since the last pod
+//!   event) and `DisruptionReason` (`pkg/controllers/disruption/queue.go` `markDisrupted`,
+//!   `suite_test.go`: set on the candidates of a command that starts);
+//! - the `DisruptionBlocked` Event on the Node and the NodeClaim of a node with
+//!   `karpenter.sh/do-not-disrupt: "true"` (`pkg/controllers/disruption/events/events.go`
+//!   `Blocked`, message from `pkg/controllers/state/statenode.go` `ValidateNodeDisruptable`);
+//! - NodePool `NodeRegistrationHealthy=True` after a registration
+//!   (`pkg/controllers/nodeclaim/lifecycle/registration.go`,
+//!   `pkg/controllers/nodepool/registrationhealth/suite_test.go`);
+//! - `karpenter_nodeclaims_created_total`, `karpenter_nodes_created_total`,
+//!   `karpenter_voluntary_disruption_decisions_total`, `karpenter_nodeclaims_disrupted_total`,
+//!   `karpenter_nodeclaims_terminated_total`, `karpenter_nodes_terminated_total` (actuator) and
+//!   `karpenter_voluntary_disruption_eligible_nodes` (watcher), with Karpenter's labels
+//!   (`pkg/metrics/metrics.go`, `pkg/controllers/disruption/metrics.go`).
+//!
+//! What moto cannot show: nothing here depends on EC2 beyond launching and terminating.
+//! Fails when moto_server or kubectl is missing, unless `DOVETAIL_ALLOW_MISSING` names it.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use integration_tests::process;
+use integration_tests::system::{self, Options, System, WAIT};
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use serde_json::json;
+use test_support::try_eventually;
+
+const CPU: &str = "500m";
+const MEMORY: &str = "512Mi";
+
+fn kubectl() -> Option<PathBuf> {
+    if let Ok(k) = std::env::var("DOVETAIL_KUBECTL")
+        && !k.is_empty()
+    {
+        return Some(PathBuf::from(k));
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("kubectl"))
+            .find(|p| p.is_file())
+    })
+}
+
+async fn run(kubectl: &PathBuf, sys: &System, args: &[&str]) -> anyhow::Result<String> {
+    let out = tokio::process::Command::new(kubectl)
+        .arg(format!("--kubeconfig={}", sys.kubeconfig().display()))
+        .arg("--request-timeout=10s")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .await?;
+    anyhow::ensure!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn ar(group: &str, kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk(group, "v1", kind))
+}
+
+/// The value of the first sample of `family` whose labels contain every one of `labels`.
+fn sample(text: &str, family: &str, labels: &[&str]) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| {
+            l.strip_prefix(family)
+                .is_some_and(|r| r.starts_with('{') || r.starts_with(' '))
+        })
+        .filter(|l| labels.iter().all(|want| l.contains(want)))
+        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn karpenters_conditions_events_and_metrics_show_through_kubectl_and_scrapes()
+-> anyhow::Result<()> {
+    let Some(kubectl) = kubectl() else {
+        test_support::missing_tool("kubectl", "set DOVETAIL_KUBECTL or put kubectl on PATH");
+        return Ok(());
+    };
+    let mut opts = Options::new("karpenter-status");
+    opts.disruption = Some(json!({
+        "consolidationPolicy": "WhenEmptyOrUnderutilized",
+        "consolidateAfter": "0s",
+        "budgets": [{"nodes": "100%"}]
+    }));
+    let Some(sys) = System::start(opts).await? else {
+        return Ok(());
+    };
+    let result = scenario(&sys, &kubectl).await;
+    if result.is_err() {
+        sys.print_logs();
+    }
+    result?;
+    sys.finish().await
+}
+
+async fn scenario(sys: &System, kubectl: &PathBuf) -> anyhow::Result<()> {
+    sys.deploy("web", 24, CPU, MEMORY).await?;
+    sys.wait_running("web", 24).await?;
+    let big = sys.wait_agreement().await?;
+    let actuator = sys.actuator_metrics.expect("the actuator serves metrics");
+
+    // Registrations succeeded: the pool is NodeRegistrationHealthy.
+    let yaml = try_eventually("NodeRegistrationHealthy=True", WAIT, system::POLL, || async move {
+        let y = run(kubectl, sys, &["get", "nodepool", "default", "-o", "yaml"])
+            .await
+            .ok()?;
+        y.contains("type: NodeRegistrationHealthy").then_some(y)
+    })
+    .await?;
+    let cond = yaml
+        .split("- lastTransitionTime")
+        .find(|c| c.contains("type: NodeRegistrationHealthy"))
+        .unwrap_or_default();
+    assert!(cond.contains("status: \"True\""), "{yaml}");
+
+    let text = process::scrape(actuator).await?;
+    let created = sample(
+        &text,
+        "karpenter_nodeclaims_created_total",
+        &[
+            r#"reason="provisioned""#,
+            r#"nodepool="default""#,
+            r#"min_values_relaxed="false""#,
+        ],
+    );
+    assert!(
+        created.is_some_and(|n| n >= big.instances as f64),
+        "{big:?}\n{text}"
+    );
+    let nodes_created = sample(
+        &text,
+        "karpenter_nodes_created_total",
+        &[r#"nodepool="default""#, "zone=\""],
+    );
+    assert!(nodes_created.is_some_and(|n| n >= 1.0), "{text}");
+
+    // One node is kept from disruption: Karpenter's DisruptionBlocked Event on it and its claim.
+    let nodes: Api<Node> = Api::all(sys.kube.clone());
+    let kept = nodes
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .min()
+        .expect("a node");
+    let kept = kept.as_str();
+    nodes
+        .patch(
+            kept,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}})),
+        )
+        .await?;
+    let message = r#"Disruption is blocked through the "karpenter.sh/do-not-disrupt" annotation"#;
+    let described = try_eventually("DisruptionBlocked on the Node", WAIT, system::POLL, || async move {
+        let d = run(kubectl, sys, &["describe", "node", kept]).await.ok()?;
+        (d.contains("DisruptionBlocked") && d.contains(message)).then_some(d)
+    })
+    .await?;
+    assert!(described.contains("Normal"), "{described}");
+    let claims = Api::<DynamicObject>::all_with(sys.kube.clone(), &ar("karpenter.sh", "NodeClaim"));
+    let kept_claim = claims
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .find(|c| c.data.pointer("/status/nodeName").and_then(|v| v.as_str()) == Some(kept))
+        .and_then(|c| c.metadata.name)
+        .expect("the kept node's NodeClaim");
+    let kept_claim = kept_claim.as_str();
+    try_eventually("DisruptionBlocked on the NodeClaim", WAIT, system::POLL, || async move {
+        let d = run(kubectl, sys, &["describe", "nodeclaim", kept_claim])
+            .await
+            .ok()?;
+        (d.contains("DisruptionBlocked") && d.contains(message)).then_some(())
+    })
+    .await?;
+
+    // Scale in: consolidation removes nodes; a claim being disrupted shows DisruptionReason.
+    sys.scale("web", 2).await?;
+    let big = &big;
+    let reasons = std::sync::Mutex::new(std::collections::BTreeSet::<String>::new());
+    let reasons = &reasons;
+    let claims = &claims;
+    try_eventually("fewer instances after the scale-in", WAIT, system::POLL, || async move {
+        if let Ok(l) = claims.list(&ListParams::default()).await {
+            for c in &l.items {
+                for cond in c
+                    .data
+                    .pointer("/status/conditions")
+                    .and_then(|v| v.as_array())
+                    .into_iter()
+                    .flatten()
+                {
+                    if cond["type"] == "DisruptionReason" {
+                        reasons
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(cond["reason"].as_str().unwrap_or_default().to_string());
+                    }
+                }
+            }
+        }
+        match sys.agreement().await {
+            Ok(a) if a.instances < big.instances => Some(a),
+            _ => None,
+        }
+    })
+    .await?;
+    sys.wait_running("web", 2).await?;
+    sys.wait_agreement().await?;
+
+    // The kept node is still there, still blocked; the claims left are Consolidatable.
+    let yaml = try_eventually("Consolidatable on the claims", WAIT, system::POLL, || async move {
+        let y = run(kubectl, sys, &["get", "nodeclaim", kept_claim, "-o", "yaml"])
+            .await
+            .ok()?;
+        y.contains("type: Consolidatable").then_some(y)
+    })
+    .await?;
+    assert!(yaml.contains("reason: Consolidatable"), "{yaml}");
+
+    let text = try_eventually("Karpenter's disruption counters", WAIT, system::POLL, || async move {
+        let t = process::scrape(actuator).await.ok()?;
+        sample(&t, "karpenter_nodeclaims_terminated_total", &[r#"nodepool="default""#])
+            .is_some()
+            .then_some(t)
+    })
+    .await?;
+    let decisions = sample(
+        &text,
+        "karpenter_voluntary_disruption_decisions_total",
+        &[r#"consolidation_type=""#],
+    );
+    assert!(decisions.is_some_and(|n| n >= 1.0), "{text}");
+    let disrupted = sample(
+        &text,
+        "karpenter_nodeclaims_disrupted_total",
+        &[
+            r#"nodepool="default""#,
+            r#"consolidation_policy="when_empty_or_underutilized""#,
+            r#"termination_mode="graceful""#,
+        ],
+    );
+    assert!(disrupted.is_some_and(|n| n >= 1.0), "{text}");
+    assert!(
+        sample(&text, "karpenter_nodes_terminated_total", &[r#"nodepool="default""#])
+            .is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
+    // Seen on a claim while it was being disrupted (polled, so a very short one may be missed
+    // only if the whole disruption fit between two polls; the counters above do not).
+    let reasons = reasons.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert!(
+        reasons
+            .iter()
+            .all(|r| ["Empty", "Underutilized"].contains(&r.as_str())),
+        "{reasons:?}"
+    );
+
+    let watcher = process::scrape(sys.watcher_metrics).await?;
+    for reason in ["drifted", "empty", "underutilized"] {
+        assert!(
+            sample(
+                &watcher,
+                "karpenter_voluntary_disruption_eligible_nodes",
+                &[&format!("reason=\"{reason}\"")]
+            )
+            .is_some(),
+            "{reason}: {watcher}"
+        );
+    }
+    Ok(())
+}
