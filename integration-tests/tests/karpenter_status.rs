@@ -262,9 +262,11 @@ async fn scenario(sys: &System, kubectl: &PathBuf) -> anyhow::Result<()> {
             .is_some_and(|n| n >= 1.0),
         "{text}"
     );
-    // Seen on a claim while it was being disrupted (polled, so a very short one may be missed
-    // only if the whole disruption fit between two polls; the counters above do not).
+    // Seen on a claim while it was being disrupted (from the taint until the NodeClaim is
+    // gone: the drain and the instance's termination, seconds, polled every POLL).
     let reasons = reasons.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    eprintln!("DisruptionReason seen on claims being disrupted: {reasons:?}");
+    assert!(!reasons.is_empty(), "no claim showed DisruptionReason");
     assert!(
         reasons
             .iter()
@@ -284,5 +286,214 @@ async fn scenario(sys: &System, kubectl: &PathBuf) -> anyhow::Result<()> {
             "{reason}: {watcher}"
         );
     }
+    Ok(())
+}
+
+/// The watcher (in-process) against the simulated API, streaming to a real `dovetail-planner`:
+/// a claim whose node the NodePool's requirements no longer admit shows Karpenter's
+/// `Drifted=True` (reason `RequirementsDrifted`, `pkg/controllers/nodeclaim/disruption/drift.go`,
+/// `drift_test.go`); its pool has `consolidateAfter: Never`, so the Node and the NodeClaim get
+/// the `Unconsolidatable` Event `NodePool "default" has consolidation disabled`
+/// (`pkg/controllers/disruption/consolidation.go` `ShouldDisrupt`); and an EC2NodeClass the
+/// planner leaves out (issue 26: a negative `kubelet.maxPods`, which the simulated API server
+/// accepts as a cluster with another schema would) shows `PlannerValidationSucceeded=False`
+/// with the plan's reason and `Ready=False`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_unconsolidatable_and_an_excluded_class_show_on_the_objects() -> anyhow::Result<()> {
+    use integration_tests::binary;
+    use integration_tests::planner_process::PlannerProcess;
+    use k8s_openapi::api::events::v1::Event;
+    use kube::api::PostParams;
+    use planner_client::{ClientConfig, PlannerClient};
+    use std::sync::Arc;
+    use std::time::Duration;
+    use watcher::app::{self, Settings};
+
+    const WAIT: Duration = Duration::from_secs(60);
+    const POLL: Duration = Duration::from_millis(100);
+    let bin = binary("planner-service", "dovetail-planner")?;
+    let planner = PlannerProcess::start(&bin, &["--insecure-no-auth"]).await?;
+    let sim = simulator::Simulation::start(simulator::Config {
+        scheduler: false,
+        controllers: false,
+        ..Default::default()
+    })
+    .await?;
+    let client = sim.kube_client()?;
+    let classes =
+        Api::<DynamicObject>::all_with(client.clone(), &ar("karpenter.k8s.aws", "EC2NodeClass"));
+    for (name, kubelet) in [("default", json!({})), ("broken", json!({"maxPods": -1}))] {
+        classes
+            .create(&PostParams::default(), &serde_json::from_value(json!({
+                "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": name},
+                "spec": {"role": "KarpenterNodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                         "kubelet": kubelet,
+                         "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+                         "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}]}
+            }))?)
+            .await?;
+    }
+    // What the actuator writes on a resolved class (it does not run here).
+    classes
+        .patch_status(
+            "broken",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": [
+                {"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+            ]}})),
+        )
+        .await?;
+    let pools = Api::<DynamicObject>::all_with(client.clone(), &ar("karpenter.sh", "NodePool"));
+    pools
+        .create(&PostParams::default(), &serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+            "spec": {"disruption": {"consolidateAfter": "Never"}, "template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
+            }}}
+        }))?)
+        .await?;
+    let labels = json!({
+        "karpenter.sh/nodepool": "default", "karpenter.sh/initialized": "true",
+        "karpenter.sh/registered": "true",
+        "node.kubernetes.io/instance-type": "m5.large", "topology.kubernetes.io/zone": "us-east-1a",
+        "karpenter.sh/capacity-type": "spot", "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
+        "kubernetes.io/hostname": "n1"
+    });
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .create(&PostParams::default(), &serde_json::from_value(json!({
+            "metadata": {"name": "n1", "labels": labels},
+            "spec": {"providerID": "aws:///us-east-1a/i-0000000000000001"},
+        }))?)
+        .await?;
+    nodes
+        .patch_status("n1", &PatchParams::default(), &Patch::Merge(json!({"status": {
+            "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+            "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},
+            "conditions": [{"type": "Ready", "status": "True"}]
+        }})))
+        .await?;
+    let claims = Api::<DynamicObject>::all_with(client.clone(), &ar("karpenter.sh", "NodeClaim"));
+    claims
+        .create(&PostParams::default(), &serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "default-abcde", "labels": labels},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                     "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}
+        }))?)
+        .await?;
+    claims
+        .patch_status("default-abcde", &PatchParams::default(), &Patch::Merge(json!({"status": {
+            "nodeName": "n1", "providerID": "aws:///us-east-1a/i-0000000000000001",
+            "conditions": [{"type": "Launched", "status": "True", "reason": "Launched", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+        }})))
+        .await?;
+
+    let planners = PlannerClient::connect(ClientConfig::new(vec![planner.endpoint()])).await?;
+    let mut settings = Settings::new("karpenter-status");
+    settings.timings.batch_idle = Duration::from_millis(200);
+    settings.timings.batch_max = Duration::from_secs(2);
+    settings.timings.retry_after = Duration::from_millis(100);
+    settings.status_every = Duration::from_millis(500);
+    // A plan without new pending pods (as for consolidation) every second, so that a fixed
+    // class is seen planned again soon.
+    settings.timings.consolidate_every = Duration::from_secs(1);
+    let running = app::start(
+        client.clone(),
+        Arc::new(planners),
+        settings,
+        watcher::metrics::Metrics::new(),
+    );
+    // A pending pod closes a batch, so that a plan is made.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "default");
+    pods.create(&PostParams::default(), &serde_json::from_value(json!({
+        "metadata": {"name": "canary", "namespace": "default"},
+        "spec": {"containers": [{"name": "app", "image": "app",
+                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}
+    }))?)
+    .await?;
+    pods.patch_status("canary", &PatchParams::default(), &Patch::Merge(json!({"status": {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+    }})))
+    .await?;
+
+    let condition = |obj: &DynamicObject, t: &str| {
+        obj.data
+            .pointer("/status/conditions")
+            .and_then(|v| v.as_array())
+            .and_then(|l| l.iter().find(|c| c["type"] == t).cloned())
+    };
+    let claims = &claims;
+    let drifted = try_eventually("Drifted on the claim", WAIT, POLL, || async move {
+        let c = claims.get("default-abcde").await.ok()?;
+        condition(&c, "Drifted")
+    })
+    .await?;
+    assert_eq!(drifted["status"], "True", "{drifted}");
+    assert_eq!(drifted["reason"], "RequirementsDrifted", "{drifted}");
+    let launched = condition(&claims.get("default-abcde").await?, "Launched");
+    assert!(launched.is_some(), "the actuator's conditions stay");
+
+    let events: Api<Event> = Api::all(client.clone());
+    let events = &events;
+    for (kind, name) in [("Node", "n1"), ("NodeClaim", "default-abcde")] {
+        let note = try_eventually(&format!("Unconsolidatable on {kind} {name}"), WAIT, POLL, || async move {
+            let l = events.list(&Default::default()).await.ok()?;
+            l.items.into_iter().find_map(|e| {
+                let r = e.regarding.as_ref()?;
+                (r.kind.as_deref() == Some(kind)
+                    && r.name.as_deref() == Some(name)
+                    && e.reason.as_deref() == Some("Unconsolidatable"))
+                .then(|| (e.note.unwrap_or_default(), e.type_.unwrap_or_default()))
+            })
+        })
+        .await?;
+        assert_eq!(
+            note,
+            (
+                r#"NodePool "default" has consolidation disabled"#.to_string(),
+                "Normal".to_string()
+            )
+        );
+    }
+
+    let classes = &classes;
+    let verdict = try_eventually("the excluded class's condition", WAIT, POLL, || async move {
+        let c = classes.get("broken").await.ok()?;
+        condition(&c, "PlannerValidationSucceeded")
+    })
+    .await?;
+    assert_eq!(verdict["status"], "False", "{verdict}");
+    assert_eq!(verdict["reason"], "Invalid", "{verdict}");
+    assert!(
+        verdict["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("max_pods")),
+        "{verdict}"
+    );
+    let ready = condition(&classes.get("broken").await?, "Ready").expect("Ready");
+    assert_eq!(ready["status"], "False", "{ready}");
+    assert_eq!(ready["message"], "PlannerValidationSucceeded not ready", "{ready}");
+    let good = classes.get("default").await?;
+    assert!(condition(&good, "PlannerValidationSucceeded").is_none());
+
+    // Fixed: the planner uses it again, the condition goes and Ready comes back.
+    classes
+        .patch(
+            "broken",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"kubelet": {"maxPods": 20}}})),
+        )
+        .await?;
+    try_eventually("the class planned again", WAIT, POLL, || async move {
+        let c = classes.get("broken").await.ok()?;
+        (condition(&c, "PlannerValidationSucceeded").is_none()
+            && condition(&c, "Ready").is_some_and(|r| r["status"] == "True"))
+        .then_some(())
+    })
+    .await?;
+    running.shutdown().await;
     Ok(())
 }
