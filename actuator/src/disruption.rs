@@ -470,7 +470,10 @@ impl Executor {
         let pool = label(common::labels::NODEPOOL);
         let consolidation = matches!(d.reason.as_str(), "Empty" | "Underutilized");
         let policy = if consolidation {
-            match Api::<NodePool>::all(self.ctl.client.clone()).get_opt(&pool).await {
+            match Api::<NodePool>::all(self.ctl.client.clone())
+                .get_opt(&pool)
+                .await
+            {
                 Ok(Some(p)) => {
                     let policy = p
                         .spec

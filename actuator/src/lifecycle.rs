@@ -31,8 +31,8 @@ pub mod gc;
 pub mod initialization;
 pub mod liveness;
 pub mod nodeclaim;
-pub mod registration_health;
 pub mod registration;
+pub mod registration_health;
 pub mod tagging;
 pub mod termination;
 

@@ -248,7 +248,10 @@ impl Metrics {
             .get_or_create(&labels(&[
                 ("reason", reason),
                 ("nodepool", nodepool),
-                ("min_values_relaxed", if min_values_relaxed { "true" } else { "false" }),
+                (
+                    "min_values_relaxed",
+                    if min_values_relaxed { "true" } else { "false" },
+                ),
             ]))
             .inc();
     }

@@ -597,7 +597,7 @@ mod tests {
     fn the_watchers_condition_is_kept_and_counts_in_ready() {
         let (_, parts) = status_parts(&resolution());
         let watcher = json!({"type": "PlannerValidationSucceeded", "status": "False", "reason": "Unsupported", "message": "newer field", "lastTransitionTime": "t0"});
-        let c = conditions(&parts, &[watcher.clone()], None, "t1");
+        let c = conditions(&parts, std::slice::from_ref(&watcher), None, "t1");
         assert_eq!(c.last(), Some(&watcher));
         let ready = c.iter().find(|c| c["type"] == "Ready").expect("Ready");
         assert_eq!(ready["status"], "False");

@@ -394,9 +394,10 @@ async fn a_spot_interruption_on_sqs_drains_and_replaces_the_node() -> anyhow::Re
     // Counted as Karpenter's interruption controller counts it (its message kind as reason).
     let text = integration_tests::process::scrape(sys.actuator_metrics.expect("metrics")).await?;
     assert!(
-        text.lines().any(|l| l.starts_with("karpenter_nodeclaims_disrupted_total{")
-            && l.contains(r#"reason="spot_interrupted""#)
-            && l.ends_with(" 1")),
+        text.lines()
+            .any(|l| l.starts_with("karpenter_nodeclaims_disrupted_total{")
+                && l.contains(r#"reason="spot_interrupted""#)
+                && l.ends_with(" 1")),
         "{text}"
     );
     sys.finish().await

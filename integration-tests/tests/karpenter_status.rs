@@ -113,12 +113,17 @@ async fn scenario(sys: &System, kubectl: &PathBuf) -> anyhow::Result<()> {
     let actuator = sys.actuator_metrics.expect("the actuator serves metrics");
 
     // Registrations succeeded: the pool is NodeRegistrationHealthy.
-    let yaml = try_eventually("NodeRegistrationHealthy=True", WAIT, system::POLL, || async move {
-        let y = run(kubectl, sys, &["get", "nodepool", "default", "-o", "yaml"])
-            .await
-            .ok()?;
-        y.contains("type: NodeRegistrationHealthy").then_some(y)
-    })
+    let yaml = try_eventually(
+        "NodeRegistrationHealthy=True",
+        WAIT,
+        system::POLL,
+        || async move {
+            let y = run(kubectl, sys, &["get", "nodepool", "default", "-o", "yaml"])
+                .await
+                .ok()?;
+            y.contains("type: NodeRegistrationHealthy").then_some(y)
+        },
+    )
     .await?;
     let cond = yaml
         .split("- lastTransitionTime")
@@ -162,14 +167,21 @@ async fn scenario(sys: &System, kubectl: &PathBuf) -> anyhow::Result<()> {
         .patch(
             kept,
             &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}})),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}),
+            ),
         )
         .await?;
     let message = r#"Disruption is blocked through the "karpenter.sh/do-not-disrupt" annotation"#;
-    let described = try_eventually("DisruptionBlocked on the Node", WAIT, system::POLL, || async move {
-        let d = run(kubectl, sys, &["describe", "node", kept]).await.ok()?;
-        (d.contains("DisruptionBlocked") && d.contains(message)).then_some(d)
-    })
+    let described = try_eventually(
+        "DisruptionBlocked on the Node",
+        WAIT,
+        system::POLL,
+        || async move {
+            let d = run(kubectl, sys, &["describe", "node", kept]).await.ok()?;
+            (d.contains("DisruptionBlocked") && d.contains(message)).then_some(d)
+        },
+    )
     .await?;
     assert!(described.contains("Normal"), "{described}");
     let claims = Api::<DynamicObject>::all_with(sys.kube.clone(), &ar("karpenter.sh", "NodeClaim"));
@@ -182,12 +194,17 @@ async fn scenario(sys: &System, kubectl: &PathBuf) -> anyhow::Result<()> {
         .and_then(|c| c.metadata.name)
         .expect("the kept node's NodeClaim");
     let kept_claim = kept_claim.as_str();
-    try_eventually("DisruptionBlocked on the NodeClaim", WAIT, system::POLL, || async move {
-        let d = run(kubectl, sys, &["describe", "nodeclaim", kept_claim])
-            .await
-            .ok()?;
-        (d.contains("DisruptionBlocked") && d.contains(message)).then_some(())
-    })
+    try_eventually(
+        "DisruptionBlocked on the NodeClaim",
+        WAIT,
+        system::POLL,
+        || async move {
+            let d = run(kubectl, sys, &["describe", "nodeclaim", kept_claim])
+                .await
+                .ok()?;
+            (d.contains("DisruptionBlocked") && d.contains(message)).then_some(())
+        },
+    )
     .await?;
 
     // Scale in: consolidation removes nodes; a claim being disrupted shows DisruptionReason.
@@ -196,50 +213,73 @@ async fn scenario(sys: &System, kubectl: &PathBuf) -> anyhow::Result<()> {
     let reasons = std::sync::Mutex::new(std::collections::BTreeSet::<String>::new());
     let reasons = &reasons;
     let claims = &claims;
-    try_eventually("fewer instances after the scale-in", WAIT, system::POLL, || async move {
-        if let Ok(l) = claims.list(&ListParams::default()).await {
-            for c in &l.items {
-                for cond in c
-                    .data
-                    .pointer("/status/conditions")
-                    .and_then(|v| v.as_array())
-                    .into_iter()
-                    .flatten()
-                {
-                    if cond["type"] == "DisruptionReason" {
-                        reasons
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .insert(cond["reason"].as_str().unwrap_or_default().to_string());
+    try_eventually(
+        "fewer instances after the scale-in",
+        WAIT,
+        system::POLL,
+        || async move {
+            if let Ok(l) = claims.list(&ListParams::default()).await {
+                for c in &l.items {
+                    for cond in c
+                        .data
+                        .pointer("/status/conditions")
+                        .and_then(|v| v.as_array())
+                        .into_iter()
+                        .flatten()
+                    {
+                        if cond["type"] == "DisruptionReason" {
+                            reasons
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .insert(cond["reason"].as_str().unwrap_or_default().to_string());
+                        }
                     }
                 }
             }
-        }
-        match sys.agreement().await {
-            Ok(a) if a.instances < big.instances => Some(a),
-            _ => None,
-        }
-    })
+            match sys.agreement().await {
+                Ok(a) if a.instances < big.instances => Some(a),
+                _ => None,
+            }
+        },
+    )
     .await?;
     sys.wait_running("web", 2).await?;
     sys.wait_agreement().await?;
 
     // The kept node is still there, still blocked; the claims left are Consolidatable.
-    let yaml = try_eventually("Consolidatable on the claims", WAIT, system::POLL, || async move {
-        let y = run(kubectl, sys, &["get", "nodeclaim", kept_claim, "-o", "yaml"])
+    let yaml = try_eventually(
+        "Consolidatable on the claims",
+        WAIT,
+        system::POLL,
+        || async move {
+            let y = run(
+                kubectl,
+                sys,
+                &["get", "nodeclaim", kept_claim, "-o", "yaml"],
+            )
             .await
             .ok()?;
-        y.contains("type: Consolidatable").then_some(y)
-    })
+            y.contains("type: Consolidatable").then_some(y)
+        },
+    )
     .await?;
     assert!(yaml.contains("reason: Consolidatable"), "{yaml}");
 
-    let text = try_eventually("Karpenter's disruption counters", WAIT, system::POLL, || async move {
-        let t = process::scrape(actuator).await.ok()?;
-        sample(&t, "karpenter_nodeclaims_terminated_total", &[r#"nodepool="default""#])
+    let text = try_eventually(
+        "Karpenter's disruption counters",
+        WAIT,
+        system::POLL,
+        || async move {
+            let t = process::scrape(actuator).await.ok()?;
+            sample(
+                &t,
+                "karpenter_nodeclaims_terminated_total",
+                &[r#"nodepool="default""#],
+            )
             .is_some()
             .then_some(t)
-    })
+        },
+    )
     .await?;
     let decisions = sample(
         &text,
@@ -258,8 +298,12 @@ async fn scenario(sys: &System, kubectl: &PathBuf) -> anyhow::Result<()> {
     );
     assert!(disrupted.is_some_and(|n| n >= 1.0), "{text}");
     assert!(
-        sample(&text, "karpenter_nodes_terminated_total", &[r#"nodepool="default""#])
-            .is_some_and(|n| n >= 1.0),
+        sample(
+            &text,
+            "karpenter_nodes_terminated_total",
+            &[r#"nodepool="default""#]
+        )
+        .is_some_and(|n| n >= 1.0),
         "{text}"
     );
     // Seen on a claim while it was being disrupted (from the taint until the NodeClaim is
@@ -362,17 +406,24 @@ async fn drift_unconsolidatable_and_an_excluded_class_show_on_the_objects() -> a
     });
     let nodes: Api<Node> = Api::all(client.clone());
     nodes
-        .create(&PostParams::default(), &serde_json::from_value(json!({
-            "metadata": {"name": "n1", "labels": labels},
-            "spec": {"providerID": "aws:///us-east-1a/i-0000000000000001"},
-        }))?)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "n1", "labels": labels},
+                "spec": {"providerID": "aws:///us-east-1a/i-0000000000000001"},
+            }))?,
+        )
         .await?;
     nodes
-        .patch_status("n1", &PatchParams::default(), &Patch::Merge(json!({"status": {
-            "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
-            "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},
-            "conditions": [{"type": "Ready", "status": "True"}]
-        }})))
+        .patch_status(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+                "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},
+                "conditions": [{"type": "Ready", "status": "True"}]
+            }})),
+        )
         .await?;
     let claims = Api::<DynamicObject>::all_with(client.clone(), &ar("karpenter.sh", "NodeClaim"));
     claims
@@ -407,16 +458,23 @@ async fn drift_unconsolidatable_and_an_excluded_class_show_on_the_objects() -> a
     );
     // A pending pod closes a batch, so that a plan is made.
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "default");
-    pods.create(&PostParams::default(), &serde_json::from_value(json!({
-        "metadata": {"name": "canary", "namespace": "default"},
-        "spec": {"containers": [{"name": "app", "image": "app",
-                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}
-    }))?)
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "metadata": {"name": "canary", "namespace": "default"},
+            "spec": {"containers": [{"name": "app", "image": "app",
+                     "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}
+        }))?,
+    )
     .await?;
-    pods.patch_status("canary", &PatchParams::default(), &Patch::Merge(json!({"status": {
-        "phase": "Pending",
-        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
-    }})))
+    pods.patch_status(
+        "canary",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+        }})),
+    )
     .await?;
 
     let condition = |obj: &DynamicObject, t: &str| {
@@ -439,16 +497,21 @@ async fn drift_unconsolidatable_and_an_excluded_class_show_on_the_objects() -> a
     let events: Api<Event> = Api::all(client.clone());
     let events = &events;
     for (kind, name) in [("Node", "n1"), ("NodeClaim", "default-abcde")] {
-        let note = try_eventually(&format!("Unconsolidatable on {kind} {name}"), WAIT, POLL, || async move {
-            let l = events.list(&Default::default()).await.ok()?;
-            l.items.into_iter().find_map(|e| {
-                let r = e.regarding.as_ref()?;
-                (r.kind.as_deref() == Some(kind)
-                    && r.name.as_deref() == Some(name)
-                    && e.reason.as_deref() == Some("Unconsolidatable"))
-                .then(|| (e.note.unwrap_or_default(), e.type_.unwrap_or_default()))
-            })
-        })
+        let note = try_eventually(
+            &format!("Unconsolidatable on {kind} {name}"),
+            WAIT,
+            POLL,
+            || async move {
+                let l = events.list(&Default::default()).await.ok()?;
+                l.items.into_iter().find_map(|e| {
+                    let r = e.regarding.as_ref()?;
+                    (r.kind.as_deref() == Some(kind)
+                        && r.name.as_deref() == Some(name)
+                        && e.reason.as_deref() == Some("Unconsolidatable"))
+                    .then(|| (e.note.unwrap_or_default(), e.type_.unwrap_or_default()))
+                })
+            },
+        )
         .await?;
         assert_eq!(
             note,
@@ -460,10 +523,15 @@ async fn drift_unconsolidatable_and_an_excluded_class_show_on_the_objects() -> a
     }
 
     let classes = &classes;
-    let verdict = try_eventually("the excluded class's condition", WAIT, POLL, || async move {
-        let c = classes.get("broken").await.ok()?;
-        condition(&c, "PlannerValidationSucceeded")
-    })
+    let verdict = try_eventually(
+        "the excluded class's condition",
+        WAIT,
+        POLL,
+        || async move {
+            let c = classes.get("broken").await.ok()?;
+            condition(&c, "PlannerValidationSucceeded")
+        },
+    )
     .await?;
     assert_eq!(verdict["status"], "False", "{verdict}");
     assert_eq!(verdict["reason"], "Invalid", "{verdict}");
@@ -475,7 +543,10 @@ async fn drift_unconsolidatable_and_an_excluded_class_show_on_the_objects() -> a
     );
     let ready = condition(&classes.get("broken").await?, "Ready").expect("Ready");
     assert_eq!(ready["status"], "False", "{ready}");
-    assert_eq!(ready["message"], "PlannerValidationSucceeded not ready", "{ready}");
+    assert_eq!(
+        ready["message"], "PlannerValidationSucceeded not ready",
+        "{ready}"
+    );
     let good = classes.get("default").await?;
     assert!(condition(&good, "PlannerValidationSucceeded").is_none());
 

@@ -36,8 +36,8 @@ pub use candidate::{
     Candidate, HASH_VERSION, NODECLASS_HASH_VERSION, NODEPOOL_HASH_VERSION, POD_DELETION_COST,
     eviction_cost, is_reschedulable, lifetime_remaining, offering_price, pod_do_not_disrupt,
 };
-pub use status::{drift_reason, node_status};
 pub use evaluation::{Command, Evaluation, MIN_REPACK_SAVING, MIN_SPOT_TO_SPOT_TYPES, Rejection};
+pub use status::{drift_reason, node_status};
 
 use crate::catalog::Catalog;
 use crate::model::{ClusterSnapshot, PlanOptions, Pod, PodKey};

@@ -225,7 +225,8 @@ pub fn plan() -> Plan {
             node_claim: "default-abcde".into(),
             node_pool: "default".into(),
             drifted: "NodePoolDrifted".into(),
-            drift_message: "karpenter.sh/nodepool-hash 1 (version v3) differs from NodePool default's 2".into(),
+            drift_message:
+                "karpenter.sh/nodepool-hash 1 (version v3) differs from NodePool default's 2".into(),
             consolidatable: true,
             blocked: String::new(),
             unconsolidatable: String::new(),

@@ -203,9 +203,16 @@ impl ClaimStatus {
     }
 
     /// Records what the latest plan says, and writes its Events.
-    pub async fn note_plan(&mut self, plan: &pb::PlanResponse, mirror: &Mirror, events: &mut Events) {
+    pub async fn note_plan(
+        &mut self,
+        plan: &pb::PlanResponse,
+        mirror: &Mirror,
+        events: &mut Events,
+    ) {
         self.wanted = wanted(plan, mirror);
-        events.publish_disruption(disruption_events(plan, mirror)).await;
+        events
+            .publish_disruption(disruption_events(plan, mirror))
+            .await;
     }
 
     /// Writes the conditions of every claim whose shown state differs from the plan's.
@@ -223,7 +230,9 @@ impl ClaimStatus {
                         .collect();
                     self.verified = Some(Instant::now());
                 }
-                Err(e) => tracing::warn!(error = %e, "Cannot list NodeClaims to check their conditions"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "Cannot list NodeClaims to check their conditions")
+                }
             }
         }
         let todo: Vec<(String, Wanted)> = self
@@ -337,10 +346,22 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                (Some("Node".into()), Some("u-n1".into()), "DisruptionBlocked"),
-                (Some("NodeClaim".into()), Some("u-c1".into()), "DisruptionBlocked"),
+                (
+                    Some("Node".into()),
+                    Some("u-n1".into()),
+                    "DisruptionBlocked"
+                ),
+                (
+                    Some("NodeClaim".into()),
+                    Some("u-c1".into()),
+                    "DisruptionBlocked"
+                ),
                 (Some("Node".into()), Some("u-n2".into()), "Unconsolidatable"),
-                (Some("NodeClaim".into()), Some("u-c2".into()), "Unconsolidatable"),
+                (
+                    Some("NodeClaim".into()),
+                    Some("u-c2".into()),
+                    "Unconsolidatable"
+                ),
             ]
         );
         assert_eq!(ev[3].object.api_version.as_deref(), Some("karpenter.sh/v1"));

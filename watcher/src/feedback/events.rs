@@ -144,9 +144,20 @@ impl Events {
             let name = e.object.name.clone().unwrap_or_default();
             let uid = e.object.uid.clone().unwrap_or_default();
             // One slot per object and reason, so that each reason dedupes on its own.
-            let key = format!("{kind}/{}/{}", common::key::object(&uid, None, &name), e.reason);
-            self.send(key, e.object, EventType::Normal, e.reason, e.note, "Disrupting")
-                .await;
+            let key = format!(
+                "{kind}/{}/{}",
+                common::key::object(&uid, None, &name),
+                e.reason
+            );
+            self.send(
+                key,
+                e.object,
+                EventType::Normal,
+                e.reason,
+                e.note,
+                "Disrupting",
+            )
+            .await;
         }
     }
 

@@ -236,7 +236,9 @@ mod tests {
         assert_eq!(out[2]["type"], CONDITION);
         assert_eq!(out[2]["reason"], "Unsupported");
         // Written once: nothing more to do.
-        assert!(merged_conditions(&out, Some(("Unsupported", "newer field")), None, "t2").is_none());
+        assert!(
+            merged_conditions(&out, Some(("Unsupported", "newer field")), None, "t2").is_none()
+        );
         // Planned again: condition gone, Ready back to True.
         let back = merged_conditions(&out, None, None, "t3").expect("changed");
         assert_eq!(back.len(), 2);
@@ -250,7 +252,8 @@ mod tests {
             c("SubnetsReady", "False", "no subnet"),
             c("Ready", "False", "SubnetsReady not ready"),
         ];
-        let out = merged_conditions(&failing, Some(("Invalid", "bad")), None, "t1").expect("changed");
+        let out =
+            merged_conditions(&failing, Some(("Invalid", "bad")), None, "t1").expect("changed");
         assert_eq!(out[1]["message"], "SubnetsReady not ready");
         let back = merged_conditions(&out, None, None, "t2").expect("changed");
         assert_eq!(back, failing);

@@ -289,24 +289,21 @@ impl NodePoolStatus {
             .filter(|o| !want.conditions.iter().any(|c| o["type"] == c.type_))
             .cloned()
             .collect();
-        conditions.extend(want
-            .conditions
-            .iter()
-            .map(|c| {
-                let since = old
-                    .iter()
-                    .find(|o| o["type"] == c.type_ && o["status"] == c.status)
-                    .and_then(|o| o.get("lastTransitionTime").cloned())
-                    .unwrap_or_else(|| Value::String(now.clone()));
-                json!({
-                    "type": c.type_,
-                    "status": c.status,
-                    "reason": c.reason,
-                    "message": c.message,
-                    "lastTransitionTime": since,
-                    "observedGeneration": generation,
-                })
-            }));
+        conditions.extend(want.conditions.iter().map(|c| {
+            let since = old
+                .iter()
+                .find(|o| o["type"] == c.type_ && o["status"] == c.status)
+                .and_then(|o| o.get("lastTransitionTime").cloned())
+                .unwrap_or_else(|| Value::String(now.clone()));
+            json!({
+                "type": c.type_,
+                "status": c.status,
+                "reason": c.reason,
+                "message": c.message,
+                "lastTransitionTime": since,
+                "observedGeneration": generation,
+            })
+        }));
         let patch = json!({
             "metadata": {"resourceVersion": current.metadata.resource_version},
             "status": {

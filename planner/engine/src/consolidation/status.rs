@@ -216,8 +216,14 @@ mod tests {
         let mut s = cluster(&[&[], &[1000]]);
         let st = node_status(&s, &catalog(), NOW);
         let n0 = of(&st, "n0");
-        assert!(n0.consolidatable && n0.empty && n0.blocked.is_empty(), "{n0:?}");
-        assert!(n0.drifted.is_empty() && n0.unconsolidatable.is_empty(), "{n0:?}");
+        assert!(
+            n0.consolidatable && n0.empty && n0.blocked.is_empty(),
+            "{n0:?}"
+        );
+        assert!(
+            n0.drifted.is_empty() && n0.unconsolidatable.is_empty(),
+            "{n0:?}"
+        );
         assert!(!of(&st, "n1").empty);
 
         s.nodes[0]
@@ -280,7 +286,10 @@ mod tests {
         let st = node_status(&s, &catalog(), NOW);
         let n0 = of(&st, "n0");
         assert_eq!(n0.drifted, "InstanceTypeNotFound");
-        assert_eq!(n0.unconsolidatable, r#"Instance Type "gone.large" not found"#);
+        assert_eq!(
+            n0.unconsolidatable,
+            r#"Instance Type "gone.large" not found"#
+        );
         // A stale NodePool hash.
         let mut s = cluster(&[&[1000]]);
         s.node_pools[0].template_hash = "new".into();
