@@ -112,7 +112,7 @@ async fn scenario(sys: &System, kubectl: &PathBuf) -> anyhow::Result<()> {
     let big = sys.wait_agreement().await?;
     let actuator = sys.actuator_metrics.expect("the actuator serves metrics");
 
-    // Registrations succeeded: the pool is NodeRegistrationHealthy.
+    // Registrations succeeded: the pool is NodeRegistrationHealthy (Unknown until then).
     let yaml = try_eventually(
         "NodeRegistrationHealthy=True",
         WAIT,
@@ -121,15 +121,16 @@ async fn scenario(sys: &System, kubectl: &PathBuf) -> anyhow::Result<()> {
             let y = run(kubectl, sys, &["get", "nodepool", "default", "-o", "yaml"])
                 .await
                 .ok()?;
-            y.contains("type: NodeRegistrationHealthy").then_some(y)
+            // kubectl prints each condition's keys sorted, lastTransitionTime first.
+            y.split("- lastTransitionTime")
+                .any(|c| {
+                    c.contains("type: NodeRegistrationHealthy") && c.contains("status: \"True\"")
+                })
+                .then_some(y)
         },
     )
     .await?;
-    let cond = yaml
-        .split("- lastTransitionTime")
-        .find(|c| c.contains("type: NodeRegistrationHealthy"))
-        .unwrap_or_default();
-    assert!(cond.contains("status: \"True\""), "{yaml}");
+    assert!(yaml.contains("reason: NodeRegistrationHealthy"), "{yaml}");
 
     let text = process::scrape(actuator).await?;
     let created = sample(
@@ -493,6 +494,15 @@ async fn drift_unconsolidatable_and_an_excluded_class_show_on_the_objects() -> a
     assert_eq!(drifted["reason"], "RequirementsDrifted", "{drifted}");
     let launched = condition(&claims.get("default-abcde").await?, "Launched");
     assert!(launched.is_some(), "the actuator's conditions stay");
+    // No registration seen yet (no actuator here): Karpenter's initial Unknown.
+    let pools = &pools;
+    let health = try_eventually("NodeRegistrationHealthy on the pool", WAIT, POLL, || async move {
+        let p = pools.get("default").await.ok()?;
+        condition(&p, "NodeRegistrationHealthy")
+    })
+    .await?;
+    assert_eq!(health["status"], "Unknown", "{health}");
+    assert_eq!(health["reason"], "AwaitingReconciliation", "{health}");
 
     let events: Api<Event> = Api::all(client.clone());
     let events = &events;

@@ -4,9 +4,10 @@
 //! `pkg/controllers/nodepool/registrationhealth/controller.go`): the last 4 registration
 //! outcomes of each NodePool's claims; half or more of them failures → `False` (reason
 //! `RegistrationFailed`, message `Failed to register node`), else a success makes it `True`.
-//! The buffer starts from the condition already written (a restart keeps the verdict), and is
-//! reset when the NodePool's generation is not the one the condition was written for (its spec
-//! changed, as Karpenter resets it on a NodePool or NodeClass update).
+//! The buffer starts from the condition already written when that was written for the pool's
+//! current generation (a restart keeps the verdict), and is reset when the NodePool's generation
+//! changes (its spec changed, as Karpenter resets it on a NodePool update; the watcher writes
+//! the first `Unknown`).
 //!
 //! The watcher writes the other NodePool conditions; both keep the conditions they do not own
 //! and write with the pool's `resourceVersion`.
@@ -59,7 +60,8 @@ fn push(buffer: &mut VecDeque<bool>, ok: bool) {
 /// Per-NodePool registration outcomes.
 #[derive(Debug, Default)]
 pub struct RegistrationHealth {
-    buffers: Mutex<HashMap<String, VecDeque<bool>>>,
+    /// Per NodePool: the generation the outcomes are of, and the outcomes.
+    buffers: Mutex<HashMap<String, (Option<i64>, VecDeque<bool>)>>,
 }
 
 // === impl RegistrationHealth ===
@@ -86,12 +88,16 @@ impl RegistrationHealth {
         let current = conditions.iter().find(|c| c["type"] == CONDITION);
         let verdict = {
             let mut buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
-            let buffer = buffers.entry(pool.to_string()).or_default();
-            let stale = current.is_none_or(|c| c["observedGeneration"].as_i64() != generation);
-            if stale {
+            let (of, buffer) = buffers
+                .entry(pool.to_string())
+                .or_insert_with(|| (generation, VecDeque::new()));
+            if *of != generation {
+                *of = generation;
                 buffer.clear();
-            } else if buffer.is_empty() {
-                // After a restart: start from the verdict written.
+            } else if buffer.is_empty()
+                && current.is_some_and(|c| c["observedGeneration"].as_i64() == generation)
+            {
+                // After a restart: start from the verdict written for this generation.
                 match current.and_then(|c| c["status"].as_str()) {
                     Some("True") => push(buffer, true),
                     Some("False") => {
@@ -113,44 +119,68 @@ impl RegistrationHealth {
             // Karpenter moves the condition only on the outcome that tips it.
             _ => return,
         };
-        if current.is_some_and(|c| {
-            c["status"] == status && c["observedGeneration"].as_i64() == generation
-        }) {
-            return;
-        }
-        let since = current
-            .filter(|c| c["status"] == status)
-            .and_then(|c| c.get("lastTransitionTime").cloned())
-            .unwrap_or_else(|| json!(now));
-        let mut out: Vec<Value> = conditions
-            .iter()
-            .filter(|c| c["type"] != CONDITION)
-            .cloned()
-            .collect();
-        out.push(json!({
-            "type": CONDITION,
-            "status": status,
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": since,
-            "observedGeneration": generation,
-        }));
-        let patch = json!({
-            "metadata": {"resourceVersion": np.metadata.resource_version},
-            "status": {"conditions": out},
-        });
-        match api
-            .patch_status(pool, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-        {
-            Ok(_) => {
-                tracing::info!(nodepool = %pool, status, reason, "NodeRegistrationHealthy written")
-            }
-            Err(e) => {
-                tracing::warn!(nodepool = %pool, error = %e, "Cannot write NodeRegistrationHealthy")
+        let mut np = np;
+        for attempt in 0..3 {
+            match write(&api, pool, &np, (status, reason, message), now).await {
+                Ok(()) => return,
+                // Someone else wrote the pool's status meanwhile (the watcher): read it again.
+                Err(kube::Error::Api(e)) if e.code == 409 && attempt < 2 => {
+                    match api.get_opt(pool).await {
+                        Ok(Some(fresh)) => np = fresh,
+                        _ => return,
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(nodepool = %pool, error = %e, "Cannot write NodeRegistrationHealthy");
+                    return;
+                }
             }
         }
     }
+}
+
+/// Writes the condition on `np` (kept as it is when it already says so), with its
+/// `resourceVersion`, keeping the other conditions.
+async fn write(
+    api: &Api<NodePool>,
+    pool: &str,
+    np: &NodePool,
+    (status, reason, message): (&str, &str, &str),
+    now: &str,
+) -> Result<(), kube::Error> {
+    let generation = np.metadata.generation;
+    let value = serde_json::to_value(&np.status).unwrap_or(Value::Null);
+    let conditions: Vec<Value> = value["conditions"].as_array().cloned().unwrap_or_default();
+    let current = conditions.iter().find(|c| c["type"] == CONDITION);
+    if current.is_some_and(|c| c["status"] == status && c["observedGeneration"].as_i64() == generation)
+    {
+        return Ok(());
+    }
+    let since = current
+        .filter(|c| c["status"] == status)
+        .and_then(|c| c.get("lastTransitionTime").cloned())
+        .unwrap_or_else(|| json!(now));
+    let mut out: Vec<Value> = conditions
+        .iter()
+        .filter(|c| c["type"] != CONDITION)
+        .cloned()
+        .collect();
+    out.push(json!({
+        "type": CONDITION,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+        "observedGeneration": generation,
+    }));
+    let patch = json!({
+        "metadata": {"resourceVersion": np.metadata.resource_version},
+        "status": {"conditions": out},
+    });
+    api.patch_status(pool, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    tracing::info!(nodepool = %pool, status, reason, "NodeRegistrationHealthy written");
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! NodePool status: resources in use and node count (summed over the Nodes labelled
 //! `karpenter.sh/nodepool=<pool>`), and the conditions ValidationSucceeded (the pool converts and
 //! the planner did not leave it out of the latest plan), NodeClassReady (its EC2NodeClass exists
-//! and was not left out) and Ready (both). Written with a merge patch on the status subresource
+//! and was not left out) and Ready (both); NodeRegistrationHealthy starts Unknown here and is
+//! the actuator's from then on (conditions written by others are kept). Written with a merge patch on the status subresource
 //! only when it changed; transition times are kept while a condition holds.
 //!
 //! As Karpenter's: `ValidationSucceeded=False` with reason `NodePoolValidationFailed`
@@ -304,6 +305,19 @@ impl NodePoolStatus {
                 "observedGeneration": generation,
             })
         }));
+        if !old.iter().any(|o| o["type"] == "NodeRegistrationHealthy") {
+            // Karpenter's registration health starts Unknown
+            // (`pkg/controllers/nodepool/registrationhealth/controller.go`); the actuator
+            // moves it with the registrations it sees.
+            conditions.push(json!({
+                "type": "NodeRegistrationHealthy",
+                "status": "Unknown",
+                "reason": "AwaitingReconciliation",
+                "message": "object is awaiting reconciliation",
+                "lastTransitionTime": now,
+                "observedGeneration": generation,
+            }));
+        }
         let patch = json!({
             "metadata": {"resourceVersion": current.metadata.resource_version},
             "status": {

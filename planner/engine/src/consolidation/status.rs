@@ -31,6 +31,11 @@ pub fn node_status(
         .iter()
         .map(|p| (p.name.as_str(), p))
         .collect();
+    let nodes: BTreeMap<&str, &crate::model::Node> = snapshot
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n))
+        .collect();
     let mut out = Vec::new();
     for c in &candidates {
         let mut pods: Vec<&Pod> = pods_on
@@ -39,7 +44,10 @@ pub fn node_status(
             .unwrap_or_default();
         pods.sort_by_key(|p| p.key());
         let empty = !pods.iter().any(|p| candidate::is_reschedulable(p));
-        let blocked = blocked(c, snapshot, &pods, &pdbs, now).unwrap_or_default();
+        let blocked = nodes
+            .get(c.name.as_str())
+            .and_then(|node| blocked(c, node, &pods, &pdbs, now))
+            .unwrap_or_default();
         let consolidation_disabled = pools
             .get(c.node_pool.as_str())
             .is_none_or(|p| p.disruption.consolidate_after.is_none());
@@ -109,12 +117,11 @@ fn sentence(s: &str) -> String {
 /// PDB), as Karpenter checks them; then dovetail's own blocker (a pod without a controller).
 fn blocked(
     c: &Candidate,
-    snapshot: &ClusterSnapshot,
+    node: &crate::model::Node,
     pods: &[&Pod],
     pdbs: &[candidate::PdbState<'_>],
     now: Timestamp,
 ) -> Option<String> {
-    let node = snapshot.nodes.iter().find(|n| n.name == c.name)?;
     if node
         .annotations
         .get(labels::DO_NOT_DISRUPT)
