@@ -496,10 +496,15 @@ async fn drift_unconsolidatable_and_an_excluded_class_show_on_the_objects() -> a
     assert!(launched.is_some(), "the actuator's conditions stay");
     // No registration seen yet (no actuator here): Karpenter's initial Unknown.
     let pools = &pools;
-    let health = try_eventually("NodeRegistrationHealthy on the pool", WAIT, POLL, || async move {
-        let p = pools.get("default").await.ok()?;
-        condition(&p, "NodeRegistrationHealthy")
-    })
+    let health = try_eventually(
+        "NodeRegistrationHealthy on the pool",
+        WAIT,
+        POLL,
+        || async move {
+            let p = pools.get("default").await.ok()?;
+            condition(&p, "NodeRegistrationHealthy")
+        },
+    )
     .await?;
     assert_eq!(health["status"], "Unknown", "{health}");
     assert_eq!(health["reason"], "AwaitingReconciliation", "{health}");

@@ -57,11 +57,13 @@ fn push(buffer: &mut VecDeque<bool>, ok: bool) {
     buffer.push_back(ok);
 }
 
+/// The generation of a NodePool its outcomes are of, and the outcomes.
+type Outcomes = (Option<i64>, VecDeque<bool>);
+
 /// Per-NodePool registration outcomes.
 #[derive(Debug, Default)]
 pub struct RegistrationHealth {
-    /// Per NodePool: the generation the outcomes are of, and the outcomes.
-    buffers: Mutex<HashMap<String, (Option<i64>, VecDeque<bool>)>>,
+    buffers: Mutex<HashMap<String, Outcomes>>,
 }
 
 // === impl RegistrationHealth ===
@@ -152,7 +154,8 @@ async fn write(
     let value = serde_json::to_value(&np.status).unwrap_or(Value::Null);
     let conditions: Vec<Value> = value["conditions"].as_array().cloned().unwrap_or_default();
     let current = conditions.iter().find(|c| c["type"] == CONDITION);
-    if current.is_some_and(|c| c["status"] == status && c["observedGeneration"].as_i64() == generation)
+    if current
+        .is_some_and(|c| c["status"] == status && c["observedGeneration"].as_i64() == generation)
     {
         return Ok(());
     }
