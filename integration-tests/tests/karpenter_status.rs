@@ -583,3 +583,56 @@ async fn drift_unconsolidatable_and_an_excluded_class_show_on_the_objects() -> a
     running.shutdown().await;
     Ok(())
 }
+
+/// Nodes that never register: each claim times out (`--registration-timeout 3s`; the simulated
+/// kubelet would register only after ten minutes), and once half of the NodePool's last four
+/// registrations failed it shows `NodeRegistrationHealthy=False`, reason `RegistrationFailed`
+/// (Karpenter's `pkg/controllers/nodeclaim/lifecycle/liveness.go`
+/// `updateNodePoolRegistrationHealth`, `pkg/state/nodepoolhealth/tracker.go`), and each timeout
+/// counts in `karpenter_nodeclaims_disrupted_total{reason="registration_timeout"}`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn claims_that_never_register_make_the_pool_registration_unhealthy() -> anyhow::Result<()> {
+    let mut opts = Options::new("registration-health");
+    opts.register_after = std::time::Duration::from_secs(600);
+    opts.actuator_args = vec!["--registration-timeout".into(), "3s".into()];
+    let Some(sys) = System::start(opts).await? else {
+        return Ok(());
+    };
+    let result = async {
+        sys.deploy("web", 1, CPU, MEMORY).await?;
+        let pools =
+            Api::<DynamicObject>::all_with(sys.kube.clone(), &ar("karpenter.sh", "NodePool"));
+        let pools = &pools;
+        let health = try_eventually(
+            "NodeRegistrationHealthy=False",
+            WAIT,
+            system::POLL,
+            || async move {
+                let p = pools.get("default").await.ok()?;
+                p.data
+                    .pointer("/status/conditions")?
+                    .as_array()?
+                    .iter()
+                    .find(|c| c["type"] == "NodeRegistrationHealthy" && c["status"] == "False")
+                    .cloned()
+            },
+        )
+        .await?;
+        assert_eq!(health["reason"], "RegistrationFailed", "{health}");
+        assert_eq!(health["message"], "Failed to register node", "{health}");
+        let text = process::scrape(sys.actuator_metrics.expect("metrics")).await?;
+        let timeouts = sample(
+            &text,
+            "karpenter_nodeclaims_disrupted_total",
+            &[r#"reason="registration_timeout""#, r#"nodepool="default""#],
+        );
+        assert!(timeouts.is_some_and(|n| n >= 2.0), "{text}");
+        anyhow::Ok(())
+    }
+    .await;
+    if result.is_err() {
+        sys.print_logs();
+    }
+    result?;
+    sys.finish().await
+}
