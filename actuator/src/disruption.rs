@@ -452,18 +452,149 @@ impl Executor {
         Ok(())
     }
 
+    /// Marks a candidate as Karpenter's queue does when it starts a command: the NodeClaim's
+    /// `DisruptionReason` condition (True, reason and message the disruption reason), and
+    /// `karpenter_nodeclaims_disrupted_total`. Called once, when its Node is newly tainted.
+    async fn mark_disrupted(&self, d: &DisruptionRecord, claim: &str, view: &View) {
+        let Some(nc) = view.nodeclaims.get(claim) else {
+            return;
+        };
+        let label = |k: &str| {
+            nc.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(k))
+                .cloned()
+                .unwrap_or_default()
+        };
+        let pool = label(common::labels::NODEPOOL);
+        let consolidation = matches!(d.reason.as_str(), "Empty" | "Underutilized");
+        let policy = if consolidation {
+            match Api::<NodePool>::all(self.ctl.client.clone())
+                .get_opt(&pool)
+                .await
+            {
+                Ok(Some(p)) => {
+                    let policy = p
+                        .spec
+                        .disruption
+                        .as_ref()
+                        .map(|d| d.consolidation_policy())
+                        .unwrap_or(crds::nodepool::ConsolidationPolicy::WhenEmptyOrUnderutilized);
+                    crate::metrics::snake_case(&format!("{policy:?}"))
+                }
+                _ => String::new(),
+            }
+        } else {
+            String::new()
+        };
+        let mode = match nc.spec.termination_grace_period.as_deref() {
+            None => "graceful",
+            Some(t) if service_shell::duration::parse(t).is_ok_and(|d| d.is_zero()) => "forceful",
+            Some(_) => "eventual",
+        };
+        self.ctl.metrics.nodeclaim_disrupted(
+            &crate::metrics::snake_case(&d.reason),
+            &pool,
+            &label("karpenter.sh/capacity-type"),
+            &policy,
+            mode,
+        );
+        let mut status = nc.status.clone().unwrap_or_default();
+        let now = lifecycle::nodeclaim::rfc3339(self.ctl.clock.now_ms());
+        if lifecycle::nodeclaim::set_condition(
+            status.conditions.get_or_insert_with(Vec::new),
+            "DisruptionReason",
+            crds::common::ConditionStatus::True,
+            &d.reason,
+            &d.reason,
+            &now,
+        ) {
+            let patch = serde_json::json!({
+                "metadata": {"resourceVersion": nc.metadata.resource_version},
+                "status": {"conditions": status.conditions},
+            });
+            if let Err(e) = Api::<NodeClaim>::all(self.ctl.client.clone())
+                .patch_status(claim, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+            {
+                // Status is for people: the disruption goes on.
+                tracing::warn!(nodeclaim = %claim, error = %e, "Cannot write the DisruptionReason condition");
+            }
+        }
+    }
+
+    /// Removes the `DisruptionReason` condition of an aborted disruption's candidate.
+    async fn unmark_disrupted(&self, claim: &str) {
+        let api = Api::<NodeClaim>::all(self.ctl.client.clone());
+        let Ok(Some(nc)) = api.get_opt(claim).await else {
+            return;
+        };
+        let Some(mut conditions) = nc.status.as_ref().and_then(|s| s.conditions.clone()) else {
+            return;
+        };
+        let before = conditions.len();
+        conditions.retain(|c| c.type_ != "DisruptionReason");
+        if conditions.len() == before {
+            return;
+        }
+        let patch = serde_json::json!({
+            "metadata": {"resourceVersion": nc.metadata.resource_version},
+            "status": {"conditions": conditions},
+        });
+        if let Err(e) = api
+            .patch_status(claim, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            tracing::warn!(nodeclaim = %claim, error = %e, "Cannot remove the DisruptionReason condition");
+        }
+    }
+
+    /// `karpenter_voluntary_disruption_decisions_total` for a disruption that starts.
+    fn count_decision(&self, d: &DisruptionRecord, view: &View) {
+        let consolidation_type = match d.reason.as_str() {
+            "Empty" => "empty",
+            "Underutilized" if d.candidates.len() > 1 => "multi",
+            "Underutilized" => "single",
+            "Drifted" => "",
+            // Expiry and static scale-down are not voluntary disruption methods in Karpenter.
+            _ => return,
+        };
+        let decision = if d.launches().is_empty() {
+            "delete"
+        } else {
+            "replace"
+        };
+        let mut pools: Vec<&str> = d
+            .candidates
+            .iter()
+            .filter_map(|c| view.claim(c).map(|c| c.node_pool.as_str()))
+            .collect();
+        pools.sort_unstable();
+        pools.dedup();
+        self.ctl.metrics.disruption_decision(
+            &pools,
+            decision,
+            &d.reason.to_lowercase(),
+            consolidation_type,
+        );
+    }
+
     /// `replacing`: taint, record the replacements, wait for them.
     async fn replace(
         &self,
         d: &DisruptionRecord,
         view: &View,
     ) -> lifecycle::Result<Option<DisruptionState>> {
+        let mut newly = 0;
         for name in &d.candidates {
             let node = view.claim(name).and_then(|c| view.node_of(c));
             match node {
                 Some(node) => {
                     if let Some(p) = drain::taint_patch(node) {
                         self.patch_node(node, p, "tainting").await?;
+                        self.mark_disrupted(d, name, view).await;
+                        newly += 1;
                     }
                 }
                 None => {
@@ -476,6 +607,10 @@ impl Executor {
                     return self.finish(d, s).await;
                 }
             }
+        }
+        if newly == d.candidates.len() && newly > 0 {
+            // Every candidate was marked now: the command starts.
+            self.count_decision(d, view);
         }
         let launches = d.launches();
         if launches.is_empty() {
@@ -648,6 +783,7 @@ impl Executor {
                 self.patch_node(node, p, "untainting").await?;
                 untainted.push(node.metadata.name.clone().unwrap_or_default());
             }
+            self.unmark_disrupted(name).await;
         }
         self.finish(
             d,

@@ -143,6 +143,19 @@ pub fn event_reason(kind: &InterruptionKind) -> &'static str {
     }
 }
 
+/// Karpenter's message kind (aws/karpenter-provider-aws
+/// `pkg/controllers/interruption/messages/types.go`), the `reason` of
+/// `karpenter_nodeclaims_disrupted_total` for a claim deleted on an interruption.
+pub fn disruption_reason(kind: &InterruptionKind) -> &'static str {
+    match kind {
+        InterruptionKind::SpotInterruptionWarning => "spot_interrupted",
+        InterruptionKind::RebalanceRecommendation => "rebalance_recommendation",
+        InterruptionKind::ScheduledChange => "scheduled_change",
+        InterruptionKind::Stopped { .. } => "instance_stopped",
+        InterruptionKind::StateChange(_) => "instance_terminated",
+    }
+}
+
 fn describe(kind: &InterruptionKind) -> &'static str {
     match kind {
         InterruptionKind::SpotInterruptionWarning => "spot interruption warning",
@@ -352,13 +365,30 @@ impl Interruptions {
                 .await?;
         }
         match nc {
-            Some(_) => {
+            Some(nc) => {
                 self.note(claim, claim.state, what.clone()).await?;
                 match nodeclaims
                     .delete(&claim.name, &DeleteParams::default())
                     .await
                 {
-                    Ok(_) => {}
+                    Ok(_) => {
+                        let label = |k: &str| {
+                            nc.metadata
+                                .labels
+                                .as_ref()
+                                .and_then(|l| l.get(k))
+                                .cloned()
+                                .unwrap_or_default()
+                        };
+                        // As Karpenter's interruption controller counts it: no policy or mode.
+                        self.metrics.nodeclaim_disrupted(
+                            disruption_reason(kind),
+                            &label(common::labels::NODEPOOL),
+                            &label("karpenter.sh/capacity-type"),
+                            "",
+                            "",
+                        );
+                    }
                     Err(kube::Error::Api(s)) if s.code == 404 => {}
                     Err(e) => {
                         return Err(kube_err(format!("deleting NodeClaim {}", claim.name))(e));

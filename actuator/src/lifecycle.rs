@@ -32,6 +32,7 @@ pub mod initialization;
 pub mod liveness;
 pub mod nodeclaim;
 pub mod registration;
+pub mod registration_health;
 pub mod tagging;
 pub mod termination;
 
@@ -135,6 +136,8 @@ pub struct Controller {
     /// PodDisruptionBudget comes back at once and [`drain`] owns the backoff.
     pub(crate) evictions: kube::Client,
     pub(crate) backoff: Arc<std::sync::Mutex<drain::Backoff>>,
+    /// Registration outcomes per NodePool (`NodeRegistrationHealthy`).
+    registration: Arc<registration_health::RegistrationHealth>,
 }
 
 fn deleting(nc: &NodeClaim) -> bool {
@@ -216,6 +219,7 @@ impl Controller {
             options,
             catalog: Arc::default(),
             backoff: Arc::default(),
+            registration: Arc::default(),
         }
     }
 
@@ -234,7 +238,7 @@ impl Controller {
 
     /// The NodeClaim-creating launch hook for the worker, sharing this controller's client.
     pub fn launch_hook(&self) -> NodeClaims {
-        NodeClaims::new(self.client.clone(), self.clock.clone())
+        NodeClaims::new(self.client.clone(), self.clock.clone()).with_metrics(self.metrics.clone())
     }
 
     /// Runs passes (and garbage collection every [`gc::Options::interval`]) until
@@ -664,6 +668,27 @@ impl Controller {
             )
         })
         .await?;
+        let label = |k: &str| {
+            nc.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(k))
+                .or_else(|| node.metadata.labels.as_ref().and_then(|l| l.get(k)))
+                .cloned()
+                .unwrap_or_default()
+        };
+        self.metrics.node_created(
+            &label(common::labels::NODEPOOL),
+            &label("topology.kubernetes.io/zone"),
+        );
+        self.registration
+            .record(
+                &self.client,
+                &claim.node_pool,
+                true,
+                &rfc3339(self.clock.now_ms()),
+            )
+            .await;
         tracing::info!(claim = %claim.name, node = %name, "Registered");
         Ok(Some(ClaimState::Registered))
     }
@@ -745,6 +770,24 @@ impl Controller {
             return Ok(None);
         }
         tracing::info!(claim = %claim.name, cause = cause.as_str(), message, "Terminating");
+        if cause == Cause::RegistrationTimeout {
+            // Karpenter's liveness controller counts the claim it deletes as disrupted.
+            self.metrics.nodeclaim_disrupted(
+                "registration_timeout",
+                &claim.node_pool,
+                "",
+                "",
+                "graceful",
+            );
+            self.registration
+                .record(
+                    &self.client,
+                    &claim.node_pool,
+                    false,
+                    &rfc3339(self.clock.now_ms()),
+                )
+                .await;
+        }
         if cause.end_state() == ClaimState::Failed {
             self.metrics.failure(cause.as_str());
         }
@@ -927,7 +970,22 @@ impl Controller {
                 .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
             {
-                Ok(_) => tracing::info!(nodeclaim = %name, "Released the NodeClaim"),
+                Ok(_) => {
+                    let label = |k: &str| {
+                        nc.metadata
+                            .labels
+                            .as_ref()
+                            .and_then(|l| l.get(k))
+                            .cloned()
+                            .unwrap_or_default()
+                    };
+                    self.metrics.nodeclaim_terminated(
+                        &label(common::labels::NODEPOOL),
+                        &label("karpenter.sh/capacity-type"),
+                        &label("topology.kubernetes.io/zone"),
+                    );
+                    tracing::info!(nodeclaim = %name, "Released the NodeClaim")
+                }
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(e) => {
                     return Err(kube_err(format!(

@@ -2,7 +2,14 @@
 //! failures by reason, claims by state (refreshed from the ledger), submissions by outcome and
 //! submit latency, insufficient-capacity marks, live catalog refreshes and requests, drain
 //! evictions by outcome, disruptions by reason and outcome, and interruption messages by kind
-//! and outcome.
+//! and outcome; and, by Karpenter's names and labels, the counters of the facts the actuator
+//! knows (kubernetes-sigs/karpenter v1.14 `pkg/metrics/metrics.go`,
+//! `pkg/controllers/disruption/metrics.go`): `karpenter_nodeclaims_created_total`,
+//! `karpenter_nodeclaims_terminated_total`, `karpenter_nodeclaims_disrupted_total`,
+//! `karpenter_nodes_created_total`, `karpenter_nodes_terminated_total`,
+//! `karpenter_voluntary_disruption_decisions_total` and
+//! `karpenter_voluntary_disruption_decisions_by_nodepool_total`. (The cluster-state gauges,
+//! `karpenter_voluntary_disruption_eligible_nodes` among them, are the watcher's.)
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -40,6 +47,83 @@ pub struct Metrics {
     disruptions: Family<Labels, Counter>,
     interruption_messages: Family<Labels, Counter>,
     interruption_receive_errors: Counter,
+    karpenter: Karpenter,
+}
+
+/// Karpenter's counters (label names and values as Karpenter's).
+#[derive(Clone, Default)]
+struct Karpenter {
+    nodeclaims_created: Family<Labels, Counter>,
+    nodeclaims_terminated: Family<Labels, Counter>,
+    nodeclaims_disrupted: Family<Labels, Counter>,
+    nodes_created: Family<Labels, Counter>,
+    nodes_terminated: Family<Labels, Counter>,
+    decisions: Family<Labels, Counter>,
+    decisions_by_nodepool: Family<Labels, Counter>,
+}
+
+impl Karpenter {
+    fn register(&self, k: &mut Registry) {
+        k.register(
+            "nodeclaims_created",
+            "Number of nodeclaims created in total by Karpenter. Labeled by reason the nodeclaim was created, the owning nodepool, and if min values was relaxed for this nodeclaim.",
+            self.nodeclaims_created.clone(),
+        );
+        k.register(
+            "nodeclaims_terminated",
+            "Number of nodeclaims terminated in total by Karpenter. Labeled by the owning nodepool, capacity type, and zone.",
+            self.nodeclaims_terminated.clone(),
+        );
+        k.register(
+            "nodeclaims_disrupted",
+            "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the nodeclaim was disrupted, the owning nodepool, the capacity type, the consolidation policy, and the termination mode.",
+            self.nodeclaims_disrupted.clone(),
+        );
+        k.register(
+            "nodes_created",
+            "Number of nodes created in total by Karpenter. Labeled by owning nodepool and zone.",
+            self.nodes_created.clone(),
+        );
+        k.register(
+            "nodes_terminated",
+            "Number of nodes terminated in total by Karpenter. Labeled by owning nodepool and zone.",
+            self.nodes_terminated.clone(),
+        );
+        k.register(
+            "voluntary_disruption_decisions",
+            "Number of disruption decisions performed. Labeled by disruption decision, reason, and consolidation type.",
+            self.decisions.clone(),
+        );
+        k.register(
+            "voluntary_disruption_decisions_by_nodepool",
+            "Number of disruption decisions performed by nodepool. Labeled by nodepool name, disruption decision, reason, and consolidation type.",
+            self.decisions_by_nodepool.clone(),
+        );
+    }
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Karpenter's `pretty.ToSnakeCase` of a CamelCase word (`WhenEmptyOrUnderutilized` →
+/// `when_empty_or_underutilized`).
+pub fn snake_case(s: &str) -> String {
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if ch.is_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.extend(ch.to_lowercase());
+        } else {
+            out.push(ch);
+        }
+    }
+    out
 }
 
 impl Default for Metrics {
@@ -53,7 +137,8 @@ impl Default for Metrics {
 impl Metrics {
     /// Registers every metric in a fresh registry.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("dovetail_actuator");
+        let mut root = Registry::default();
+        let registry = root.sub_registry_with_prefix("dovetail_actuator");
         let launches = Counter::default();
         registry.register(
             "launches",
@@ -134,8 +219,11 @@ impl Metrics {
             "Receives from the interruption queue that failed (retried with backoff)",
             interruption_receive_errors.clone(),
         );
+        let karpenter = Karpenter::default();
+        karpenter.register(root.sub_registry_with_prefix("karpenter"));
         Self {
-            registry: Arc::new(registry),
+            registry: Arc::new(root),
+            karpenter,
             ice_marks,
             catalog_refreshes,
             catalog_requests,
@@ -150,6 +238,104 @@ impl Metrics {
             disruptions,
             interruption_messages,
             interruption_receive_errors,
+        }
+    }
+
+    /// `karpenter_nodeclaims_created_total`: a NodeClaim object created (reason `provisioned`).
+    pub fn nodeclaim_created(&self, reason: &str, nodepool: &str, min_values_relaxed: bool) {
+        self.karpenter
+            .nodeclaims_created
+            .get_or_create(&labels(&[
+                ("reason", reason),
+                ("nodepool", nodepool),
+                (
+                    "min_values_relaxed",
+                    if min_values_relaxed { "true" } else { "false" },
+                ),
+            ]))
+            .inc();
+    }
+
+    /// `karpenter_nodeclaims_terminated_total`: a NodeClaim's finalizer released.
+    pub fn nodeclaim_terminated(&self, nodepool: &str, capacity_type: &str, zone: &str) {
+        self.karpenter
+            .nodeclaims_terminated
+            .get_or_create(&labels(&[
+                ("nodepool", nodepool),
+                ("capacity_type", capacity_type),
+                ("zone", zone),
+            ]))
+            .inc();
+    }
+
+    /// `karpenter_nodeclaims_disrupted_total`: a NodeClaim disrupted; `reason` as Karpenter's
+    /// (`underutilized`, `empty`, `drifted`, `registration_timeout`, `spot_interrupted`, ...),
+    /// `consolidation_policy` snake case and only for consolidation, `termination_mode`
+    /// `graceful`, `eventual` or `forceful`.
+    pub fn nodeclaim_disrupted(
+        &self,
+        reason: &str,
+        nodepool: &str,
+        capacity_type: &str,
+        consolidation_policy: &str,
+        termination_mode: &str,
+    ) {
+        self.karpenter
+            .nodeclaims_disrupted
+            .get_or_create(&labels(&[
+                ("reason", reason),
+                ("nodepool", nodepool),
+                ("capacity_type", capacity_type),
+                ("consolidation_policy", consolidation_policy),
+                ("termination_mode", termination_mode),
+            ]))
+            .inc();
+    }
+
+    /// `karpenter_nodes_created_total`: a Node registered for a NodeClaim.
+    pub fn node_created(&self, nodepool: &str, zone: &str) {
+        self.karpenter
+            .nodes_created
+            .get_or_create(&labels(&[("nodepool", nodepool), ("zone", zone)]))
+            .inc();
+    }
+
+    /// `karpenter_nodes_terminated_total`: a Node's finalizer released.
+    pub fn node_terminated(&self, nodepool: &str, zone: &str) {
+        self.karpenter
+            .nodes_terminated
+            .get_or_create(&labels(&[("nodepool", nodepool), ("zone", zone)]))
+            .inc();
+    }
+
+    /// `karpenter_voluntary_disruption_decisions_total` (and `_by_nodepool_total` per pool):
+    /// `decision` `delete` or `replace`, `reason` lower case, `consolidation_type` `empty`,
+    /// `single`, `multi` or empty (drift).
+    pub fn disruption_decision(
+        &self,
+        nodepools: &[&str],
+        decision: &str,
+        reason: &str,
+        consolidation_type: &str,
+    ) {
+        self.karpenter
+            .decisions
+            .get_or_create(&labels(&[
+                ("decision", decision),
+                ("reason", reason),
+                ("consolidation_type", consolidation_type),
+            ]))
+            .inc();
+        for pool in nodepools {
+            self.karpenter
+                .decisions_by_nodepool
+                .get_or_create(&labels(&[
+                    ("nodepool", pool),
+                    ("decision", decision),
+                    ("reason", reason),
+                    ("consolidation_type", consolidation_type),
+                ]))
+                .inc();
         }
     }
 
@@ -293,6 +479,30 @@ mod tests {
             ),
             "{text}"
         );
+        m.nodeclaim_created("provisioned", "default", false);
+        m.node_created("default", "us-east-1a");
+        m.nodeclaim_disrupted(
+            "underutilized",
+            "default",
+            "spot",
+            &snake_case("WhenEmptyOrUnderutilized"),
+            "graceful",
+        );
+        m.disruption_decision(&["default"], "delete", "underutilized", "single");
+        m.nodeclaim_terminated("default", "spot", "us-east-1a");
+        m.node_terminated("default", "us-east-1a");
+        let text = m.render();
+        for want in [
+            r#"karpenter_nodeclaims_created_total{reason="provisioned",nodepool="default",min_values_relaxed="false"} 1"#,
+            r#"karpenter_nodes_created_total{nodepool="default",zone="us-east-1a"} 1"#,
+            r#"karpenter_nodeclaims_disrupted_total{reason="underutilized",nodepool="default",capacity_type="spot",consolidation_policy="when_empty_or_underutilized",termination_mode="graceful"} 1"#,
+            r#"karpenter_voluntary_disruption_decisions_total{decision="delete",reason="underutilized",consolidation_type="single"} 1"#,
+            r#"karpenter_voluntary_disruption_decisions_by_nodepool_total{nodepool="default",decision="delete",reason="underutilized",consolidation_type="single"} 1"#,
+            r#"karpenter_nodeclaims_terminated_total{nodepool="default",capacity_type="spot",zone="us-east-1a"} 1"#,
+            r#"karpenter_nodes_terminated_total{nodepool="default",zone="us-east-1a"} 1"#,
+        ] {
+            assert!(text.contains(want), "{want} missing from:\n{text}");
+        }
         m.interruption_message("garbled", "dropped");
         m.interruption_message("garbled", "dropped");
         let text = m.render();

@@ -217,14 +217,24 @@ fn status_parts(r: &NodeClassResolution) -> (Value, Vec<Part>) {
 
 /// The conditions for `parts`, keeping each one's `lastTransitionTime` from `previous` when its
 /// status did not change.
+///
+/// Conditions of `previous` that this module does not write (the watcher's
+/// `PlannerValidationSucceeded`, for a class the plan left out) are kept as they are, and a
+/// False one makes `Ready` False like the others.
 fn conditions(
     parts: &[Part],
     previous: &[Value],
     generation: Option<i64>,
     now: &str,
 ) -> Vec<Value> {
+    let ours = |t: &Value| t == "Ready" || parts.iter().any(|(p, _, _)| t == *p);
+    let foreign: Vec<Value> = previous
+        .iter()
+        .filter(|c| !ours(&c["type"]))
+        .cloned()
+        .collect();
     let mut out = Vec::new();
-    let mut failed = Vec::new();
+    let mut failed: Vec<String> = Vec::new();
     let mut all = parts
         .iter()
         .map(|(t, reason, e)| {
@@ -237,7 +247,12 @@ fn conditions(
         .collect::<Vec<_>>();
     for (t, (_, msg)) in &all {
         if msg.is_some() {
-            failed.push(*t);
+            failed.push(t.to_string());
+        }
+    }
+    for c in &foreign {
+        if c["status"] == "False" {
+            failed.push(c["type"].as_str().unwrap_or_default().to_string());
         }
     }
     all.push((
@@ -267,6 +282,7 @@ fn conditions(
         }
         out.push(c);
     }
+    out.extend(foreign);
     out
 }
 
@@ -575,6 +591,26 @@ mod tests {
             "2025-01-01T00:00:00Z"
         );
         assert_eq!(by("Ready")["lastTransitionTime"], "2026-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn the_watchers_condition_is_kept_and_counts_in_ready() {
+        let (_, parts) = status_parts(&resolution());
+        let watcher = json!({"type": "PlannerValidationSucceeded", "status": "False", "reason": "Unsupported", "message": "newer field", "lastTransitionTime": "t0"});
+        let c = conditions(&parts, std::slice::from_ref(&watcher), None, "t1");
+        assert_eq!(c.last(), Some(&watcher));
+        let ready = c.iter().find(|c| c["type"] == "Ready").expect("Ready");
+        assert_eq!(ready["status"], "False");
+        assert_eq!(ready["message"], "PlannerValidationSucceeded not ready");
+        // Gone: Ready again.
+        let c = conditions(&parts, &c, None, "t2");
+        assert!(c.iter().any(|c| c["type"] == "PlannerValidationSucceeded"));
+        let c: Vec<Value> = c
+            .into_iter()
+            .filter(|c| c["type"] != "PlannerValidationSucceeded")
+            .collect();
+        let c = conditions(&parts, &c, None, "t3");
+        assert!(c.iter().all(|c| c["status"] == "True"), "{c:?}");
     }
 
     #[test]

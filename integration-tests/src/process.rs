@@ -257,6 +257,22 @@ pub async fn metric(addr: SocketAddr, name: &str) -> anyhow::Result<Option<f64>>
     }))
 }
 
+/// The whole Prometheus text at `addr`'s `/metrics` (the HTTP body).
+///
+/// # Errors
+/// When the endpoint cannot be read.
+pub async fn scrape(addr: SocketAddr) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .await?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).await?;
+    Ok(body
+        .split_once("\r\n\r\n")
+        .map_or(body.clone(), |(_, b)| b.to_string()))
+}
+
 /// The last `lines` lines of a log file.
 pub fn tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();

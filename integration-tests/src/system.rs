@@ -148,6 +148,8 @@ pub struct System {
     pub planners: Vec<Option<Planner>>,
     /// The actuator (`None` while down).
     pub actuator: Option<ServiceProcess>,
+    /// The actuator's metrics address (of the last one started).
+    pub actuator_metrics: Option<SocketAddr>,
     actuator_port: u16,
     /// The watcher.
     pub watcher: Option<ServiceProcess>,
@@ -255,6 +257,7 @@ impl System {
             opts,
             planners: Vec::new(),
             actuator: None,
+            actuator_metrics: None,
             actuator_port,
             watcher: None,
             watcher_health,
@@ -386,9 +389,10 @@ impl System {
     /// When it does not become ready.
     pub async fn start_actuator(&mut self, pause_at: Option<&str>) -> anyhow::Result<()> {
         let mut p = ServiceProcess::spawn(&self.actuator_spec(pause_at), &self.dir)?;
-        let (grpc, _) = p.wait_listening(WAIT).await?;
+        let (grpc, metrics) = p.wait_listening(WAIT).await?;
         process::wait_serving(grpc, "", WAIT).await?;
         self.actuator = Some(p);
+        self.actuator_metrics = metrics;
         Ok(())
     }
 
@@ -519,6 +523,11 @@ impl System {
     /// Extra arguments for the actuator's next start.
     pub fn set_actuator_args(&mut self, args: Vec<String>) {
         self.opts.actuator_args = args;
+    }
+
+    /// The kubeconfig of the simulated cluster (for `kubectl --kubeconfig`).
+    pub fn kubeconfig(&self) -> &std::path::Path {
+        &self.kubeconfig
     }
 
     /// `http://127.0.0.1:<port>` of moto_server (EC2, SSM, SQS).

@@ -391,6 +391,15 @@ async fn a_spot_interruption_on_sqs_drains_and_replaces_the_node() -> anyhow::Re
             .is_none(),
         "the victim's Node is gone"
     );
+    // Counted as Karpenter's interruption controller counts it (its message kind as reason).
+    let text = integration_tests::process::scrape(sys.actuator_metrics.expect("metrics")).await?;
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("karpenter_nodeclaims_disrupted_total{")
+                && l.contains(r#"reason="spot_interrupted""#)
+                && l.ends_with(" 1")),
+        "{text}"
+    );
     sys.finish().await
 }
 

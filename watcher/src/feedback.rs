@@ -1,11 +1,16 @@
 //! What people see of the watcher's work: Events on pods (`Nominated` with the claim or node a
 //! plan puts them on, `FailedScheduling` with the planner's reason, and one Event for a pod that
-//! can never be planned) and the status of NodePools (resources in use, node count, and the
-//! conditions Ready, ValidationSucceeded and NodeClassReady).
+//! can never be planned), the status of NodePools (resources in use, node count, and the
+//! conditions Ready, ValidationSucceeded and NodeClassReady), the NodeClaim conditions
+//! Drifted and Consolidatable with the Events DisruptionBlocked and Unconsolidatable on Nodes
+//! and NodeClaims (`claims`), and `PlannerValidationSucceeded=False` / `Ready=False` on the
+//! EC2NodeClasses a plan left out.
 //!
 //! Feedback only reports; it never changes what is planned.
 
+mod claims;
 mod events;
+mod node_class;
 mod status;
 
 use std::sync::Arc;
@@ -14,7 +19,9 @@ use std::time::Duration;
 use kube::runtime::events::Reporter;
 use tokio::sync::{mpsc, watch};
 
-pub use events::{Events, pod_events};
+pub use claims::{ClaimStatus, Wanted, disruption_events, merged_conditions, wanted};
+pub use events::{DisruptionEvent, Events, pod_events};
+pub use node_class::NodeClassStatus;
 pub use status::{NodePoolStatus, desired_status};
 
 use crate::informers::Invalid;
@@ -52,7 +59,9 @@ pub async fn run(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut events = Events::new(client.clone(), reporter);
-    let mut status = NodePoolStatus::new(client);
+    let mut status = NodePoolStatus::new(client.clone());
+    let mut claims = ClaimStatus::new(client.clone());
+    let mut classes = NodeClassStatus::new(client);
     let mut left_out: Vec<proto::v1::ExcludedObject> = Vec::new();
     let mut tick = tokio::time::interval(status_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -66,16 +75,21 @@ pub async fn run(
                 let plan: Option<Arc<_>> = plans.borrow_and_update().clone();
                 if let Some(plan) = plan {
                     metrics.note_excluded(&plan.excluded);
+                    metrics.karpenter.note_node_status(&plan.node_status);
                     // Logged when the set changes, not with every plan.
                     for e in plan.excluded.iter().filter(|e| !left_out.contains(e)) {
                         tracing::warn!(kind = %e.kind, namespace = %e.namespace, name = %e.name, reason = %e.reason, field = %e.field, message = %e.message, "Object left out of the plan");
                     }
                     left_out.clone_from(&plan.excluded);
                     status.note_plan(&plan);
+                    classes.note_plan(&plan);
                     let todo = pod_events(&plan, &mirror);
                     events.publish_all(todo).await;
+                    claims.note_plan(&plan, &mirror, &mut events).await;
                 }
                 status.reconcile(&mirror).await;
+                claims.reconcile().await;
+                classes.reconcile().await;
             }
             Some(bad) = invalid.recv() => {
                 if bad.kind == crate::mirror::Kind::Pod {
@@ -85,7 +99,11 @@ pub async fn run(
                 events.invalid(&bad).await;
                 status.note_invalid(&bad);
             }
-            _ = tick.tick() => status.reconcile(&mirror).await,
+            _ = tick.tick() => {
+                status.reconcile(&mirror).await;
+                claims.reconcile().await;
+                classes.reconcile().await;
+            }
         }
     }
 }

@@ -8,7 +8,11 @@
 //! - `karpenter_pods_state` {name, namespace, node, nodepool, zone, arch, capacity_type,
 //!   instance_type, phase} (1 per pod);
 //! - `karpenter_nodepools_usage` and `karpenter_nodepools_limit` {nodepool, resource_type};
-//! - `karpenter_cluster_state_node_count`, `karpenter_cluster_state_synced`.
+//! - `karpenter_cluster_state_node_count`, `karpenter_cluster_state_synced`;
+//! - `karpenter_voluntary_disruption_eligible_nodes` {reason} (`drifted`, `empty`,
+//!   `underutilized`), from the latest plan's candidates
+//!   (`pkg/controllers/disruption/controller.go`: the candidates each method's `ShouldDisrupt`
+//!   keeps, blocked ones excluded).
 //!
 //! Resource values are in base units (cores, bytes, pods), as Karpenter reports them. The
 //! gauges are rebuilt from scratch on every refresh, so objects that went away leave no series.
@@ -38,6 +42,7 @@ pub struct KarpenterMetrics {
     nodepools_limit: Family<Labels, FGauge>,
     node_count: Gauge,
     synced: Gauge,
+    eligible: Family<Labels, Gauge>,
 }
 
 /// The node label keys Karpenter turns into metric labels (the well-known ones dashboards use).
@@ -102,6 +107,37 @@ impl KarpenterMetrics {
             "Returns 1 if cluster state is synced and 0 otherwise",
             self.synced.clone(),
         );
+        k.register(
+            "voluntary_disruption_eligible_nodes",
+            "Number of nodes eligible for disruption by Karpenter. Labeled by disruption reason.",
+            self.eligible.clone(),
+        );
+    }
+
+    /// Sets the eligible-node gauges from a plan's candidates: drifted, empty (consolidatable,
+    /// no pod to move) and underutilized (consolidatable, not empty, consolidation allowed),
+    /// blocked ones left out, as Karpenter counts its candidates per method.
+    pub fn note_node_status(&self, status: &[pb::NodeDisruptionStatus]) {
+        let (mut drifted, mut empty, mut underutilized) = (0, 0, 0);
+        for n in status.iter().filter(|n| n.blocked.is_empty()) {
+            drifted += i64::from(!n.drifted.is_empty());
+            if n.consolidatable && n.unconsolidatable.is_empty() {
+                if n.empty {
+                    empty += 1;
+                } else {
+                    underutilized += 1;
+                }
+            }
+        }
+        for (reason, v) in [
+            ("drifted", drifted),
+            ("empty", empty),
+            ("underutilized", underutilized),
+        ] {
+            self.eligible
+                .get_or_create(&vec![("reason".to_string(), reason.to_string())])
+                .set(v);
+        }
     }
 
     /// Rebuilds every gauge from the mirror; `synced`: every informer has listed once.
@@ -317,6 +353,30 @@ mod tests {
             r#"karpenter_nodepools_limit{nodepool="default",resource_type="cpu"} 100.0"#,
             "karpenter_cluster_state_node_count 1",
             "karpenter_cluster_state_synced 1",
+        ] {
+            assert!(text.contains(want), "{want} missing from:\n{text}");
+        }
+        // Eligible nodes per method, from the plan's candidates (blocked ones left out).
+        let n = |drifted: &str, consolidatable: bool, empty: bool, blocked: &str| {
+            pb::NodeDisruptionStatus {
+                drifted: drifted.into(),
+                consolidatable,
+                empty,
+                blocked: blocked.into(),
+                ..Default::default()
+            }
+        };
+        m.note_node_status(&[
+            n("NodePoolDrifted", true, false, ""),
+            n("", true, true, ""),
+            n("", true, false, ""),
+            n("AMIDrift", true, true, "Pdb prevents pod evictions"),
+        ]);
+        let text = service_shell::metrics::encode(&registry);
+        for want in [
+            r#"karpenter_voluntary_disruption_eligible_nodes{reason="drifted"} 1"#,
+            r#"karpenter_voluntary_disruption_eligible_nodes{reason="empty"} 1"#,
+            r#"karpenter_voluntary_disruption_eligible_nodes{reason="underutilized"} 2"#,
         ] {
             assert!(text.contains(want), "{want} missing from:\n{text}");
         }

@@ -378,6 +378,7 @@ pub async fn patch_status(
 pub struct NodeClaims {
     client: kube::Client,
     clock: Clock,
+    metrics: Option<crate::metrics::Metrics>,
 }
 
 // === impl NodeClaims ===
@@ -385,7 +386,17 @@ pub struct NodeClaims {
 impl NodeClaims {
     /// Creates NodeClaims through `client`.
     pub fn new(client: kube::Client, clock: Clock) -> Self {
-        Self { client, clock }
+        Self {
+            client,
+            clock,
+            metrics: None,
+        }
+    }
+
+    /// Counts the NodeClaims it creates in `metrics` (`karpenter_nodeclaims_created_total`).
+    pub fn with_metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Creates the NodeClaim of `claim`, or adopts the one that exists (created before a crash,
@@ -427,7 +438,13 @@ impl NodeClaims {
         };
         let nc = build(claim, pool.as_ref(), class.as_ref());
         let created = match api.create(&PostParams::default(), &nc).await {
-            Ok(c) => c,
+            Ok(c) => {
+                if let Some(m) = &self.metrics {
+                    // Karpenter's reason for a claim its provisioner creates.
+                    m.nodeclaim_created("provisioned", &claim.spec.node_pool, false);
+                }
+                c
+            }
             Err(kube::Error::Api(s)) if s.code == 409 => api
                 .get(&claim.name)
                 .await

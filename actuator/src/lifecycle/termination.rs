@@ -94,7 +94,21 @@ impl Controller {
                 )
                 .await
             {
-                Ok(_) => tracing::info!(node = %name, "Released the Node"),
+                Ok(_) => {
+                    let label = |k: &str| {
+                        node.metadata
+                            .labels
+                            .as_ref()
+                            .and_then(|l| l.get(k))
+                            .cloned()
+                            .unwrap_or_default()
+                    };
+                    self.metrics.node_terminated(
+                        &label(common::labels::NODEPOOL),
+                        &label("topology.kubernetes.io/zone"),
+                    );
+                    tracing::info!(node = %name, "Released the Node")
+                }
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(e) => {
                     return Err(kube_err(format!("removing the finalizer of Node {name}"))(

@@ -518,6 +518,14 @@ fn main() {
             "  candidates {candidates} (model built in {:.2?})",
             start.elapsed()
         );
+        // What every plan now adds: the candidates' conditions and Events in Karpenter's words.
+        let start = Instant::now();
+        let status = consolidation::node_status(&s, &catalog, NOW);
+        println!(
+            "  node status (Drifted, Consolidatable, DisruptionBlocked, Unconsolidatable) of {} nodes in {:.2?}",
+            status.len(),
+            start.elapsed()
+        );
         let lb = lower_bound(&s, &catalog);
         println!(
             "  cost now {base:.2}/h; lower bound for these pods on c5/m5/r5 {lb:.2}/h: at most {:.2}/h can be saved",

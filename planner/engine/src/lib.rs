@@ -92,6 +92,9 @@ pub fn plan_cancellable(
     plan.options = Some(plan::OptionsUsed::of(options));
     plan.notes = results.notes;
     plan.notes.extend(statics.notes);
+    // What Karpenter writes on the candidates (conditions, Events), whether or not disruption
+    // is planned: its NodeClaim disruption controller runs regardless.
+    plan.node_status = consolidation::node_status(snapshot, catalog, options.now);
     if !options.no_disruption {
         let launch: Vec<(String, Vec<model::PodKey>)> = plan
             .existing_nodes

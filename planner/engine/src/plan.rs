@@ -34,11 +34,45 @@ pub struct Plan {
     /// name). The rest of the input was planned without them.
     #[serde(default)]
     pub excluded: Vec<ExcludedObject>,
+    /// What Karpenter would write on each disruption candidate that has something to say (its
+    /// NodeClaim's conditions `Drifted` and `Consolidatable`, the Events `DisruptionBlocked` and
+    /// `Unconsolidatable`), sorted by node. A candidate with nothing to say is left out.
+    #[serde(default)]
+    pub node_status: Vec<NodeDisruptionStatus>,
     /// The options the plan was made with, defaults filled in (set by [`crate::plan`]; the
     /// clock is not repeated: the request carries it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<OptionsUsed>,
 }
+
+/// The disruption facts of one node, in Karpenter's words
+/// (kubernetes-sigs/karpenter `pkg/controllers/nodeclaim/disruption/`,
+/// `pkg/controllers/disruption/`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeDisruptionStatus {
+    /// The Node.
+    pub node: String,
+    /// Its NodeClaim; empty when none is known.
+    pub node_claim: String,
+    /// Its NodePool.
+    pub node_pool: String,
+    /// The `Drifted` condition's reason (`NodePoolDrifted`, `RequirementsDrifted`,
+    /// `InstanceTypeNotFound`, `NodeClassDrift`, `AMIDrift`, `SubnetDrift`,
+    /// `SecurityGroupDrift`); empty when not drifted.
+    pub drifted: String,
+    /// What drifted, in words.
+    pub drift_message: String,
+    /// `consolidateAfter` has elapsed since the last pod event (`Consolidatable`).
+    pub consolidatable: bool,
+    /// The `DisruptionBlocked` Event's message; empty when not blocked.
+    pub blocked: String,
+    /// The `Unconsolidatable` Event's message; empty when none.
+    pub unconsolidatable: String,
+    /// No pod would have to move.
+    pub empty: bool,
+}
+
 
 /// The options a plan was made with, as `PlanResponse.options` renders them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -220,6 +220,18 @@ pub fn plan() -> Plan {
             message: "consolidationPolicy \"Sometimes\" is not supported by this planner".into(),
             field: "disruption.consolidation_policy".into(),
         }],
+        node_status: vec![planner::plan::NodeDisruptionStatus {
+            node: "ip-10-0-1-5".into(),
+            node_claim: "default-abcde".into(),
+            node_pool: "default".into(),
+            drifted: "NodePoolDrifted".into(),
+            drift_message:
+                "karpenter.sh/nodepool-hash 1 (version v3) differs from NodePool default's 2".into(),
+            consolidatable: true,
+            blocked: String::new(),
+            unconsolidatable: String::new(),
+            empty: false,
+        }],
         options: Some(planner::plan::OptionsUsed {
             preference_policy: "Respect".into(),
             min_values_policy: "Strict".into(),

@@ -886,6 +886,21 @@ pub fn plan(p: pb::PlanResponse) -> Plan {
                     field: e.field,
                 })
                 .collect(),
+            node_status: p
+                .node_status
+                .into_iter()
+                .map(|n| planner::plan::NodeDisruptionStatus {
+                    node: n.node,
+                    node_claim: n.node_claim,
+                    node_pool: n.node_pool,
+                    drifted: n.drifted,
+                    drift_message: n.drift_message,
+                    consolidatable: n.consolidatable,
+                    blocked: n.blocked,
+                    unconsolidatable: n.unconsolidatable,
+                    empty: n.empty,
+                })
+                .collect(),
             options: p.options.map(|o| OptionsUsed {
                 preference_policy: o.preference_policy,
                 min_values_policy: o.min_values_policy,

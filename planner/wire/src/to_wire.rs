@@ -524,6 +524,21 @@ pub fn plan_response(p: &Plan) -> pb::PlanResponse {
                 field: e.field.clone(),
             })
             .collect(),
+        node_status: p
+            .node_status
+            .iter()
+            .map(|n| pb::NodeDisruptionStatus {
+                node: n.node.clone(),
+                node_claim: n.node_claim.clone(),
+                node_pool: n.node_pool.clone(),
+                drifted: n.drifted.clone(),
+                drift_message: n.drift_message.clone(),
+                consolidatable: n.consolidatable,
+                blocked: n.blocked.clone(),
+                unconsolidatable: n.unconsolidatable.clone(),
+                empty: n.empty,
+            })
+            .collect(),
         options: p.options.as_ref().map(|o| pb::PlanOptions {
             preference_policy: o.preference_policy.clone(),
             min_values_policy: o.min_values_policy.clone(),

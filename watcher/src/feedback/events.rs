@@ -1,4 +1,5 @@
-//! Events on pods, each sent once per distinct message (a pod nominated to the same claim by
+//! Events on pods (and, from [`super::claims`], on Nodes and NodeClaims), each sent once per
+//! distinct message (a pod nominated to the same claim by
 //! ten plans in a row gets one Event; kube's recorder also folds repeats into a series).
 
 use std::collections::HashMap;
@@ -72,7 +73,18 @@ pub fn pod_events(plan: &pb::PlanResponse, mirror: &Mirror) -> Vec<PodEvent> {
     out
 }
 
-/// Writes Events, skipping any the same pod already got.
+/// One Event on a Node or a NodeClaim (`DisruptionBlocked` or `Unconsolidatable`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DisruptionEvent {
+    /// The object.
+    pub object: ObjectReference,
+    /// `DisruptionBlocked` or `Unconsolidatable`.
+    pub reason: &'static str,
+    /// Karpenter's message.
+    pub note: String,
+}
+
+/// Writes Events, skipping any the same object already got.
 pub struct Events {
     recorder: Recorder,
     sent: HashMap<String, (String, String)>,
@@ -125,6 +137,30 @@ impl Events {
         .await;
     }
 
+    /// Writes each disruption Event (type Normal, as Karpenter's) not already written.
+    pub async fn publish_disruption(&mut self, events: Vec<DisruptionEvent>) {
+        for e in events {
+            let kind = e.object.kind.clone().unwrap_or_default();
+            let name = e.object.name.clone().unwrap_or_default();
+            let uid = e.object.uid.clone().unwrap_or_default();
+            // One slot per object and reason, so that each reason dedupes on its own.
+            let key = format!(
+                "{kind}/{}/{}",
+                common::key::object(&uid, None, &name),
+                e.reason
+            );
+            self.send(
+                key,
+                e.object,
+                EventType::Normal,
+                e.reason,
+                e.note,
+                "Disrupting",
+            )
+            .await;
+        }
+    }
+
     async fn publish(
         &mut self,
         namespace: &str,
@@ -135,10 +171,6 @@ impl Events {
         note: String,
     ) {
         let key = common::key::object(uid, Some(namespace), name);
-        let last = (reason.to_string(), note.clone());
-        if self.sent.get(&key) == Some(&last) {
-            return;
-        }
         let reference = ObjectReference {
             api_version: Some("v1".into()),
             kind: Some("Pod".into()),
@@ -147,11 +179,28 @@ impl Events {
             uid: (!uid.is_empty()).then(|| uid.to_string()),
             ..Default::default()
         };
+        self.send(key, reference, kind, reason, note, "Scheduling")
+            .await;
+    }
+
+    async fn send(
+        &mut self,
+        key: String,
+        reference: ObjectReference,
+        kind: EventType,
+        reason: &'static str,
+        note: String,
+        action: &str,
+    ) {
+        let last = (reason.to_string(), note.clone());
+        if self.sent.get(&key) == Some(&last) {
+            return;
+        }
         let ev = Event {
             type_: kind,
             reason: reason.into(),
             note: Some(note),
-            action: "Scheduling".into(),
+            action: action.into(),
             secondary: None,
         };
         match self.recorder.publish(&ev, &reference).await {
@@ -159,7 +208,7 @@ impl Events {
                 self.sent.insert(key, last);
             }
             Err(e) => {
-                tracing::warn!(pod = %common::key::namespaced(namespace, name), error = %e, "Cannot write an Event")
+                tracing::warn!(kind = ?reference.kind, namespace = ?reference.namespace, name = ?reference.name, reason, error = %e, "Cannot write an Event")
             }
         }
     }

@@ -1,7 +1,8 @@
 //! NodePool status: resources in use and node count (summed over the Nodes labelled
 //! `karpenter.sh/nodepool=<pool>`), and the conditions ValidationSucceeded (the pool converts and
 //! the planner did not leave it out of the latest plan), NodeClassReady (its EC2NodeClass exists
-//! and was not left out) and Ready (both). Written with a merge patch on the status subresource
+//! and was not left out) and Ready (both); NodeRegistrationHealthy starts Unknown here and is
+//! the actuator's from then on (conditions written by others are kept). Written with a merge patch on the status subresource
 //! only when it changed; transition times are kept while a condition holds.
 //!
 //! As Karpenter's: `ValidationSucceeded=False` with reason `NodePoolValidationFailed`
@@ -281,26 +282,45 @@ impl NodePoolStatus {
             .cloned()
             .unwrap_or_default();
         let now = jiff_now();
-        let conditions: Vec<Value> = want
-            .conditions
+        // Conditions others write on the pool (the actuator's NodeRegistrationHealthy) are kept;
+        // the write carries the resourceVersion read, so a concurrent write is not lost (a
+        // conflict is retried on the next reconcile).
+        let mut conditions: Vec<Value> = old
             .iter()
-            .map(|c| {
-                let since = old
-                    .iter()
-                    .find(|o| o["type"] == c.type_ && o["status"] == c.status)
-                    .and_then(|o| o.get("lastTransitionTime").cloned())
-                    .unwrap_or_else(|| Value::String(now.clone()));
-                json!({
-                    "type": c.type_,
-                    "status": c.status,
-                    "reason": c.reason,
-                    "message": c.message,
-                    "lastTransitionTime": since,
-                    "observedGeneration": generation,
-                })
-            })
+            .filter(|o| !want.conditions.iter().any(|c| o["type"] == c.type_))
+            .cloned()
             .collect();
-        let patch = json!({"status": {
+        conditions.extend(want.conditions.iter().map(|c| {
+            let since = old
+                .iter()
+                .find(|o| o["type"] == c.type_ && o["status"] == c.status)
+                .and_then(|o| o.get("lastTransitionTime").cloned())
+                .unwrap_or_else(|| Value::String(now.clone()));
+            json!({
+                "type": c.type_,
+                "status": c.status,
+                "reason": c.reason,
+                "message": c.message,
+                "lastTransitionTime": since,
+                "observedGeneration": generation,
+            })
+        }));
+        if !old.iter().any(|o| o["type"] == "NodeRegistrationHealthy") {
+            // Karpenter's registration health starts Unknown
+            // (`pkg/controllers/nodepool/registrationhealth/controller.go`); the actuator
+            // moves it with the registrations it sees.
+            conditions.push(json!({
+                "type": "NodeRegistrationHealthy",
+                "status": "Unknown",
+                "reason": "AwaitingReconciliation",
+                "message": "object is awaiting reconciliation",
+                "lastTransitionTime": now,
+                "observedGeneration": generation,
+            }));
+        }
+        let patch = json!({
+            "metadata": {"resourceVersion": current.metadata.resource_version},
+            "status": {
             "resources": want.resources,
             "nodes": want.nodes,
             "conditions": conditions,
@@ -315,7 +335,7 @@ impl NodePoolStatus {
 
 /// RFC 3339 time of now, for condition transition times (status is for people; the planner
 /// never reads it).
-fn jiff_now() -> String {
+pub(super) fn jiff_now() -> String {
     let secs = service_shell::clock::Clock::new().now_secs();
     chrono::DateTime::from_timestamp(secs, 0)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
