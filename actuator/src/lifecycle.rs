@@ -854,7 +854,7 @@ impl Controller {
                         });
                     // Node repair's `karpenter.sh/nodeclaim-termination-timestamp` ends the
                     // drain at that time (see [`crate::repair`]).
-                    let grace = crate::repair::effective_grace(
+                    let grace = termination::effective_grace(
                         nc.as_ref(),
                         grace,
                         progress.started_at.unwrap_or(now),

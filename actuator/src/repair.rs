@@ -42,12 +42,10 @@ use tokio::sync::watch;
 
 use crate::interruption::{COMPONENT, EVENT_NAMESPACE};
 use crate::lifecycle::nodeclaim::{error_chain, rfc3339};
+use crate::lifecycle::termination::forced_deadline;
+pub use crate::lifecycle::termination::{TERMINATION_TIMESTAMP_ANNOTATION, effective_grace};
 use crate::lifecycle::{Result, kube_err};
 use service_shell::clock::{Clock, Millis, millis};
-
-/// The annotation whose time is the deadline of a NodeClaim's termination (Karpenter's
-/// `NodeClaimTerminationTimestampAnnotationKey`).
-pub const TERMINATION_TIMESTAMP_ANNOTATION: &str = "karpenter.sh/nodeclaim-termination-timestamp";
 /// The Event reason of a repair the circuit breaker holds back.
 pub const NODE_REPAIR_BLOCKED: &str = "NodeRepairBlocked";
 /// Percentage of a NodePool's (or the cluster's) Nodes that may be unhealthy with repair going
@@ -264,33 +262,6 @@ pub fn assess(nodes: &[Node], nodeclaims: &[NodeClaim], now: Millis) -> Vec<Asse
         });
     }
     out
-}
-
-/// The deadline a NodeClaim's `karpenter.sh/nodeclaim-termination-timestamp` sets, if it has
-/// a valid one: the drain deletes every pod still there by then.
-pub fn forced_deadline(nc: &NodeClaim) -> Option<Millis> {
-    let v = nc
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(TERMINATION_TIMESTAMP_ANNOTATION)?;
-    chrono::DateTime::parse_from_rfc3339(v)
-        .ok()
-        .map(|d| d.timestamp_millis())
-}
-
-/// The drain's grace period (counted from `drain_start`) a termination gets: the NodeClaim's
-/// own `grace`, shortened to end at its [`forced_deadline`] when it has one.
-pub fn effective_grace(
-    nc: Option<&NodeClaim>,
-    grace: Option<Duration>,
-    drain_start: Millis,
-) -> Option<Duration> {
-    let Some(deadline) = nc.and_then(forced_deadline) else {
-        return grace;
-    };
-    let forced = Duration::from_millis(u64::try_from(deadline - drain_start).unwrap_or(0));
-    Some(grace.map_or(forced, |g| g.min(forced)))
 }
 
 /// One repair, with what Karpenter labels its metrics with

@@ -17,6 +17,9 @@
 //! `pkg/controllers/node/termination/controller.go` does. Without it the running instance's
 //! kubelet would register the Node again at once.
 
+use std::time::Duration;
+
+use crds::NodeClaim;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
@@ -24,6 +27,7 @@ use serde_json::json;
 use super::nodeclaim::TERMINATION_FINALIZER;
 use super::{Controller, Result, kube_err, node_name};
 use crate::ledger::{ClaimState, Event};
+use service_shell::clock::Millis;
 
 /// True when `node` carries the termination finalizer.
 pub fn has_finalizer(node: &Node) -> bool {
@@ -183,6 +187,37 @@ impl Cause {
             })
             .unwrap_or(Cause::Deleted)
     }
+}
+
+/// The annotation whose time is the deadline of a NodeClaim's termination (Karpenter's
+/// `NodeClaimTerminationTimestampAnnotationKey`).
+pub const TERMINATION_TIMESTAMP_ANNOTATION: &str = "karpenter.sh/nodeclaim-termination-timestamp";
+
+/// The deadline a NodeClaim's `karpenter.sh/nodeclaim-termination-timestamp` sets, if it has
+/// a valid one: the drain deletes every pod still there by then.
+pub fn forced_deadline(nc: &NodeClaim) -> Option<Millis> {
+    let v = nc
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(TERMINATION_TIMESTAMP_ANNOTATION)?;
+    chrono::DateTime::parse_from_rfc3339(v)
+        .ok()
+        .map(|d| d.timestamp_millis())
+}
+
+/// The drain's grace period (counted from `drain_start`) a termination gets: the NodeClaim's
+/// own `grace`, shortened to end at its [`forced_deadline`] when it has one.
+pub fn effective_grace(
+    nc: Option<&NodeClaim>,
+    grace: Option<Duration>,
+    drain_start: Millis,
+) -> Option<Duration> {
+    let Some(deadline) = nc.and_then(forced_deadline) else {
+        return grace;
+    };
+    let forced = Duration::from_millis(u64::try_from(deadline - drain_start).unwrap_or(0));
+    Some(grace.map_or(forced, |g| g.min(forced)))
 }
 
 #[cfg(test)]

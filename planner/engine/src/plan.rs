@@ -73,7 +73,6 @@ pub struct NodeDisruptionStatus {
     pub empty: bool,
 }
 
-
 /// The options a plan was made with, as `PlanResponse.options` renders them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
