@@ -22,7 +22,7 @@ use futures::{Stream, StreamExt};
 use kube::Resource;
 use kube::runtime::watcher;
 use proto::v1::upsert::Object;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 pub use kinds::{NAMES, Options, karpenter_resource, spawn_all};
 
@@ -55,51 +55,7 @@ pub enum Converted {
     Invalid(crate::convert::Error),
 }
 
-/// Which informers have listed everything once.
-#[derive(Debug)]
-pub struct Readiness {
-    synced: watch::Sender<BTreeSet<&'static str>>,
-    expected: BTreeSet<&'static str>,
-}
-
-// === impl Readiness ===
-
-impl Readiness {
-    /// Readiness over the informers named.
-    pub fn new(expected: impl IntoIterator<Item = &'static str>) -> Arc<Self> {
-        Arc::new(Self {
-            synced: watch::channel(BTreeSet::new()).0,
-            expected: expected.into_iter().collect(),
-        })
-    }
-
-    /// Marks one informer synced.
-    pub fn mark(&self, name: &'static str) {
-        self.synced.send_if_modified(|s| s.insert(name));
-    }
-
-    /// True when every informer has synced.
-    pub fn is_ready(&self) -> bool {
-        self.expected.is_subset(&self.synced.borrow())
-    }
-
-    /// True when the informer named has synced.
-    pub fn is_synced(&self, name: &str) -> bool {
-        self.synced.borrow().contains(name)
-    }
-
-    /// Resolves once every informer has listed everything once.
-    pub async fn wait_until_ready(&self) {
-        let mut rx = self.synced.subscribe();
-        let _ = rx.wait_for(|s| self.expected.is_subset(s)).await;
-    }
-
-    /// Resolves once the informer named has synced.
-    pub async fn wait_for(&self, name: &'static str) {
-        let mut rx = self.synced.subscribe();
-        let _ = rx.wait_for(|s| s.contains(name)).await;
-    }
-}
+pub use crate::readiness::Readiness;
 
 /// What every informer writes to.
 #[derive(Clone, Debug)]

@@ -27,6 +27,7 @@ pub mod metrics;
 pub mod mirror;
 pub mod pending;
 pub mod publish;
+pub mod readiness;
 /// The name health reports the watcher under.
 pub const WATCHER_SERVICE: &str = "dovetail.v1.Watcher";
 

@@ -17,7 +17,7 @@ pub struct Metrics {
     registry: Arc<Registry>,
     /// The mirror and informer readiness Karpenter's metrics are computed from at each scrape
     /// (set once by `app::start`).
-    source: Arc<std::sync::OnceLock<(crate::mirror::Mirror, Arc<crate::informers::Readiness>)>>,
+    source: Arc<std::sync::OnceLock<(crate::mirror::Mirror, Arc<crate::readiness::Readiness>)>>,
     excluded_seen: Arc<std::sync::Mutex<std::collections::BTreeSet<Labels>>>,
     /// Pods pending as Karpenter defines them, now.
     pub pending_pods: Gauge,
@@ -178,7 +178,7 @@ impl Metrics {
     pub fn attach(
         &self,
         mirror: crate::mirror::Mirror,
-        readiness: Arc<crate::informers::Readiness>,
+        readiness: Arc<crate::readiness::Readiness>,
     ) {
         let _ = self.source.set((mirror, readiness));
     }
