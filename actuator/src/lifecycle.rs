@@ -135,6 +135,9 @@ pub struct Controller {
     /// PodDisruptionBudget comes back at once and [`drain`] owns the backoff.
     pub(crate) evictions: kube::Client,
     pub(crate) backoff: Arc<std::sync::Mutex<drain::Backoff>>,
+    /// Writes the Events Karpenter's termination writes (`TerminationGracePeriodExpiring`,
+    /// `Disrupted`).
+    pub(crate) recorder: kube::runtime::events::Recorder,
 }
 
 fn deleting(nc: &NodeClaim) -> bool {
@@ -206,8 +209,16 @@ impl Controller {
         metrics: Metrics,
         options: Options,
     ) -> Self {
+        let recorder = kube::runtime::events::Recorder::new(
+            client.clone(),
+            kube::runtime::events::Reporter {
+                controller: "dovetail-actuator".into(),
+                instance: Some(options.owner.clone()),
+            },
+        );
         Self {
             evictions: client.clone(),
+            recorder,
             client,
             ledger,
             cloud,
@@ -804,7 +815,10 @@ impl Controller {
                                 .and_then(|s| u64::try_from(s).ok())
                                 .map(Duration::from_secs)
                         });
-                    if !self.drain(name, node, grace, &progress).await? {
+                    if !self
+                        .drain(name, node, nc.as_ref(), grace, &progress)
+                        .await?
+                    {
                         return Ok(None);
                     }
                 }

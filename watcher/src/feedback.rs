@@ -14,7 +14,7 @@ use std::time::Duration;
 use kube::runtime::events::Reporter;
 use tokio::sync::{mpsc, watch};
 
-pub use events::{Events, pod_events};
+pub use events::{Events, PodEvent, pod_events};
 pub use status::{NodePoolStatus, desired_status};
 
 use crate::informers::Invalid;

@@ -1,5 +1,9 @@
 //! Events on pods, each sent once per distinct message (a pod nominated to the same claim by
-//! ten plans in a row gets one Event; kube's recorder also folds repeats into a series).
+//! ten plans in a row gets one Event). A new message is a new Event: kube's `Recorder` keys its
+//! series by object, reason and action only, so a second `Nominated` (the pod's claim deleted
+//! and replaced under a new name) would only bump the count of the first and keep its note;
+//! each Event is therefore written by a recorder without that memory, this writer's own
+//! `sent` map doing the deduplication.
 
 use std::collections::HashMap;
 
@@ -74,7 +78,8 @@ pub fn pod_events(plan: &pb::PlanResponse, mirror: &Mirror) -> Vec<PodEvent> {
 
 /// Writes Events, skipping any the same pod already got.
 pub struct Events {
-    recorder: Recorder,
+    client: kube::Client,
+    reporter: Reporter,
     sent: HashMap<String, (String, String)>,
 }
 
@@ -84,7 +89,8 @@ impl Events {
     /// A writer reporting as `reporter`.
     pub fn new(client: kube::Client, reporter: Reporter) -> Self {
         Self {
-            recorder: Recorder::new(client, reporter),
+            client,
+            reporter,
             sent: HashMap::new(),
         }
     }
@@ -154,7 +160,8 @@ impl Events {
             action: "Scheduling".into(),
             secondary: None,
         };
-        match self.recorder.publish(&ev, &reference).await {
+        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+        match recorder.publish(&ev, &reference).await {
             Ok(()) => {
                 self.sent.insert(key, last);
             }
