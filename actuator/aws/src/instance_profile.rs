@@ -218,6 +218,18 @@ pub async fn ensure(
             ensured.role_attached = true;
             Ok(ensured)
         }
+        // Another launch (or replica) attached a role between the read and this call: an
+        // instance profile holds one role, so IAM refuses a second. Fine when it is this role.
+        Err(e)
+            if e.as_service_error()
+                .and_then(ProvideErrorMetadata::code)
+                .is_some_and(|c| c == "LimitExceeded")
+                && get(iam, &name)
+                    .await?
+                    .is_some_and(|now| now.iter().any(|r| r == role)) =>
+        {
+            Ok(ensured)
+        }
         Err(e) if is_no_such_entity(&e) => Err(Error::RoleNotFound {
             class: class.name.clone(),
             role: role.to_string(),
