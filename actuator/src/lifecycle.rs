@@ -138,6 +138,9 @@ pub struct Controller {
     pub(crate) backoff: Arc<std::sync::Mutex<drain::Backoff>>,
     /// Registration outcomes per NodePool (`NodeRegistrationHealthy`).
     registration: Arc<registration_health::RegistrationHealth>,
+    /// Writes the Events Karpenter's termination writes (`TerminationGracePeriodExpiring`,
+    /// `Disrupted`).
+    pub(crate) recorder: kube::runtime::events::Recorder,
 }
 
 fn deleting(nc: &NodeClaim) -> bool {
@@ -209,8 +212,16 @@ impl Controller {
         metrics: Metrics,
         options: Options,
     ) -> Self {
+        let recorder = kube::runtime::events::Recorder::new(
+            client.clone(),
+            kube::runtime::events::Reporter {
+                controller: "dovetail-actuator".into(),
+                instance: Some(options.owner.clone()),
+            },
+        );
         Self {
             evictions: client.clone(),
+            recorder,
             client,
             ledger,
             cloud,
@@ -859,7 +870,10 @@ impl Controller {
                         grace,
                         progress.started_at.unwrap_or(now),
                     );
-                    if !self.drain(name, node, grace, &progress).await? {
+                    if !self
+                        .drain(name, node, nc.as_ref(), grace, &progress)
+                        .await?
+                    {
                         return Ok(None);
                     }
                 }

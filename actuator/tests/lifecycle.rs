@@ -913,10 +913,58 @@ async fn deleting_a_nodeclaim_waits_for_do_not_disrupt_pods_until_the_terminatio
         .filter(|i| i.state == InstanceState::Running)
         .count();
     assert_eq!(live, 1, "the instance runs while the pods are kept");
+    // The deadline is announced as Karpenter does (`pkg/controllers/nodeclaim/lifecycle/
+    // controller.go`, `pkg/controllers/node/termination/controller.go`): the NodeClaim's
+    // `karpenter.sh/nodeclaim-termination-timestamp`, and a Warning
+    // `TerminationGracePeriodExpiring` "All pods will be deleted by <time>" on the NodeClaim and
+    // on its Node, as `kubectl get events` lists them.
+    let nc = fx.nodeclaims().get("default-t1").await.expect("nodeclaim");
+    let at = nc
+        .metadata
+        .annotations
+        .clone()
+        .unwrap_or_default()
+        .get("karpenter.sh/nodeclaim-termination-timestamp")
+        .cloned()
+        .expect("termination timestamp annotation");
+    let events = |fx: &Fx| {
+        let api =
+            Api::<k8s_openapi::api::core::v1::Event>::namespaced(fx.client.clone(), "default");
+        async move { api.list(&Default::default()).await.expect("events").items }
+    };
+    let expiring: Vec<(String, String)> = events(&fx)
+        .await
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("TerminationGracePeriodExpiring"))
+        .map(|e| {
+            (
+                e.involved_object.kind.clone().unwrap_or_default(),
+                e.message.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let note = format!("All pods will be deleted by {at}");
+    for kind in ["NodeClaim", "Node"] {
+        assert!(
+            expiring.contains(&(kind.to_string(), note.clone())),
+            "{kind}: {expiring:?}"
+        );
+    }
     // The 60 s pod goes first, at the deadline minus 60 s; then the other; then the instance.
     fx.until("default-t1", ClaimState::Terminated, 90).await;
     assert!(!pod_exists(&fx, "kept").await);
     assert!(!pod_exists(&fx, "kept-1h").await);
+    // Each pod deleted for the deadline gets Karpenter's `Disrupted` Event (`DisruptPodDelete`).
+    let disrupted: Vec<String> = events(&fx)
+        .await
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Disrupted"))
+        .filter_map(|e| e.involved_object.name.clone())
+        .collect();
+    assert!(
+        disrupted.contains(&"kept".to_string()) && disrupted.contains(&"kept-1h".to_string()),
+        "{disrupted:?}"
+    );
     let events: Vec<String> = fx
         .ledger
         .events("default-t1")

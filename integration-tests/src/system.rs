@@ -276,6 +276,24 @@ impl System {
         Ok(Some(sys))
     }
 
+    /// The NodePool `default` as [`System::start`] applies it: the options' requirements and
+    /// disruption, the EC2NodeClass `default`.
+    pub fn node_pool(&self) -> Value {
+        let mut spec = json!({
+            "template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": self.opts.requirements,
+            }}
+        });
+        if let Some(d) = &self.opts.disruption {
+            spec["disruption"] = d.clone();
+        }
+        json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": "default"}, "spec": spec
+        })
+    }
+
     /// The EC2NodeClass `default` (selecting the seeded subnets and group, AL2023) and the
     /// NodePool `default`, as a user applies them.
     async fn karpenter(&self) -> anyhow::Result<()> {
@@ -290,24 +308,12 @@ impl System {
             )
             .await
             .context("creating the EC2NodeClass")?;
-        let mut spec = json!({
-            "template": {"spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "requirements": self.opts.requirements,
-            }}
-        });
-        if let Some(d) = &self.opts.disruption {
-            spec["disruption"] = d.clone();
-        }
         let pools =
             Api::<DynamicObject>::all_with(self.kube.clone(), &ar("karpenter.sh", "NodePool"));
         pools
             .create(
                 &PostParams::default(),
-                &serde_json::from_value(json!({
-                    "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-                    "metadata": {"name": "default"}, "spec": spec
-                }))?,
+                &serde_json::from_value(self.node_pool())?,
             )
             .await
             .context("creating the NodePool")?;

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use integration_tests::system::{Options, System, WAIT};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
@@ -36,7 +36,9 @@ async fn nodeclaim_names(sys: &System) -> anyhow::Result<BTreeSet<String>> {
 /// A claim that is gone never blocks a new one for the same pods: the NodeClaim planned for a
 /// pending pod is deleted before the pod binds; the planner proposes the same claim again and
 /// the actuator launches it under a new name (Karpenter's `generateName: <nodepool>-`,
-/// `pkg/controllers/provisioning/scheduling/nodeclaimtemplate.go`), so the pod runs. The instance is tagged with its
+/// `pkg/controllers/provisioning/scheduling/nodeclaimtemplate.go`), so the pod runs, and its
+/// `Nominated` Events name the NodeClaim it runs on. The NodePool consolidates as Karpenter's
+/// default does (`WhenEmptyOrUnderutilized`, `consolidateAfter: 0s`). The instance is tagged with its
 /// Node's name (aws/karpenter-provider-aws `pkg/controllers/nodeclaim/tagging/controller.go`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_nodeclaim_deleted_before_its_pod_binds_is_replaced_under_a_new_name()
@@ -44,8 +46,6 @@ async fn a_nodeclaim_deleted_before_its_pod_binds_is_replaced_under_a_new_name()
     let mut opts = Options::new("deleted-before-bind");
     // A window between the launch and the Node in which to delete the NodeClaim.
     opts.register_after = Duration::from_secs(4);
-    // Only the deleted claim's replacement is under test: no consolidation moves the pod.
-    opts.disruption = Some(serde_json::json!({"consolidateAfter": "Never"}));
     let Some(sys) = System::start(opts).await? else {
         return Ok(());
     };
@@ -73,11 +73,27 @@ async fn a_nodeclaim_deleted_before_its_pod_binds_is_replaced_under_a_new_name()
     let second = names.iter().next().cloned().unwrap_or_default();
     assert_ne!(second, first, "a new name: {names:?}");
 
-    // The pod runs on the new NodeClaim's Node.
+    // The pod runs on the new NodeClaim's Node, and its Events say so (kubectl get events).
     let pods = Api::<Pod>::namespaced(sys.kube.clone(), "default")
         .list(&ListParams::default().labels("app=web"))
         .await?
         .items;
+    let pod = pods[0].metadata.name.clone().unwrap_or_default();
+    let events = Api::<Event>::namespaced(sys.kube.clone(), "default")
+        .list(&ListParams::default().fields(&format!("involvedObject.name={pod}")))
+        .await?
+        .items;
+    let nominated: Vec<String> = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Nominated"))
+        .filter_map(|e| e.message.clone())
+        .collect();
+    assert!(
+        nominated
+            .iter()
+            .any(|m| m.ends_with(&format!("nodeclaim/{second}"))),
+        "{nominated:?}"
+    );
     let node_name = pods[0]
         .spec
         .as_ref()

@@ -20,7 +20,7 @@ use kube::runtime::events::Reporter;
 use tokio::sync::{mpsc, watch};
 
 pub use claims::{ClaimStatus, Wanted, disruption_events, merged_conditions, wanted};
-pub use events::{DisruptionEvent, Events, pod_events};
+pub use events::{DisruptionEvent, Events, PodEvent, pod_events};
 pub use node_class::NodeClassStatus;
 pub use status::{NodePoolStatus, desired_status};
 

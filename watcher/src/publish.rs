@@ -404,6 +404,14 @@ impl Publisher {
                             disruptions = plan.disruptions.len(),
                             "Plan received"
                         );
+                        for c in &plan.node_claims {
+                            tracing::debug!(
+                                claim = %c.name,
+                                pods = c.pods.len(),
+                                first = ?c.pods.iter().take(3).collect::<Vec<_>>(),
+                                "Planned claim"
+                            );
+                        }
                         self.plans.send_replace(Some(Arc::new(plan)));
                     }
                     Some(Err(status)) => {

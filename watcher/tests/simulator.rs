@@ -712,3 +712,49 @@ async fn one_of_two_replicas_leads_and_the_other_takes_over() -> anyhow::Result<
     second.shutdown().await;
     Ok(())
 }
+
+/// A pod nominated to a claim that is then deleted and replaced under a new name gets a second
+/// `Nominated` Event naming the new claim, as `kubectl get events` shows it (core `v1`): kube's
+/// recorder alone would fold the second into the first's series and keep the old note.
+#[tokio::test]
+async fn a_new_nomination_of_a_pod_is_a_new_event_naming_the_new_claim() -> anyhow::Result<()> {
+    let sim = simulator::Simulation::start(simulator::Config {
+        scheduler: false,
+        controllers: false,
+        ..Default::default()
+    })
+    .await?;
+    let client = sim.kube_client()?;
+    let mut events = watcher::feedback::Events::new(
+        client.clone(),
+        kube::runtime::events::Reporter {
+            controller: "dovetail-watcher".into(),
+            instance: Some("test".into()),
+        },
+    );
+    let nominated = |claim: &str| watcher::feedback::PodEvent {
+        pod: "default/web-1".into(),
+        uid: "uid-web-1".into(),
+        reason: "Nominated",
+        note: format!("Pod should schedule on: nodeclaim/{claim}"),
+    };
+    events.publish_all(vec![nominated("default-aaaaa")]).await;
+    // The same plan again writes nothing new.
+    events.publish_all(vec![nominated("default-aaaaa")]).await;
+    events.publish_all(vec![nominated("default-bbbbb")]).await;
+    let notes: Vec<String> =
+        Api::<k8s_openapi::api::core::v1::Event>::namespaced(client, "default")
+            .list(&kube::api::ListParams::default().fields("involvedObject.name=web-1"))
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("Nominated"))
+            .filter_map(|e| e.message)
+            .collect();
+    assert_eq!(notes.len(), 2, "one Event per nomination: {notes:?}");
+    assert!(
+        notes.iter().any(|n| n.ends_with("nodeclaim/default-bbbbb")),
+        "{notes:?}"
+    );
+    Ok(())
+}

@@ -356,10 +356,17 @@ impl Ec2Provider {
             match out {
                 Ok(out) => {
                     for it in out.instance_types() {
+                        // The first architecture Kubernetes knows, as Karpenter reads it
+                        // (`getArchitecture`, aws/karpenter-provider-aws
+                        // `pkg/providers/instancetype/types.go`): old types list `i386`
+                        // first (m1.small: i386, x86_64), and no AMI is ever `i386`.
                         let (Some(name), Some(arch)) = (
                             it.instance_type(),
-                            it.processor_info()
-                                .and_then(|p| p.supported_architectures().first()),
+                            it.processor_info().and_then(|p| {
+                                p.supported_architectures()
+                                    .iter()
+                                    .find(|a| KNOWN_ARCHITECTURES.contains(&a.as_str()))
+                            }),
                         ) else {
                             continue;
                         };
@@ -444,6 +451,10 @@ fn guess_architecture(instance_type: &str) -> &'static str {
         "x86_64"
     }
 }
+
+/// The EC2 architectures Karpenter maps to Kubernetes' (`AWSToKubeArchitectures`,
+/// aws/karpenter-provider-aws `pkg/apis/v1/labels.go`).
+const KNOWN_ARCHITECTURES: [&str; 2] = ["x86_64", "arm64"];
 
 /// The architecture and variant of a type EC2 did not describe, from its name: `g`/`p`
 /// families (`g5`, `p4d`, `g5g`) have GPUs, `inf`/`trn` families Neuron accelerators.

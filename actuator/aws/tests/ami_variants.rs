@@ -38,6 +38,27 @@ fn launch(claim: &str, instance_type: &str, world: &World) -> LaunchRequest {
     }
 }
 
+/// A type EC2 describes as `i386` and `x86_64` (m1.small, t2.micro: `i386` listed first) boots
+/// the x86_64 image, as Karpenter reads its architecture (the first one Kubernetes knows,
+/// `getArchitecture` in aws/karpenter-provider-aws `pkg/providers/instancetype/types.go`). A
+/// consolidation replacement whose only cheaper type was such one was refused at launch
+/// ("none is in a zone … with an AMI for its architecture and accelerators").
+#[tokio::test]
+async fn a_type_listing_i386_first_boots_the_x86_64_image() -> Result<()> {
+    let Some(moto) = MotoServer::start_or_skip() else {
+        return Ok(());
+    };
+    let config = moto.config();
+    let world = testing::seed(&config).await;
+    let provider = Ec2Provider::new(config.clone()).await;
+    for (claim, t) in [("old-0", "m1.small"), ("old-1", "t2.micro")] {
+        let i = provider.create(&launch(claim, t, &world)).await?;
+        assert_eq!(i.image_id.as_deref(), Some(X86_IMAGE), "{t}");
+        assert_eq!(i.instance_type, t);
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn gpu_types_boot_the_nvidia_image_of_the_alias() -> Result<()> {
     let Some(moto) = MotoServer::start_or_skip() else {

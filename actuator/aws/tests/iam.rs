@@ -51,6 +51,34 @@ async fn create_role(iam: &aws_sdk_iam::Client, name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Launches of one class resolve it at once (the worker launches a plan's claims in
+/// parallel): each finds no profile or no role yet, and all but one are refused a second role
+/// (`LimitExceeded`, one role per instance profile). None may fail for it: the demo's first
+/// burst lost six of eight launches this way.
+#[tokio::test]
+async fn concurrent_resolutions_of_a_class_share_one_profile_and_role() -> Result<()> {
+    let Some(moto) = MotoServer::start_or_skip() else {
+        return Ok(());
+    };
+    let world = testing::seed(&moto.config()).await;
+    let iam = iam(&moto).await;
+    let mut launches = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let provider = Ec2Provider::new(moto.config()).await;
+        let class = world.node_class.clone();
+        launches.spawn(async move { provider.resolve(&class).await.map(|r| r.instance_profile) });
+    }
+    let name = profile_name(TEST_CLUSTER, REGION, "default");
+    while let Some(r) = launches.join_next().await {
+        assert_eq!(r??.as_deref(), Some(name.as_str()));
+    }
+    assert_eq!(
+        roles(&profile(&iam, &name).await.expect("created")),
+        [TEST_ROLE]
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn role_gets_a_managed_instance_profile_created_reused_and_collected() -> Result<()> {
     let Some(moto) = MotoServer::start_or_skip() else {

@@ -22,7 +22,7 @@ use super::nodeclaim::{
     ZONE_LABEL as ZONE, set_condition,
 };
 use super::{Controller, Result, kube_err, rfc3339};
-use crate::launch::{LaunchSpec, Requirement, Taint};
+use crate::launch::{LaunchSpec, MAX_OFFERINGS, Requirement, Taint};
 use crate::ledger::{Basis, ClaimRecord, NewLaunch, Outcome, Submission};
 
 fn satisfies(op: Operator, values: &[String], value: Option<&str>) -> bool {
@@ -76,16 +76,58 @@ pub fn launch_spec(nc: &NodeClaim, catalog: &Catalog) -> Result<LaunchSpec, Stri
         }
     }
     offered.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
-    let Some(&(_, _, zone, capacity_type)) = offered.first() else {
+    if offered.is_empty() {
         return Err("no instance type offering satisfies the NodeClaim's requirements".into());
-    };
-    let capacity = CapacityType::parse(capacity_type).map_err(|e| e.to_string())?;
-    let mut types: Vec<String> = Vec::new();
-    for (_, t, z, c) in &offered {
-        if *z == zone && *c == capacity_type && !types.iter().any(|x| x == t) {
-            types.push((*t).to_string());
+    }
+    // One zone and capacity type per launch, the cheapest whose types (cheapest first, as many
+    // as one CreateFleet takes) keep every `minValues` (Karpenter's `Truncate` and
+    // `SatisfiesMinValues`, `pkg/cloudprovider/types.go`; the provider refuses the launch when
+    // they cannot: `filterInstanceTypes`, aws/karpenter-provider-aws
+    // `pkg/providers/instance/instance.go`).
+    let min_values: Vec<(&str, usize)> = reqs
+        .iter()
+        .filter_map(|r| Some((r.key.as_str(), usize::try_from(r.min_values?).ok()?)))
+        .collect();
+    let by_name: BTreeMap<&str, &cloud::InstanceType> = catalog
+        .instance_types
+        .iter()
+        .map(|t| (t.name.as_str(), t))
+        .collect();
+    let mut groups: Vec<(&str, &str)> = Vec::new();
+    for (_, _, z, c) in &offered {
+        if !groups.contains(&(*z, *c)) {
+            groups.push((*z, *c));
         }
     }
+    let mut shortfall: Option<String> = None;
+    let mut chosen: Option<(&str, &str, Vec<String>, f64)> = None;
+    for (zone, capacity_type) in groups {
+        let mut types: Vec<String> = Vec::new();
+        let mut price = None;
+        for (p, t, z, c) in &offered {
+            if *z == zone && *c == capacity_type && !types.iter().any(|x| x == t) {
+                price.get_or_insert(*p);
+                types.push((*t).to_string());
+            }
+        }
+        types.truncate(MAX_OFFERINGS);
+        match unmet_min_values(&types, &by_name, &min_values, zone, capacity_type) {
+            None => {
+                chosen = Some((zone, capacity_type, types, price.unwrap_or_default()));
+                break;
+            }
+            Some(why) => {
+                shortfall.get_or_insert(why);
+            }
+        }
+    }
+    let Some((zone, capacity_type, types, price)) = chosen else {
+        return Err(format!(
+            "minValues requirement is not met: {}",
+            shortfall.unwrap_or_default()
+        ));
+    };
+    let capacity = CapacityType::parse(capacity_type).map_err(|e| e.to_string())?;
     let labels = nc.metadata.labels.clone().unwrap_or_default();
     let taint = |t: &crds::Taint| Taint {
         key: t.key.clone(),
@@ -104,7 +146,7 @@ pub fn launch_spec(nc: &NodeClaim, catalog: &Catalog) -> Result<LaunchSpec, Stri
         instance_types: types,
         zones: vec![zone.to_string()],
         capacity_types: vec![capacity],
-        price: offered[0].0,
+        price,
         labels: labels.into_iter().collect::<BTreeMap<_, _>>(),
         taints: nc.spec.taints.iter().flatten().map(taint).collect(),
         node_class: Some(nc.spec.node_class_ref.name.clone()),
@@ -121,12 +163,44 @@ pub fn launch_spec(nc: &NodeClaim, catalog: &Catalog) -> Result<LaunchSpec, Stri
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default(),
                 values: r.values.clone().unwrap_or_default(),
-                min_values: None,
+                min_values: r.min_values.and_then(|m| u32::try_from(m).ok()),
             })
             .collect(),
         annotations: nc.metadata.annotations.clone().unwrap_or_default(),
         termination_grace_period: None,
     })
+}
+
+/// Which `minValues` the launch's `types` (in `zone` as `capacity_type`) leave unmet, as
+/// `key: n of m` for each; `None` when all are met.
+fn unmet_min_values(
+    types: &[String],
+    by_name: &BTreeMap<&str, &cloud::InstanceType>,
+    min_values: &[(&str, usize)],
+    zone: &str,
+    capacity_type: &str,
+) -> Option<String> {
+    let unmet: Vec<String> = min_values
+        .iter()
+        .filter_map(|&(key, min)| {
+            let values: BTreeSet<&str> = types
+                .iter()
+                .filter_map(|t| match key {
+                    ZONE => Some(zone),
+                    CAPACITY_TYPE => Some(capacity_type),
+                    k => by_name.get(t.as_str())?.labels.get(k).map(String::as_str),
+                })
+                .collect();
+            (values.len() < min).then(|| {
+                format!(
+                    "{key} has {} value(s) among the {} instance type(s) offered in {zone} as {capacity_type}, minValues {min}",
+                    values.len(),
+                    types.len()
+                )
+            })
+        })
+        .collect();
+    (!unmet.is_empty()).then(|| unmet.join("; "))
 }
 
 // === adoption by the Controller ===
@@ -300,5 +374,76 @@ mod tests {
         let mut none = nc.clone();
         none.spec.requirements[0].values = Some(vec!["r6".into()]);
         assert!(launch_spec(&none, &catalog).is_err());
+    }
+
+    /// Karpenter's `minValues` on a user's NodeClaim (`pkg/cloudprovider/types.go`
+    /// `SatisfiesMinValues` / `Truncate`): the launch keeps enough distinct values among the
+    /// types it offers EC2, moving to a dearer zone when the cheapest cannot, and is refused
+    /// naming the label when no zone can.
+    #[test]
+    fn min_values_pick_a_zone_whose_types_keep_them_or_refuse_naming_the_label() {
+        let it = |name: &str, zones: &[&str], price: f64| cloud::InstanceType {
+            name: name.to_string(),
+            capacity: Default::default(),
+            overhead: Default::default(),
+            labels: [
+                (
+                    "node.kubernetes.io/instance-type".to_string(),
+                    name.to_string(),
+                ),
+                (
+                    "karpenter.k8s.aws/instance-family".to_string(),
+                    name.split('.').next().unwrap_or_default().to_string(),
+                ),
+            ]
+            .into_iter()
+            .collect(),
+            os: vec!["linux".into()],
+            offerings: zones
+                .iter()
+                .enumerate()
+                .map(|(j, z)| cloud::Offering {
+                    zone: z.to_string(),
+                    capacity_type: "on-demand".into(),
+                    price: price + j as f64 * 0.01,
+                    available: true,
+                })
+                .collect(),
+        };
+        let catalog = cloud::Catalog {
+            instance_types: vec![
+                it("m5.large", &["us-east-1a", "us-east-1b"], 0.1),
+                it("m5.xlarge", &["us-east-1a", "us-east-1b"], 0.2),
+                it("c5.large", &["us-east-1b"], 0.15),
+            ],
+            notes: vec![],
+        };
+        let nc = |families: &[&str], min: i32| -> NodeClaim {
+            serde_json::from_value(json!({
+                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                "metadata": {"name": "mine", "labels": {"karpenter.sh/nodepool": "default"}},
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                    "requirements": [
+                        {"key": "karpenter.k8s.aws/instance-family", "operator": "In",
+                         "values": families, "minValues": min},
+                    ]
+                }
+            }))
+            .expect("nodeclaim")
+        };
+        // Without minValues the cheapest offering's zone would do; us-east-1a has only m5.
+        let s = launch_spec(&nc(&["m5", "c5"], 2), &catalog).expect("a spec");
+        assert_eq!(s.zones, ["us-east-1b"]);
+        assert_eq!(s.instance_types, ["m5.large", "c5.large", "m5.xlarge"]);
+        assert_eq!(s.requirements[0].min_values, Some(2));
+        let s = launch_spec(&nc(&["m5", "c5"], 1), &catalog).expect("a spec");
+        assert_eq!(s.zones, ["us-east-1a"]);
+        let why = launch_spec(&nc(&["m5"], 2), &catalog).expect_err("refused");
+        assert!(
+            why.contains("minValues")
+                && why.contains("karpenter.k8s.aws/instance-family has 1 value"),
+            "{why}"
+        );
     }
 }

@@ -44,6 +44,11 @@ pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 pub const CRITICAL_PRIORITY_CLASSES: [&str; 2] =
     ["system-cluster-critical", "system-node-critical"];
 
+/// The NodeClaim annotation holding the time its termination deletes every pod left.
+pub const TERMINATION_TIMESTAMP_ANNOTATION: &str = "karpenter.sh/nodeclaim-termination-timestamp";
+/// Karpenter's Event reason announcing that time.
+pub const TERMINATION_GRACE_PERIOD_EXPIRING: &str = "TerminationGracePeriodExpiring";
+
 /// History detail of the drain's start (the taint follows).
 pub const STARTED: &str = "drain: started";
 /// History detail prefix of one evicted pod (`drain: evicted NAMESPACE/NAME`).
@@ -390,6 +395,7 @@ impl super::Controller {
         &self,
         claim: &str,
         node: &Node,
+        nc: Option<&crds::NodeClaim>,
         termination_grace: Option<std::time::Duration>,
         progress: &Progress,
     ) -> super::Result<bool> {
@@ -427,6 +433,9 @@ impl super::Controller {
             .items;
         let deadline =
             termination_grace.map(|g| started_at.saturating_add(service_shell::clock::millis(g)));
+        if let (Some(deadline), Some(nc)) = (deadline, nc) {
+            self.announce_deadline(nc, node, deadline).await;
+        }
         let r = round(&pods, now, deadline);
         if r.remaining == 0 {
             self.note(
@@ -457,10 +466,31 @@ impl super::Controller {
             }
             let api: Api<Pod> = Api::namespaced(self.evictions.clone(), &ns);
             let (result, outcome, record) = if delete {
+                // As Karpenter's `forceDelete`: the pod's grace period is cut to the time left
+                // before the deadline (at least 1 s), and an Event says so.
+                let left_s = deadline.map_or(1, |d| (d.saturating_sub(now) / 1000).max(1));
+                let grace = pods
+                    .iter()
+                    .find(|p| {
+                        p.metadata.name.as_deref() == Some(name.as_str())
+                            && p.metadata.namespace.as_deref() == Some(ns.as_str())
+                    })
+                    .and_then(|p| p.spec.as_ref()?.termination_grace_period_seconds)
+                    .unwrap_or(30);
                 let r = api
-                    .delete(&name, &DeleteParams::default())
+                    .delete(
+                        &name,
+                        &DeleteParams {
+                            grace_period_seconds: Some(left_s.min(grace).max(1) as u32),
+                            ..DeleteParams::default()
+                        },
+                    )
                     .await
                     .map(|_| ());
+                if r.is_ok() {
+                    self.disrupted_event(&ns, &name, left_s.min(grace).max(1), grace, deadline)
+                        .await;
+                }
                 (r, "deleted", DELETED)
             } else {
                 let r = api.evict(&name, &EvictParams::default()).await.map(|_| ());
@@ -503,6 +533,108 @@ impl super::Controller {
             }
         }
         Ok(false)
+    }
+
+    /// Karpenter's announcement of a termination deadline (`pkg/controllers/nodeclaim/
+    /// lifecycle/controller.go` and `pkg/controllers/node/termination/controller.go`, Events
+    /// from `pkg/controllers/node/termination/terminator/events/events.go`): the NodeClaim is
+    /// annotated `karpenter.sh/nodeclaim-termination-timestamp`, and the NodeClaim and its Node
+    /// each get a Warning `TerminationGracePeriodExpiring`, "All pods will be deleted by
+    /// <time>". Once per termination: a NodeClaim that carries the annotation is left alone.
+    async fn announce_deadline(&self, nc: &crds::NodeClaim, node: &Node, deadline: Millis) {
+        use kube::api::{Api, Patch, PatchParams};
+        if nc
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(TERMINATION_TIMESTAMP_ANNOTATION))
+        {
+            return;
+        }
+        let name = nc.metadata.name.clone().unwrap_or_default();
+        let at = super::rfc3339(deadline);
+        let patch = json!({"metadata": {"annotations": {TERMINATION_TIMESTAMP_ANNOTATION: at}}});
+        if let Err(e) = Api::<crds::NodeClaim>::all(self.client.clone())
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            tracing::warn!(nodeclaim = %name, error = %e, "Cannot annotate the termination time");
+            return;
+        }
+        let note = format!("All pods will be deleted by {at}");
+        let nc_ref = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("karpenter.sh/v1".into()),
+            kind: Some("NodeClaim".into()),
+            name: Some(name.clone()),
+            uid: nc.metadata.uid.clone(),
+            ..Default::default()
+        };
+        let node_ref = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: node.metadata.name.clone(),
+            uid: node.metadata.uid.clone(),
+            ..Default::default()
+        };
+        for r in [nc_ref, node_ref] {
+            self.event(
+                &r,
+                kube::runtime::events::EventType::Warning,
+                TERMINATION_GRACE_PERIOD_EXPIRING,
+                note.clone(),
+            )
+            .await;
+        }
+    }
+
+    /// Karpenter's `Disrupted` Event on a pod deleted for the deadline (`DisruptPodDelete`).
+    async fn disrupted_event(
+        &self,
+        namespace: &str,
+        name: &str,
+        granted_s: i64,
+        own_grace_s: i64,
+        deadline: Option<Millis>,
+    ) {
+        let at = deadline
+            .and_then(chrono::DateTime::from_timestamp_millis)
+            .map(|t| t.format("%Y-%m-%d %H:%M:%S %z UTC").to_string())
+            .unwrap_or_default();
+        let r = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: Some(namespace.into()),
+            name: Some(name.into()),
+            ..Default::default()
+        };
+        self.event(
+            &r,
+            kube::runtime::events::EventType::Normal,
+            "Disrupted",
+            format!(
+                "Deleting the pod to accommodate the terminationTime {at} of the node. The pod was granted {granted_s} seconds of grace-period of its {own_grace_s} terminationGracePeriodSeconds. This bypasses the PDB of the pod and the do-not-disrupt annotation."
+            ),
+        )
+        .await;
+    }
+
+    async fn event(
+        &self,
+        r: &k8s_openapi::api::core::v1::ObjectReference,
+        type_: kube::runtime::events::EventType,
+        reason: &str,
+        note: String,
+    ) {
+        let ev = kube::runtime::events::Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: "Terminating".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, r).await {
+            tracing::warn!(object = ?r.name, reason, error = %e, "Cannot write an Event");
+        }
     }
 }
 

@@ -189,14 +189,39 @@ pub fn build(
         } else {
             spec.requirements.iter().filter_map(requirement).collect()
         };
+    // The claim's offerings narrow the template's requirement of the same key, as Karpenter's
+    // scheduler narrows a NodeClaim's requirements to what its pods need
+    // (`pkg/controllers/provisioning/scheduling/nodeclaim.go`): a claim the planner put in one
+    // zone (a zonal spread) says so, even when the NodePool allows three, so that the next plan
+    // sees where this capacity in flight will be and places the claim's pods on it instead of
+    // planning another claim for them.
     let mut pin = |key: &str, values: Vec<String>| {
-        if !values.is_empty() && !requirements.iter().any(|r| r.key == key) {
-            requirements.push(NodeSelectorRequirementWithMinValues {
+        if values.is_empty() {
+            return;
+        }
+        let has_key = requirements.iter().any(|r| r.key == key);
+        match requirements
+            .iter_mut()
+            .find(|r| r.key == key && r.operator == crds::Operator::In)
+        {
+            Some(r) => {
+                let allowed = r.values.clone().unwrap_or_default();
+                let narrowed: Vec<String> = values
+                    .iter()
+                    .filter(|v| allowed.contains(v))
+                    .cloned()
+                    .collect();
+                if !narrowed.is_empty() {
+                    r.values = Some(narrowed);
+                }
+            }
+            None if has_key => {}
+            None => requirements.push(NodeSelectorRequirementWithMinValues {
                 key: key.to_string(),
                 operator: crds::Operator::In,
                 values: Some(values),
                 min_values: None,
-            });
+            }),
         }
     };
     pin(NODEPOOL_LABEL, vec![spec.node_pool.clone()]);
@@ -636,6 +661,41 @@ mod tests {
                 CAPACITY_TYPE_LABEL
             ]
         );
+    }
+
+    /// A claim the planner placed in one zone of a pool allowing three (a zonal spread) is a
+    /// NodeClaim of that zone, and its types narrow the pool's: the next plan sees the capacity
+    /// in flight where it will be and places the claim's pods on it (before, the pool's three
+    /// zones were kept and the demo's scale-in launched claims for pods already provided for).
+    #[test]
+    fn the_claims_offerings_narrow_the_templates_requirements() {
+        let mut p = pool();
+        p.spec.template.spec.requirements = serde_json::from_value(json!([
+            {"key": ZONE_LABEL, "operator": "In", "values": ["us-east-1a", "us-east-1b", "us-east-1c"]},
+            {"key": INSTANCE_TYPE_LABEL, "operator": "NotIn", "values": ["m5.24xlarge"]},
+        ]))
+        .expect("requirements");
+        let mut claim = record();
+        claim.spec.requirements.clear();
+        claim.spec.zones = vec!["us-east-1b".into()];
+        let nc = build(&claim, Some(&p), None);
+        let get = |key: &str, op: crds::Operator| {
+            nc.spec
+                .requirements
+                .iter()
+                .find(|r| r.key == key && r.operator == op)
+                .and_then(|r| r.values.clone())
+        };
+        assert_eq!(
+            get(ZONE_LABEL, crds::Operator::In),
+            Some(vec!["us-east-1b".to_string()])
+        );
+        // A requirement of another operator is kept as it is, not narrowed into an `In`.
+        assert_eq!(
+            get(INSTANCE_TYPE_LABEL, crds::Operator::NotIn),
+            Some(vec!["m5.24xlarge".to_string()])
+        );
+        assert_eq!(get(INSTANCE_TYPE_LABEL, crds::Operator::In), None);
     }
 
     #[test]

@@ -189,9 +189,7 @@ impl Cause {
     }
 }
 
-/// The annotation whose time is the deadline of a NodeClaim's termination (Karpenter's
-/// `NodeClaimTerminationTimestampAnnotationKey`).
-pub const TERMINATION_TIMESTAMP_ANNOTATION: &str = "karpenter.sh/nodeclaim-termination-timestamp";
+pub use super::drain::TERMINATION_TIMESTAMP_ANNOTATION;
 
 /// The deadline a NodeClaim's `karpenter.sh/nodeclaim-termination-timestamp` sets, if it has
 /// a valid one: the drain deletes every pod still there by then.

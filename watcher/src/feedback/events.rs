@@ -1,6 +1,9 @@
 //! Events on pods (and, from [`super::claims`], on Nodes and NodeClaims), each sent once per
-//! distinct message (a pod nominated to the same claim by
-//! ten plans in a row gets one Event; kube's recorder also folds repeats into a series).
+//! distinct message (a pod nominated to the same claim by ten plans in a row gets one Event). A
+//! new message is a new Event: kube's `Recorder` keys its series by object, reason and action
+//! only, so a second `Nominated` (the pod's claim deleted and replaced under a new name) would
+//! only bump the count of the first and keep its note; each Event is therefore written by a
+//! recorder without that memory, this writer's own `sent` map doing the deduplication.
 
 use std::collections::HashMap;
 
@@ -86,7 +89,8 @@ pub struct DisruptionEvent {
 
 /// Writes Events, skipping any the same object already got.
 pub struct Events {
-    recorder: Recorder,
+    client: kube::Client,
+    reporter: Reporter,
     sent: HashMap<String, (String, String)>,
 }
 
@@ -96,7 +100,8 @@ impl Events {
     /// A writer reporting as `reporter`.
     pub fn new(client: kube::Client, reporter: Reporter) -> Self {
         Self {
-            recorder: Recorder::new(client, reporter),
+            client,
+            reporter,
             sent: HashMap::new(),
         }
     }
@@ -203,7 +208,8 @@ impl Events {
             action: action.into(),
             secondary: None,
         };
-        match self.recorder.publish(&ev, &reference).await {
+        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+        match recorder.publish(&ev, &reference).await {
             Ok(()) => {
                 self.sent.insert(key, last);
             }

@@ -215,8 +215,25 @@ fn from_node(
     daemons: &[DaemonInfo<'_>],
     d: &Dims,
 ) -> ExistingNode {
-    let managed = n.labels.contains_key(labels::NODEPOOL);
-    let initialized = !managed || is_initialized(&n.labels);
+    // Until Karpenter marks a Node registered (`karpenter.sh/registered`, after copying its
+    // NodeClaim's labels onto it), the NodeClaim's labels are the node's (`StateNode.Labels`,
+    // kubernetes-sigs/karpenter `pkg/controllers/state/statenode.go`): a Node that has just
+    // joined is still the capacity its claim promised, not an unlabelled stranger whose pods
+    // need another claim.
+    let merged;
+    let node_labels: &Labels = match claim {
+        Some(c) if n.labels.get(labels::REGISTERED).is_none_or(|v| v != "true") => {
+            let mut l = n.labels.clone();
+            for (k, v) in &c.labels {
+                l.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+            merged = l;
+            &merged
+        }
+        _ => &n.labels,
+    };
+    let managed = node_labels.contains_key(labels::NODEPOOL);
+    let initialized = !managed || is_initialized(node_labels);
     // Karpenter ignores startup and ephemeral taints until it has initialized a node.
     let startup: &[Taint] = claim.map(|c| c.startup_taints.as_slice()).unwrap_or(&[]);
     let node_taints: Vec<Taint> = if initialized {
@@ -248,14 +265,13 @@ fn from_node(
                     .as_ref()
                     .is_some_and(|o| o.kind == "DaemonSet" && o.name == ds.ds.name)
         });
-        if !running && ds.compatible_with_node(&n.labels, &node_taints) {
+        if !running && ds.compatible_with_node(node_labels, &node_taints) {
             dims::sub(&mut available, &ds.requests);
             ports.extend(ds.host_ports.iter().cloned());
         }
     }
-    let mut reqs = Requirements::from_labels(&n.labels);
-    let hostname = n
-        .labels
+    let mut reqs = Requirements::from_labels(node_labels);
+    let hostname = node_labels
         .get(labels::HOSTNAME)
         .cloned()
         .unwrap_or_else(|| n.name.clone());
@@ -267,7 +283,7 @@ fn from_node(
         taints: node_taints,
         available,
         ports,
-        pool: n.labels.get(labels::NODEPOOL).cloned(),
+        pool: node_labels.get(labels::NODEPOOL).cloned(),
         capacity: d.node_capacity(&n.capacity),
         schedulable,
         initialized,
@@ -348,4 +364,60 @@ fn single_hostname(reqs: &Requirements) -> Option<String> {
     reqs.get(labels::HOSTNAME)
         .and_then(|r| r.single_value())
         .map(str::to_string)
+}
+
+#[cfg(test)]
+mod registration_tests {
+    use crate::model::{ClusterSnapshot, NodeClaim, PlanOptions};
+    use crate::test_util::{node, node_pool, pod, small_catalog};
+    use crate::{labels, plan};
+
+    /// A Node that has just joined, before the actuator copied its NodeClaim's labels onto it
+    /// (no `karpenter.sh/registered` yet), is the capacity its claim promised: a pending pod
+    /// selecting the claim's labels is placed on it and no new claim is planned (Karpenter's
+    /// `StateNode.Labels`, `pkg/controllers/state/statenode.go`). Before, the demo launched a
+    /// claim for such pods after every registration.
+    #[test]
+    fn a_node_not_yet_registered_carries_its_claims_labels() {
+        let mut n = node("ip-10-0-0-5", 4, 16);
+        n.provider_id = Some("aws:///us-east-1a/i-5".into());
+        let claim = NodeClaim {
+            name: "default-abcde".into(),
+            labels: [
+                (labels::NODEPOOL.to_string(), "default".to_string()),
+                (labels::CAPACITY_TYPE.to_string(), "spot".to_string()),
+            ]
+            .into_iter()
+            .collect(),
+            provider_id: n.provider_id.clone(),
+            node_name: Some(n.name.clone()),
+            ..NodeClaim::default()
+        };
+        let mut p = pod("worker-1", 500, 256);
+        p.node_selector = [(labels::CAPACITY_TYPE.to_string(), "spot".to_string())]
+            .into_iter()
+            .collect();
+        let snapshot = ClusterSnapshot {
+            pods: vec![p],
+            nodes: vec![n.clone()],
+            node_claims: vec![claim.clone()],
+            node_pools: vec![node_pool("default")],
+            ..ClusterSnapshot::default()
+        };
+        let out = plan(&snapshot, &small_catalog(), &PlanOptions::default());
+        assert!(out.node_claims.is_empty(), "{:?}", out.node_claims);
+        assert_eq!(out.existing_nodes.len(), 1, "{out:?}");
+
+        // Registered: the Node's own labels are the truth (here: no capacity type).
+        let mut registered = n;
+        registered
+            .labels
+            .insert(labels::REGISTERED.to_string(), "true".to_string());
+        let snapshot = ClusterSnapshot {
+            nodes: vec![registered],
+            ..snapshot
+        };
+        let out = plan(&snapshot, &small_catalog(), &PlanOptions::default());
+        assert!(out.existing_nodes.is_empty(), "{out:?}");
+    }
 }
