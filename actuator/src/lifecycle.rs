@@ -235,6 +235,15 @@ impl Controller {
     /// Runs passes (and garbage collection every [`gc::Options::interval`]) until
     /// `shutdown` turns true, then releases the leases it holds.
     pub async fn run(&self, mut shutdown: watch::Receiver<bool>) {
+        // The instance types are read once per process (`Controller::catalog`); read
+        // them now, not when the first burst of launches needs them: a pass waits on the read
+        // (many DescribeInstanceTypes pages), and the registrations of the burst with it.
+        let warm = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = warm.catalog().await {
+                tracing::debug!(error = %nodeclaim::error_chain(&e), "Instance types not read yet; read when first needed");
+            }
+        });
         let mut next_gc = tokio::time::Instant::now();
         loop {
             if *shutdown.borrow() {

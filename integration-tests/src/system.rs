@@ -149,6 +149,8 @@ pub struct System {
     /// The actuator (`None` while down).
     pub actuator: Option<ServiceProcess>,
     actuator_port: u16,
+    /// The running actuator's metrics address.
+    pub actuator_metrics: Option<SocketAddr>,
     /// The watcher.
     pub watcher: Option<ServiceProcess>,
     /// The watcher's health address.
@@ -256,6 +258,7 @@ impl System {
             planners: Vec::new(),
             actuator: None,
             actuator_port,
+            actuator_metrics: None,
             watcher: None,
             watcher_health,
             watcher_metrics,
@@ -386,9 +389,10 @@ impl System {
     /// When it does not become ready.
     pub async fn start_actuator(&mut self, pause_at: Option<&str>) -> anyhow::Result<()> {
         let mut p = ServiceProcess::spawn(&self.actuator_spec(pause_at), &self.dir)?;
-        let (grpc, _) = p.wait_listening(WAIT).await?;
+        let (grpc, metrics) = p.wait_listening(WAIT).await?;
         process::wait_serving(grpc, "", WAIT).await?;
         self.actuator = Some(p);
+        self.actuator_metrics = metrics;
         Ok(())
     }
 
