@@ -57,6 +57,10 @@ use termination::Cause;
 
 pub use nodeclaim::NodeClaims;
 
+/// Conflicts (the Node written by its kubelet meanwhile) a Node sync re-reads and retries at
+/// once before leaving the step to the next pass.
+const SYNC_CONFLICT_RETRIES: u32 = 3;
+
 /// Errors of a lifecycle step.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -625,15 +629,32 @@ impl Controller {
     }
 
     async fn sync_node(&self, nc: &NodeClaim, node: &Node) -> Result<bool> {
-        let Some(patch) = registration::sync_patch(nc, node) else {
-            return Ok(false);
-        };
         let name = node_name(node);
-        self.nodes()
-            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-            .map_err(kube_err(format!("syncing Node {name} with its NodeClaim")))?;
-        Ok(true)
+        let mut current = node.clone();
+        let mut conflicts = 0;
+        loop {
+            let Some(patch) = registration::sync_patch(nc, &current) else {
+                return Ok(false);
+            };
+            match self
+                .nodes()
+                .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+            {
+                Ok(_) => return Ok(true),
+                // The kubelet wrote the Node since it was read (the patch carries its
+                // resourceVersion): read it again and retry now rather than a pass later.
+                Err(kube::Error::Api(s)) if s.code == 409 && conflicts < SYNC_CONFLICT_RETRIES => {
+                    conflicts += 1;
+                    current = self
+                        .nodes()
+                        .get(&name)
+                        .await
+                        .map_err(kube_err(format!("reading Node {name}")))?;
+                }
+                Err(e) => return Err(kube_err(format!("syncing Node {name} with its NodeClaim"))(e)),
+            }
+        }
     }
 
     async fn register(

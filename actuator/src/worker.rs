@@ -534,7 +534,8 @@ impl Worker {
         let (instance, detail) = match found {
             Ok(Some(i)) => (i, "found the instance tagged with this claim".to_string()),
             Ok(None) => {
-                // The create call (bounded by half a lease) must end before the lease does:
+                // The create call is waited for half a lease past the last renewal (see
+                // `create_under_lease`), so it must start with at least that much left:
                 // renew unless at least three quarters of a lease are left (a claim leased just
                 // now, which saves a write per launch).
                 let now = self.clock.now_ms();

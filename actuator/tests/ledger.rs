@@ -574,7 +574,7 @@ async fn ledger_records_10000_claims_figures() {
         let rate = |d: std::time::Duration| CLAIMS as f64 / d.as_secs_f64().max(1e-9);
         println!("== ledger throughput ({backend}), {CLAIMS} claims");
         println!(
-            "   1 plan of {CLAIMS}:        {:>8.0} claims/s ({:.2} s; {:.1} statements/claim); its retry: {:.2} s",
+            "   1 plan of {CLAIMS}:        {:>8.0} claims/s ({:.2} s; {:.3} statements/claim); its retry: {:.2} s",
             rate(one),
             one.as_secs_f64(),
             writes_one as f64 / CLAIMS as f64,

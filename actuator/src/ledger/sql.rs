@@ -387,13 +387,14 @@ impl Ledger for SqlLedger {
             let mut writes = 1u64;
 
             // Every claim each key launched: `key`, then `key#2`, `key#3`, ... A `key#N` exists
-            // only after `key` (claims are never deleted), so one batched look-up of the keys
-            // as sent finds the few that need the per-key search for later generations.
+            // only after `key` (claims are never deleted) and only once the claims before it
+            // are gone, so one batched look-up of the keys as sent settles every key but those
+            // whose first claim is gone, which need the per-key search for later generations.
             let keys: Vec<&str> = s.launches.iter().map(|l| l.idempotency_key.as_str()).collect();
-            let mut seen_keys = BTreeSet::new();
+            let mut seen_keys: BTreeMap<String, (String, String)> = BTreeMap::new();
             for chunk in keys.chunks(LOOKUP_CHUNK) {
                 let sql = format!(
-                    "SELECT idempotency_key FROM claims WHERE idempotency_key IN ({})",
+                    "SELECT idempotency_key, name, state FROM claims WHERE idempotency_key IN ({})",
                     placeholders(chunk.len())
                 );
                 // Audited: only the placeholder list is built.
@@ -402,13 +403,16 @@ impl Ledger for SqlLedger {
                     q = q.bind(*k);
                 }
                 for r in q.fetch_all(&mut *tx).await? {
-                    seen_keys.insert(r.try_get::<String, _>("idempotency_key")?);
+                    seen_keys.insert(
+                        r.try_get("idempotency_key")?,
+                        (r.try_get("name")?, r.try_get("state")?),
+                    );
                 }
             }
             let names: Vec<&str> = s
                 .launches
                 .iter()
-                .filter(|l| !seen_keys.contains(&l.idempotency_key))
+                .filter(|l| !seen_keys.contains_key(&l.idempotency_key))
                 .map(|l| l.spec.name.as_str())
                 .collect();
             let mut name_states: BTreeMap<String, String> = BTreeMap::new();
@@ -432,7 +436,11 @@ impl Ledger for SqlLedger {
             let mut relaunches = BTreeMap::new();
             for (i, l) in s.launches.iter().enumerate() {
                 let mut launched = 0usize;
-                if seen_keys.contains(&l.idempotency_key) {
+                if let Some((name, st)) = seen_keys.get(&l.idempotency_key) {
+                    if !state(name, "state", st)?.is_terminal() {
+                        known_keys.insert(l.idempotency_key.clone(), name.clone());
+                        continue;
+                    }
                     let rows = sqlx::query(
                         "SELECT name, state FROM claims \
                          WHERE idempotency_key = $1 OR idempotency_key LIKE $2 ESCAPE '!'",
