@@ -652,7 +652,11 @@ impl Controller {
                         .await
                         .map_err(kube_err(format!("reading Node {name}")))?;
                 }
-                Err(e) => return Err(kube_err(format!("syncing Node {name} with its NodeClaim"))(e)),
+                Err(e) => {
+                    return Err(kube_err(format!("syncing Node {name} with its NodeClaim"))(
+                        e,
+                    ));
+                }
             }
         }
     }

@@ -537,12 +537,18 @@ async fn ledger_records_10000_claims_figures() {
         let l = db.ledger().await;
         let w0 = l.writes();
         let t = tokio::time::Instant::now();
-        let out = l.submit(&plan("plan-all", &[], &refs), 1).await.expect("submit");
+        let out = l
+            .submit(&plan("plan-all", &[], &refs), 1)
+            .await
+            .expect("submit");
         let one = t.elapsed();
         assert_eq!(accepted(&out), CLAIMS);
         let writes_one = l.writes() - w0;
         let t = tokio::time::Instant::now();
-        let again = l.submit(&plan("plan-all", &[], &refs), 2).await.expect("resubmit");
+        let again = l
+            .submit(&plan("plan-all", &[], &refs), 2)
+            .await
+            .expect("resubmit");
         let dup = t.elapsed();
         assert_eq!(accepted(&again), 0);
         l.close().await;

@@ -479,8 +479,11 @@ async fn burst_figures(pods: usize) -> anyhow::Result<()> {
                 s.batches.push(t0.elapsed());
                 batches = b;
             }
-            if let Ok(Some(c)) =
-                metric(actuator_metrics, "dovetail_actuator_cloud_create_calls_total").await
+            if let Ok(Some(c)) = metric(
+                actuator_metrics,
+                "dovetail_actuator_cloud_create_calls_total",
+            )
+            .await
                 && c > creates
             {
                 let at = t0.elapsed();

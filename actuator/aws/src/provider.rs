@@ -555,7 +555,7 @@ impl Ec2Provider {
             let template = match templates.iter().position(|(_, s)| s.image_id == ami.id) {
                 Some(i) => i,
                 None => {
-                    let spec = self.template_spec(node, &resolved, &ami.id)?;
+                    let spec = self.template_spec(node, resolved, &ami.id)?;
                     let name = spec.name(
                         &self.config.launch_template_prefix,
                         &self.config.cluster.name,
@@ -719,7 +719,6 @@ impl Ec2Provider {
             price: 0.0,
         })
     }
-
 }
 
 #[async_trait]
