@@ -3,9 +3,9 @@
 # 10000`: 10,000) through the three services (watcher, two planners, actuator --cloud aws on
 # moto_server, ledger on Postgres, simulated cluster) to the CreateFleet calls sent (also after
 # the batch window closed) and to all pods bound (also after the last Node registered). Prints;
-# asserts nothing. Uses the debug binaries, or the release ones with `--cargo-profile release`
-# passed through (`bench-e2e.sh 1000 --cargo-profile release`, with DOVETAIL_*_BIN pointing at
-# them). Needs what scripts/test.sh installs (DOVETAIL_MOTO_SERVER, Postgres on 127.0.0.1:5432).
+# asserts nothing. Further arguments go to nextest. `DOVETAIL_BENCH_LOG=info` keeps the services'
+# logs in $TMPDIR/dovetail-bench-<pods>-logs. Needs what scripts/test.sh installs
+# (DOVETAIL_MOTO_SERVER, Postgres on 127.0.0.1:5432).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${DOVETAIL_MOTO_SERVER:-}" ]; then
