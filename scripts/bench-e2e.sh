@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The end-to-end figures of issue 15: a burst of 1,000 pending pods through the three services
-# (watcher, two planners, actuator --cloud aws on moto_server, ledger on Postgres, simulated
-# cluster) to the CreateFleet calls sent and to all pods bound. Prints; asserts nothing.
-# Needs what scripts/test.sh installs (DOVETAIL_MOTO_SERVER, Postgres on 127.0.0.1:5432).
+# The end-to-end figures of issues 15 and 27: a burst of 1,000 pending pods (or `bench-e2e.sh
+# 10000`: 10,000) through the three services (watcher, two planners, actuator --cloud aws on
+# moto_server, ledger on Postgres, simulated cluster) to the CreateFleet calls sent (also after
+# the batch window closed) and to all pods bound (also after the last Node registered). Prints;
+# asserts nothing. Further arguments go to nextest. `DOVETAIL_BENCH_LOG=info` keeps the services'
+# logs in $TMPDIR/dovetail-bench-<pods>-logs. Needs what scripts/test.sh installs
+# (DOVETAIL_MOTO_SERVER, Postgres on 127.0.0.1:5432).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${DOVETAIL_MOTO_SERVER:-}" ]; then
@@ -12,5 +15,7 @@ fi
 export DOVETAIL_TEST_POSTGRES="${DOVETAIL_TEST_POSTGRES:-postgres://postgres@127.0.0.1:5432/postgres}"
 # --workspace (filtered by -E), not -p: a per-package selection resolves other dependency features
 # and rebuilds the AWS SDK.
+pods="${1:-1000}"
+shift || true
 cargo nextest run --workspace --run-ignored ignored-only \
-  -E 'test(burst_of_1000_pods_figures)' --no-capture
+  -E "test(=burst_of_${pods}_pods_figures)" --no-capture "$@"

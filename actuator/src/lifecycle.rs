@@ -58,6 +58,10 @@ use termination::Cause;
 
 pub use nodeclaim::NodeClaims;
 
+/// Conflicts (the Node written by its kubelet meanwhile) a Node sync re-reads and retries at
+/// once before leaving the step to the next pass.
+const SYNC_CONFLICT_RETRIES: u32 = 3;
+
 /// Errors of a lifecycle step.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -255,6 +259,15 @@ impl Controller {
     /// Runs passes (and garbage collection every [`gc::Options::interval`]) until
     /// `shutdown` turns true, then releases the leases it holds.
     pub async fn run(&self, mut shutdown: watch::Receiver<bool>) {
+        // The instance types are read once per process (`Controller::catalog`); read
+        // them now, not when the first burst of launches needs them: a pass waits on the read
+        // (many DescribeInstanceTypes pages), and the registrations of the burst with it.
+        let warm = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = warm.catalog().await {
+                tracing::debug!(error = %nodeclaim::error_chain(&e), "Instance types not read yet; read when first needed");
+            }
+        });
         let mut next_gc = tokio::time::Instant::now();
         loop {
             if *shutdown.borrow() {
@@ -636,15 +649,36 @@ impl Controller {
     }
 
     async fn sync_node(&self, nc: &NodeClaim, node: &Node) -> Result<bool> {
-        let Some(patch) = registration::sync_patch(nc, node) else {
-            return Ok(false);
-        };
         let name = node_name(node);
-        self.nodes()
-            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-            .map_err(kube_err(format!("syncing Node {name} with its NodeClaim")))?;
-        Ok(true)
+        let mut current = node.clone();
+        let mut conflicts = 0;
+        loop {
+            let Some(patch) = registration::sync_patch(nc, &current) else {
+                return Ok(false);
+            };
+            match self
+                .nodes()
+                .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+            {
+                Ok(_) => return Ok(true),
+                // The kubelet wrote the Node since it was read (the patch carries its
+                // resourceVersion): read it again and retry now rather than a pass later.
+                Err(kube::Error::Api(s)) if s.code == 409 && conflicts < SYNC_CONFLICT_RETRIES => {
+                    conflicts += 1;
+                    current = self
+                        .nodes()
+                        .get(&name)
+                        .await
+                        .map_err(kube_err(format!("reading Node {name}")))?;
+                }
+                Err(e) => {
+                    return Err(kube_err(format!("syncing Node {name} with its NodeClaim"))(
+                        e,
+                    ));
+                }
+            }
+        }
     }
 
     async fn register(

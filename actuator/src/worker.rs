@@ -13,14 +13,19 @@
 //!   nothing, so launched claims rest.
 //!
 //! Exactly one worker per claim: the worker holds the claim's lease for every step, renews it
-//! just before the create call (which runs under a timeout shorter than the lease), and every
-//! ledger write is conditional on the lease; a worker whose lease was taken over stops.
+//! just before the create call and while it runs (the call is given up half a lease after the
+//! last renewal, before another worker could take the claim over), and every ledger write is
+//! conditional on the lease; a worker whose lease was taken over stops.
+//!
+//! Claims are driven as a fan-out ([`Worker::run`]): each claim in hand has its own task, up to
+//! [`Options::concurrency`] at once, so the claims of one plan create their NodeClaims, launch
+//! templates and instances in parallel.
 //!
 //! For the crash tests, [`Options::pause_at`] makes the worker stop for good at a named step
 //! (after printing `DOVETAIL_PAUSED step=<step> claim=<name>` on stdout), so that a test can
 //! SIGKILL the process exactly there.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,11 +34,15 @@ use async_trait::async_trait;
 use cloud::{CloudProvider, Instance, ListFilter, NodeSpec};
 use futures::StreamExt;
 use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
 
 use crate::class_gate::{ClassGate, class_failure};
 use crate::ledger::{self, ClaimRecord, ClaimState, InstanceRecord, Ledger, Transition};
 use crate::metrics::Metrics;
 use service_shell::clock::{Clock, millis};
+
+/// The longest a create call is waited for, however long its lease is kept.
+pub const CREATE_LIMIT: Duration = Duration::from_secs(60);
 
 /// A step of a launch at which a test may pause the worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,7 +180,7 @@ impl Default for Options {
             lease: Duration::from_secs(15),
             poll: Duration::from_secs(1),
             batch: 64,
-            concurrency: 16,
+            concurrency: 64,
             max_attempts: 10,
             pause_at: None,
         }
@@ -238,30 +247,106 @@ impl Worker {
         &self.options
     }
 
-    /// Runs rounds until `shutdown` turns true, then finishes the claims in hand and releases
-    /// every lease it holds, leaving the ledger consistent for the next owner.
+    /// Runs until `shutdown` turns true, then finishes the claims in hand and releases every
+    /// lease it holds, leaving the ledger consistent for the next owner.
+    ///
+    /// Claims are driven as a fan-out, not in rounds: up to [`Options::concurrency`] claims are
+    /// in hand at once, each driven by its own task (its NodeClaim, its launch template and its
+    /// create call run alongside the others'), and a slot that frees is filled at once while
+    /// more claims wait. New claims are leased as soon as a submission wakes the worker
+    /// ([`Worker::waker`]); the poll interval only paces the look for claims whose retry time
+    /// has come. (Karpenter creates a batch's NodeClaims in parallel too:
+    /// `pkg/controllers/provisioning/provisioner.go`, `CreateNodeClaims` with
+    /// `workqueue.ParallelizeUntil`.)
     pub async fn run(&self, mut shutdown: watch::Receiver<bool>) {
+        let slots = self.options.concurrency.max(1);
+        let mut tasks: JoinSet<()> = JoinSet::new();
+        let mut in_hand: HashMap<tokio::task::Id, String> = HashMap::new();
+        let mut poll = tokio::time::interval(self.options.poll);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut look = true;
         loop {
             if *shutdown.borrow() {
                 break;
             }
-            match self.round().await {
-                Ok(n) if n > 0 => continue,
-                Ok(_) => {}
-                Err(e) => {
-                    self.metrics.ledger_error();
-                    tracing::warn!(error = %e, "Ledger unavailable; retrying");
+            if look && in_hand.len() < slots {
+                look = false;
+                match self.lease(slots - in_hand.len(), &in_hand).await {
+                    Ok((claims, more)) => {
+                        for c in claims {
+                            let name = c.name.clone();
+                            let w = self.clone();
+                            let task = tasks.spawn(async move { w.drive_claim(c).await });
+                            in_hand.insert(task.id(), name);
+                        }
+                        // More claims wait: lease again as soon as a slot frees.
+                        look = more;
+                    }
+                    Err(e) => {
+                        self.metrics.ledger_error();
+                        tracing::warn!(error = %e, "Ledger unavailable; retrying");
+                    }
                 }
             }
             tokio::select! {
-                _ = self.wake.notified() => {}
-                _ = tokio::time::sleep(self.options.poll) => {}
+                _ = self.wake.notified() => look = true,
+                _ = poll.tick() => look = true,
                 _ = shutdown.changed() => {}
+                Some(done) = tasks.join_next_with_id() => {
+                    let id = match done {
+                        Ok((id, ())) => id,
+                        Err(e) => {
+                            tracing::error!(error = %e, "A launch task failed; its claim resumes when its lease expires");
+                            e.id()
+                        }
+                    };
+                    in_hand.remove(&id);
+                }
             }
         }
+        while tasks.join_next().await.is_some() {}
         match self.ledger.release_all(&self.options.owner).await {
             Ok(n) => tracing::info!(released = n, "Worker stopped"),
             Err(e) => tracing::warn!(error = %e, "Leases not released; they expire"),
+        }
+    }
+
+    /// Leases up to `free` claims that are not in hand. The lease statement also renews the
+    /// leases of the claims in hand (they are this owner's), so it asks for that many more and
+    /// skips them. The flag says whether more claims may be waiting (the statement returned
+    /// all it was asked for).
+    async fn lease(
+        &self,
+        free: usize,
+        in_hand: &HashMap<tokio::task::Id, String>,
+    ) -> ledger::Result<(Vec<ClaimRecord>, bool)> {
+        let mut states = vec![ClaimState::Requested, ClaimState::Launching];
+        states.extend(self.lifecycle.states());
+        let limit = u32::try_from(in_hand.len() + free).unwrap_or(u32::MAX);
+        let claims = self
+            .ledger
+            .acquire(
+                &self.options.owner,
+                &states,
+                self.clock.now_ms(),
+                millis(self.options.lease),
+                limit,
+            )
+            .await?;
+        let more = claims.len() >= limit as usize;
+        let held: HashSet<&str> = in_hand.values().map(String::as_str).collect();
+        let new = claims
+            .into_iter()
+            .filter(|c| !held.contains(c.name.as_str()))
+            .take(free)
+            .collect();
+        Ok((new, more))
+    }
+
+    async fn drive_claim(&self, c: ClaimRecord) {
+        let name = c.name.clone();
+        if let Done::Abandon = self.drive(c).await {
+            tracing::debug!(claim = %name, "Claim abandoned for now");
         }
     }
 
@@ -286,12 +371,7 @@ impl Worker {
             .await?;
         let n = claims.len();
         futures::stream::iter(claims)
-            .for_each_concurrent(self.options.concurrency.max(1), |c| async move {
-                let name = c.name.clone();
-                if let Done::Abandon = self.drive(c).await {
-                    tracing::debug!(claim = %name, "Claim abandoned for this round");
-                }
-            })
+            .for_each_concurrent(self.options.concurrency.max(1), |c| self.drive_claim(c))
             .await;
         Ok(n)
     }
@@ -336,6 +416,9 @@ impl Worker {
     #[tracing::instrument(skip_all, fields(claim = %claim.name))]
     async fn drive(&self, mut claim: ClaimRecord) -> Done {
         let owner = self.options.owner.clone();
+        // Set once this drive wrote `launching` itself: no create call was made before (the
+        // state is written before any), so there is no instance to look for.
+        let mut fresh = false;
         loop {
             let step = match claim.state {
                 ClaimState::Requested => {
@@ -351,9 +434,10 @@ impl Worker {
                         return d;
                     }
                     self.pause(Step::Launching, &claim.name).await;
+                    fresh = true;
                     ClaimState::Launching
                 }
-                ClaimState::Launching => match self.launch(&claim).await {
+                ClaimState::Launching => match self.launch(&claim, fresh).await {
                     Ok(s) => s,
                     Err(d) => return d,
                 },
@@ -424,8 +508,10 @@ impl Worker {
     }
 
     /// The `launching` step: find or create the instance, then write `launched` (or a failure
-    /// or a retry). Returns the state written.
-    async fn launch(&self, claim: &ClaimRecord) -> Result<ClaimState, Done> {
+    /// or a retry). Returns the state written. `fresh`: this drive moved the claim out of
+    /// `requested`, so no instance can exist yet and the look-up by tag is skipped (it is what
+    /// keeps a claim resumed in `launching` exactly-once).
+    async fn launch(&self, claim: &ClaimRecord, fresh: bool) -> Result<ClaimState, Done> {
         let owner = &self.options.owner;
         if let Err(LifecycleError::Retry { reason }) = self.lifecycle.before_launch(claim).await {
             let mut t = Transition::new(
@@ -440,10 +526,16 @@ impl Worker {
             self.write(t).await?;
             return Err(Done::Rest);
         }
-        let (instance, detail) = match self.find(claim).await {
+        let found = if fresh {
+            Ok(None)
+        } else {
+            self.find(claim).await
+        };
+        let (instance, detail) = match found {
             Ok(Some(i)) => (i, "found the instance tagged with this claim".to_string()),
             Ok(None) => {
-                // The create call (bounded by half a lease) must end before the lease does:
+                // The create call is waited for half a lease past the last renewal (see
+                // `create_under_lease`), so it must start with at least that much left:
                 // renew unless at least three quarters of a lease are left (a claim leased just
                 // now, which saves a write per launch).
                 let now = self.clock.now_ms();
@@ -498,13 +590,7 @@ impl Worker {
                         .spec
                         .request(&claim.client_token, &self.options.cluster_name, node);
                 self.metrics.create_call();
-                let limit = self.options.lease / 2;
-                let created = match tokio::time::timeout(limit, self.cloud.create(&request)).await {
-                    Ok(r) => r,
-                    Err(_) => Err(cloud::Error::Unavailable {
-                        message: format!("create did not answer within {limit:?}"),
-                    }),
-                };
+                let created = self.create_under_lease(claim, &request).await;
                 match created {
                     Ok(i) => {
                         if let Some(c) = &class {
@@ -526,6 +612,58 @@ impl Worker {
         self.record_launched(claim, &instance, detail).await?;
         self.pause(Step::Launched, &claim.name).await;
         Ok(ClaimState::Launched)
+    }
+
+    /// The create call, waited for only while the claim's lease is sure to hold: at first for
+    /// half a lease (the lease has at least three quarters left, see [`Worker::launch`]), and
+    /// half a lease past each renewal, which this makes every quarter of a lease while the
+    /// call runs; at most [`CREATE_LIMIT`] in all. A create not answered by then is given up
+    /// (retried later, when the look-up by tag adopts an instance it may have made) before
+    /// another worker could take the claim over. A slow cloud (CreateFleet under load, a
+    /// cold node class resolution) therefore no longer fails launches that would succeed.
+    async fn create_under_lease(
+        &self,
+        claim: &ClaimRecord,
+        request: &cloud::LaunchRequest,
+    ) -> cloud::Result<Instance> {
+        let lease = self.options.lease;
+        let started = tokio::time::Instant::now();
+        let mut deadline = started + lease / 2;
+        let create = self.cloud.create(request);
+        tokio::pin!(create);
+        let mut renew = tokio::time::interval_at(started + lease / 4, lease / 4);
+        loop {
+            let now = tokio::time::Instant::now();
+            let stop = deadline.min(started + CREATE_LIMIT);
+            if now >= stop {
+                return Err(cloud::Error::Unavailable {
+                    message: format!(
+                        "create did not answer within {:?} (the lease could not be kept longer)",
+                        now - started
+                    ),
+                });
+            }
+            tokio::select! {
+                r = &mut create => return r,
+                _ = tokio::time::sleep_until(stop) => {}
+                _ = renew.tick() => {
+                    let at = self.clock.now_ms();
+                    match self
+                        .ledger
+                        .renew(&claim.name, &self.options.owner, at, at + millis(lease))
+                        .await
+                    {
+                        Ok(()) => deadline = tokio::time::Instant::now() + lease / 2,
+                        Err(e @ ledger::Error::LeaseLost { .. }) => {
+                            return Err(cloud::Error::Unavailable {
+                                message: format!("create given up: {e}"),
+                            });
+                        }
+                        Err(e) => tracing::warn!(error = %e, "Lease not renewed during the create call"),
+                    }
+                }
+            }
+        }
     }
 
     /// After a create refused as invalid: when the claim's class itself does not resolve, back

@@ -511,3 +511,87 @@ async fn a_command_whose_claim_is_gone_launches_again_under_a_new_name(l: &dyn L
         "{fourth}"
     );
 }
+
+/// Ledger throughput (issue 27): 10,000 claims recorded through [`Ledger::submit`], the code
+/// the actuator's `Submit` runs, into a fresh Postgres database (127.0.0.1:5432 or
+/// `DOVETAIL_TEST_POSTGRES`), then into SQLite for comparison. Two shapes: one plan of 10,000
+/// launches (a 10,000-pod burst planned at once), and 100 plans of 100 whose bases list every
+/// claim before them (a planner that saw them in flight), with each plan's retry (all
+/// duplicates) measured too. Prints claims per second and statements per claim; asserts only
+/// that every claim was recorded. `cargo nextest run --workspace --run-ignored ignored-only -E
+/// 'test(ledger_records_10000_claims_figures)' --no-capture`.
+#[tokio::test]
+#[ignore = "benchmark: prints figures"]
+async fn ledger_records_10000_claims_figures() {
+    const CLAIMS: usize = 10_000;
+    const PER_PLAN: usize = 100;
+    let names: Vec<String> = (0..CLAIMS).map(|i| format!("default-{i:05}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    for backend in ["postgres", "sqlite"] {
+        // One plan of 10,000.
+        let db = if backend == "postgres" {
+            TestDb::postgres().await
+        } else {
+            TestDb::sqlite()
+        };
+        let l = db.ledger().await;
+        let w0 = l.writes();
+        let t = tokio::time::Instant::now();
+        let out = l
+            .submit(&plan("plan-all", &[], &refs), 1)
+            .await
+            .expect("submit");
+        let one = t.elapsed();
+        assert_eq!(accepted(&out), CLAIMS);
+        let writes_one = l.writes() - w0;
+        let t = tokio::time::Instant::now();
+        let again = l
+            .submit(&plan("plan-all", &[], &refs), 2)
+            .await
+            .expect("resubmit");
+        let dup = t.elapsed();
+        assert_eq!(accepted(&again), 0);
+        l.close().await;
+        db.drop().await;
+
+        // 100 plans of 100, each seeing the claims before it in flight, each sent twice.
+        let db = if backend == "postgres" {
+            TestDb::postgres().await
+        } else {
+            TestDb::sqlite()
+        };
+        let l = db.ledger().await;
+        let mut recording = std::time::Duration::ZERO;
+        let mut retrying = std::time::Duration::ZERO;
+        for (p, chunk) in refs.chunks(PER_PLAN).enumerate() {
+            let s = plan(&format!("plan-{p}"), &refs[..p * PER_PLAN], chunk);
+            let t = tokio::time::Instant::now();
+            let out = l.submit(&s, 1).await.expect("submit");
+            recording += t.elapsed();
+            assert_eq!(accepted(&out), chunk.len(), "plan {p}: {:?}", out.first());
+            let t = tokio::time::Instant::now();
+            l.submit(&s, 2).await.expect("resubmit");
+            retrying += t.elapsed();
+        }
+        assert_eq!(l.claims().await.expect("claims").len(), CLAIMS);
+        l.close().await;
+        db.drop().await;
+
+        let rate = |d: std::time::Duration| CLAIMS as f64 / d.as_secs_f64().max(1e-9);
+        println!("== ledger throughput ({backend}), {CLAIMS} claims");
+        println!(
+            "   1 plan of {CLAIMS}:        {:>8.0} claims/s ({:.2} s; {:.3} statements/claim); its retry: {:.2} s",
+            rate(one),
+            one.as_secs_f64(),
+            writes_one as f64 / CLAIMS as f64,
+            dup.as_secs_f64()
+        );
+        println!(
+            "   {} plans of {PER_PLAN}:       {:>8.0} claims/s ({:.2} s); their retries: {:.2} s",
+            CLAIMS / PER_PLAN,
+            rate(recording),
+            recording.as_secs_f64(),
+            retrying.as_secs_f64()
+        );
+    }
+}

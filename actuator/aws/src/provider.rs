@@ -62,6 +62,8 @@ pub struct Ec2Provider {
     pricing: Option<aws_sdk_pricing::Client>,
     /// On-demand prices from the Pricing API, with when they were asked for.
     on_demand: tokio::sync::Mutex<OnDemand>,
+    /// The node class resolutions of recent launches (see [`Ec2Provider::resolve_for_launch`]).
+    launch_resolutions: tokio::sync::Mutex<HashMap<String, (tokio::time::Instant, Resolved)>>,
 }
 
 /// How soon the Pricing API is asked again after it failed to answer.
@@ -77,6 +79,9 @@ struct OnDemand {
     /// When to ask again (`None`: never asked).
     next_ask: Option<std::time::Instant>,
 }
+
+/// How long a launch reuses a resolution made for another launch of the same node class.
+pub const LAUNCH_RESOLUTION_REUSE: Duration = Duration::from_secs(2);
 
 // === impl Ec2Provider ===
 
@@ -115,7 +120,34 @@ impl Ec2Provider {
             zones: Mutex::new(BTreeSet::new()),
             pricing: None,
             on_demand: tokio::sync::Mutex::new(OnDemand::default()),
+            launch_resolutions: tokio::sync::Mutex::new(HashMap::new()),
         }
+    }
+
+    /// [`Ec2Provider::resolve`] for a launch: the launches of one burst (a plan's claims,
+    /// created in parallel) share one resolution of their node class, made at most
+    /// [`LAUNCH_RESOLUTION_REUSE`] before, instead of asking EC2 and SSM for subnets, security
+    /// groups and AMIs once per launch. One launch resolves at a time; the others wait for it
+    /// and take its result (a failed resolution is not kept). A changed class is another key.
+    async fn resolve_for_launch(&self, class: &cloud::NodeClassSpec) -> Result<Resolved> {
+        let key = format!("{class:?}");
+        let mut recent = self.launch_resolutions.lock().await;
+        let now = tokio::time::Instant::now();
+        recent.retain(|_, (at, _)| now.duration_since(*at) < LAUNCH_RESOLUTION_REUSE);
+        if let Some((_, r)) = recent.get(&key) {
+            return Ok(r.clone());
+        }
+        let r = self.resolve(class).await?;
+        recent.insert(key, (tokio::time::Instant::now(), r.clone()));
+        Ok(r)
+    }
+
+    /// Drops the launches' resolution of `class` (after a failed launch).
+    async fn forget_resolution(&self, class: &cloud::NodeClassSpec) {
+        self.launch_resolutions
+            .lock()
+            .await
+            .remove(&format!("{class:?}"));
     }
 
     /// The configuration.
@@ -573,35 +605,16 @@ struct Placement<'a> {
     template: usize,
 }
 
-#[async_trait]
-impl CloudProvider for Ec2Provider {
-    async fn create(&self, request: &LaunchRequest) -> Result<Instance> {
-        if request.client_token.is_empty() {
-            return Err(Error::InvalidRequest {
-                reason: "client_token: must not be empty".into(),
-            });
-        }
-        let Some(first) = request.offerings.first() else {
-            return Err(Error::InvalidRequest {
-                reason: "offerings: at least one offering is required".into(),
-            });
-        };
-        if let Some(o) = request
-            .offerings
-            .iter()
-            .find(|o| o.capacity_type != first.capacity_type)
-        {
-            return Err(Error::InvalidRequest {
-                reason: format!("offerings: {o} mixes capacity types with {first}"),
-            });
-        }
-        let Some(node) = &request.node else {
-            return Err(Error::InvalidRequest {
-                reason: "node: EC2 launches need the node class (subnets, security groups, AMI)"
-                    .into(),
-            });
-        };
-        let resolved = self.resolve(&node.class).await?;
+impl Ec2Provider {
+    /// The create call once the node class is resolved: launch templates, CreateFleet and the
+    /// instance as EC2 describes it.
+    async fn create_resolved(
+        &self,
+        request: &LaunchRequest,
+        first: &OfferingKey,
+        node: &cloud::NodeSpec,
+        resolved: &Resolved,
+    ) -> Result<Instance> {
         let types: Vec<&str> = request
             .offerings
             .iter()
@@ -630,7 +643,7 @@ impl CloudProvider for Ec2Provider {
             let template = match templates.iter().position(|(_, s)| s.image_id == ami.id) {
                 Some(i) => i,
                 None => {
-                    let spec = self.template_spec(node, &resolved, &ami.id)?;
+                    let spec = self.template_spec(node, resolved, &ami.id)?;
                     let name = spec.name(
                         &self.config.launch_template_prefix,
                         &self.config.cluster.name,
@@ -793,6 +806,44 @@ impl CloudProvider for Ec2Provider {
             launch_time: 0,
             price: 0.0,
         })
+    }
+}
+
+#[async_trait]
+impl CloudProvider for Ec2Provider {
+    async fn create(&self, request: &LaunchRequest) -> Result<Instance> {
+        if request.client_token.is_empty() {
+            return Err(Error::InvalidRequest {
+                reason: "client_token: must not be empty".into(),
+            });
+        }
+        let Some(first) = request.offerings.first() else {
+            return Err(Error::InvalidRequest {
+                reason: "offerings: at least one offering is required".into(),
+            });
+        };
+        if let Some(o) = request
+            .offerings
+            .iter()
+            .find(|o| o.capacity_type != first.capacity_type)
+        {
+            return Err(Error::InvalidRequest {
+                reason: format!("offerings: {o} mixes capacity types with {first}"),
+            });
+        }
+        let Some(node) = &request.node else {
+            return Err(Error::InvalidRequest {
+                reason: "node: EC2 launches need the node class (subnets, security groups, AMI)"
+                    .into(),
+            });
+        };
+        let resolved = self.resolve_for_launch(&node.class).await?;
+        let launched = self.create_resolved(request, first, node, &resolved).await;
+        if launched.is_err() {
+            // The next launch resolves the class again (an image or subnet may have appeared).
+            self.forget_resolution(&node.class).await;
+        }
+        launched
     }
 
     async fn get(&self, provider_id: &ProviderId) -> Result<Instance> {

@@ -45,6 +45,30 @@ macro_rules! claim_columns {
 /// At most this many names are listed in a stale-plan rejection.
 const STALE_LISTED: usize = 5;
 
+/// Keys or names per batched look-up of a submission (one bind parameter each).
+const LOOKUP_CHUNK: usize = 500;
+
+/// Rows per multi-row insert of a submission (at most 7 bind parameters each; SQLite allows
+/// 32,766 per statement, Postgres 65,535).
+const INSERT_CHUNK: usize = 500;
+
+/// `$1, $2, ..., $n`.
+fn placeholders(n: usize) -> String {
+    values(n, 1, |p| format!("${}", p[0]))
+}
+
+/// `rows` row texts made by `row` from each row's parameter numbers (`$1`-based, `cols` per
+/// row), joined by `, `.
+fn values(rows: usize, cols: usize, row: impl Fn(&[usize]) -> String) -> String {
+    (0..rows)
+        .map(|r| {
+            let p: Vec<usize> = (1..=cols).map(|c| r * cols + c).collect();
+            row(&p)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 enum Pool {
     Postgres(PgPool),
     Sqlite(SqlitePool),
@@ -362,40 +386,95 @@ impl Ledger for SqlLedger {
                 .await?;
             let mut writes = 1u64;
 
+            // Every claim each key launched: `key`, then `key#2`, `key#3`, ... A `key#N` exists
+            // only after `key` (claims are never deleted) and only once the claims before it
+            // are gone, so one batched look-up of the keys as sent settles every key but those
+            // whose first claim is gone, which need the per-key search for later generations.
+            let keys: Vec<&str> = s.launches.iter().map(|l| l.idempotency_key.as_str()).collect();
+            let mut seen_keys: BTreeMap<String, (String, String)> = BTreeMap::new();
+            for chunk in keys.chunks(LOOKUP_CHUNK) {
+                let sql = format!(
+                    "SELECT idempotency_key, name, state FROM claims WHERE idempotency_key IN ({})",
+                    placeholders(chunk.len())
+                );
+                // Audited: only the placeholder list is built.
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()));
+                for k in chunk {
+                    q = q.bind(*k);
+                }
+                for r in q.fetch_all(&mut *tx).await? {
+                    seen_keys.insert(
+                        r.try_get("idempotency_key")?,
+                        (r.try_get("name")?, r.try_get("state")?),
+                    );
+                }
+            }
+            let names: Vec<&str> = s
+                .launches
+                .iter()
+                .filter(|l| !seen_keys.contains_key(&l.idempotency_key))
+                .map(|l| l.spec.name.as_str())
+                .collect();
+            let mut name_states: BTreeMap<String, String> = BTreeMap::new();
+            for chunk in names.chunks(LOOKUP_CHUNK) {
+                let sql = format!(
+                    "SELECT name, state FROM claims WHERE name IN ({})",
+                    placeholders(chunk.len())
+                );
+                // Audited: only the placeholder list is built.
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()));
+                for n in chunk {
+                    q = q.bind(*n);
+                }
+                for r in q.fetch_all(&mut *tx).await? {
+                    name_states.insert(r.try_get("name")?, r.try_get("state")?);
+                }
+            }
+
             let mut known_keys = BTreeMap::new();
             let mut names_taken = BTreeSet::new();
             let mut relaunches = BTreeMap::new();
             for (i, l) in s.launches.iter().enumerate() {
-                // Every claim this key launched: `key`, then `key#2`, `key#3`, ...
-                let rows = sqlx::query(
-                    "SELECT name, state FROM claims \
-                     WHERE idempotency_key = $1 OR idempotency_key LIKE $2 ESCAPE '!'",
-                )
-                .bind(&l.idempotency_key)
-                .bind(format!("{}#%", like_literal(&l.idempotency_key)))
-                .fetch_all(&mut *tx)
-                .await?;
                 let mut launched = 0usize;
-                for r in &rows {
-                    let name: String = r.try_get("name")?;
-                    let st: String = r.try_get("state")?;
-                    launched += 1;
-                    if !state(&name, "state", &st)?.is_terminal() {
-                        known_keys.insert(l.idempotency_key.clone(), name);
+                if let Some((name, st)) = seen_keys.get(&l.idempotency_key) {
+                    if !state(name, "state", st)?.is_terminal() {
+                        known_keys.insert(l.idempotency_key.clone(), name.clone());
+                        continue;
+                    }
+                    let rows = sqlx::query(
+                        "SELECT name, state FROM claims \
+                         WHERE idempotency_key = $1 OR idempotency_key LIKE $2 ESCAPE '!'",
+                    )
+                    .bind(&l.idempotency_key)
+                    .bind(format!("{}#%", like_literal(&l.idempotency_key)))
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    for r in &rows {
+                        let name: String = r.try_get("name")?;
+                        let st: String = r.try_get("state")?;
+                        launched += 1;
+                        if !state(&name, "state", &st)?.is_terminal() {
+                            known_keys.insert(l.idempotency_key.clone(), name);
+                        }
+                    }
+                    if known_keys.contains_key(&l.idempotency_key) {
+                        continue;
                     }
                 }
-                if known_keys.contains_key(&l.idempotency_key) {
-                    continue;
-                }
-                let taken = sqlx::query("SELECT state FROM claims WHERE name = $1")
-                    .bind(&l.spec.name)
-                    .fetch_optional(&mut *tx)
-                    .await?;
+                let taken = if launched == 0 {
+                    name_states.get(&l.spec.name).cloned()
+                } else {
+                    sqlx::query("SELECT state FROM claims WHERE name = $1")
+                        .bind(&l.spec.name)
+                        .fetch_optional(&mut *tx)
+                        .await?
+                        .map(|r| r.try_get::<String, _>("state"))
+                        .transpose()?
+                };
                 let name_gone = match &taken {
                     None => false,
-                    Some(r) => {
-                        let st: String = r.try_get("state")?;
-                        if !state(&l.spec.name, "state", &st)?.is_terminal() {
+                    Some(st) => {
+                        if !state(&l.spec.name, "state", st)?.is_terminal() {
                             names_taken.insert(l.spec.name.clone());
                             continue;
                         }
@@ -451,51 +530,61 @@ impl Ledger for SqlLedger {
                 .await?;
                 writes += 1;
             }
+            // The accepted launches as stored (a relaunch under its new key and name), written
+            // in multi-row statements: commands, then claims, then their first events.
+            let mut rows = Vec::with_capacity(d.accepted.len());
             for &i in &d.accepted {
-                let renamed;
-                let l = match relaunches.get(&i) {
-                    Some(r) => {
-                        let mut l = s.launches[i].clone();
-                        l.spec.name = r.name.clone();
-                        l.idempotency_key = r.stored_key.clone();
-                        renamed = l;
-                        &renamed
-                    }
-                    None => &s.launches[i],
-                };
+                let mut l = s.launches[i].clone();
+                if let Some(r) = relaunches.get(&i) {
+                    l.spec.name = r.name.clone();
+                    l.idempotency_key = r.stored_key.clone();
+                }
                 let spec = serde_json::to_string(&l.spec).map_err(|e| corrupt(&l.spec.name, "spec", e.to_string()))?;
-                sqlx::query(
-                    "INSERT INTO commands (idempotency_key, plan_id, kind, payload, received_at) \
-                     VALUES ($1, $2, 'launch', $3, $4)",
-                )
-                .bind(&l.idempotency_key)
-                .bind(&s.plan_id)
-                .bind(&l.payload)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-                sqlx::query(
-                    "INSERT INTO claims (name, idempotency_key, plan_id, node_pool, state, spec, client_token, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, 'requested', $5, $6, $7, $7)",
-                )
-                .bind(&l.spec.name)
-                .bind(&l.idempotency_key)
-                .bind(&s.plan_id)
-                .bind(&l.spec.node_pool)
-                .bind(spec)
-                .bind(client_token(&l.spec.name, &l.idempotency_key))
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-                sqlx::query(
-                    "INSERT INTO claim_events (claim_name, from_state, to_state, actor, detail, at) \
-                     VALUES ($1, NULL, 'requested', 'submit', $2, $3)",
-                )
-                .bind(&l.spec.name)
-                .bind(format!("plan {} session {} key {}", s.plan_id, s.session_id, l.idempotency_key))
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
+                let token = client_token(&l.spec.name, &l.idempotency_key);
+                let detail = format!("plan {} session {} key {}", s.plan_id, s.session_id, l.idempotency_key);
+                rows.push((l, spec, token, detail));
+            }
+            for chunk in rows.chunks(INSERT_CHUNK) {
+                let sql = format!(
+                    "INSERT INTO commands (idempotency_key, plan_id, kind, payload, received_at) VALUES {}",
+                    values(chunk.len(), 4, |p| format!("(${}, ${}, 'launch', ${}, ${})", p[0], p[1], p[2], p[3]))
+                );
+                // Audited: only the placeholder list is built.
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()));
+                for (l, ..) in chunk {
+                    q = q.bind(&l.idempotency_key).bind(&s.plan_id).bind(&l.payload).bind(now);
+                }
+                q.execute(&mut *tx).await?;
+                let sql = format!(
+                    "INSERT INTO claims (name, idempotency_key, plan_id, node_pool, state, spec, client_token, created_at, updated_at) VALUES {}",
+                    values(chunk.len(), 7, |p| format!(
+                        "(${}, ${}, ${}, ${}, 'requested', ${}, ${}, ${}, ${})",
+                        p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[6]
+                    ))
+                );
+                // Audited: only the placeholder list is built.
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()));
+                for (l, spec, token, _) in chunk {
+                    q = q
+                        .bind(&l.spec.name)
+                        .bind(&l.idempotency_key)
+                        .bind(&s.plan_id)
+                        .bind(&l.spec.node_pool)
+                        .bind(spec)
+                        .bind(token)
+                        .bind(now);
+                }
+                q.execute(&mut *tx).await?;
+                let sql = format!(
+                    "INSERT INTO claim_events (claim_name, from_state, to_state, actor, detail, at) VALUES {}",
+                    values(chunk.len(), 3, |p| format!("(${}, NULL, 'requested', 'submit', ${}, ${})", p[0], p[1], p[2]))
+                );
+                // Audited: only the placeholder list is built.
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()));
+                for (l, _, _, detail) in chunk {
+                    q = q.bind(&l.spec.name).bind(detail).bind(now);
+                }
+                q.execute(&mut *tx).await?;
                 writes += 3;
             }
             tx.commit().await?;
