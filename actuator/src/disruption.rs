@@ -459,14 +459,7 @@ impl Executor {
         let Some(nc) = view.nodeclaims.get(claim) else {
             return;
         };
-        let label = |k: &str| {
-            nc.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(k))
-                .cloned()
-                .unwrap_or_default()
-        };
+        let label = |k: &str| crate::lifecycle::nodeclaim::label(nc, k);
         let pool = label(common::labels::NODEPOOL);
         let consolidation = matches!(d.reason.as_str(), "Empty" | "Underutilized");
         let policy = if consolidation {

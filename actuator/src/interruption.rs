@@ -372,14 +372,7 @@ impl Interruptions {
                     .await
                 {
                     Ok(_) => {
-                        let label = |k: &str| {
-                            nc.metadata
-                                .labels
-                                .as_ref()
-                                .and_then(|l| l.get(k))
-                                .cloned()
-                                .unwrap_or_default()
-                        };
+                        let label = |k: &str| crate::lifecycle::nodeclaim::label(&nc, k);
                         // As Karpenter's interruption controller counts it: no policy or mode.
                         self.metrics.nodeclaim_disrupted(
                             disruption_reason(kind),

@@ -1019,14 +1019,7 @@ impl Controller {
                 .await
             {
                 Ok(_) => {
-                    let label = |k: &str| {
-                        nc.metadata
-                            .labels
-                            .as_ref()
-                            .and_then(|l| l.get(k))
-                            .cloned()
-                            .unwrap_or_default()
-                    };
+                    let label = |k: &str| crate::lifecycle::nodeclaim::label(nc, k);
                     self.metrics.nodeclaim_terminated(
                         &label(common::labels::NODEPOOL),
                         &label("karpenter.sh/capacity-type"),

@@ -325,6 +325,17 @@ pub fn set_condition(
     }
 }
 
+/// The value of the NodeClaim's label `key`, empty when it has none (as Karpenter's metric
+/// labels take it).
+pub fn label(nc: &NodeClaim, key: &str) -> String {
+    nc.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// True when condition `type_` is True.
 pub fn is_true(status: Option<&NodeClaimStatus>, type_: &str) -> bool {
     status
