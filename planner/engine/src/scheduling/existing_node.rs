@@ -251,7 +251,19 @@ fn from_node(
     };
     // A NotReady node that Karpenter has initialized is broken, not starting: no new pods.
     let schedulable = !n.unschedulable && n.deletion_time.is_none() && (n.ready || !initialized);
-    let mut available = d.capacity(&n.allocatable);
+    // Until Karpenter has initialized a Node, its NodeClaim's allocatable and capacity are the
+    // node's (`StateNode.Allocatable`/`Capacity` in kubernetes-sigs/karpenter
+    // `pkg/controllers/state/statenode.go`): the kubelet's first report can fall short of what
+    // the claim promised, and pods the plan put there must not be given a second claim.
+    let (allocatable, node_capacity) = match claim {
+        Some(c)
+            if managed && !initialized && (c.allocatable.cpu > 0 || c.allocatable.memory > 0) =>
+        {
+            (&c.allocatable, &c.capacity)
+        }
+        _ => (&n.allocatable, &n.capacity),
+    };
+    let mut available = d.capacity(allocatable);
     let pods = bound.get(n.name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
     let mut ports = Vec::new();
     for p in pods {
@@ -284,7 +296,7 @@ fn from_node(
         available,
         ports,
         pool: node_labels.get(labels::NODEPOOL).cloned(),
-        capacity: d.node_capacity(&n.capacity),
+        capacity: d.node_capacity(node_capacity),
         schedulable,
         initialized,
     }
