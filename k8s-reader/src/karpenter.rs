@@ -524,7 +524,41 @@ pub fn node_class(v: &Value) -> Result<pb::NodeClass> {
         resolved_amis: status_ids(v, "amis"),
         resolved_subnets: status_ids(v, "subnets"),
         resolved_security_groups: status_ids(v, "securityGroups"),
+        not_ready: class_not_ready(v),
     })
+}
+
+/// The EC2NodeClass conditions the actuator writes from its resolution (Karpenter's
+/// `ec2nodeclass` status controller's), each of which keeps the class from launching when False.
+const NODE_CLASS_RESOLUTION_CONDITIONS: [&str; 5] = [
+    "ValidationSucceeded",
+    "SubnetsReady",
+    "SecurityGroupsReady",
+    "AMIsReady",
+    "InstanceProfileReady",
+];
+
+/// Why the class's status says it cannot launch (see `NodeClass.not_ready`); empty when it can
+/// or has no status yet.
+fn class_not_ready(v: &Value) -> String {
+    at(v, &["status", "conditions"])
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|c| {
+            str_at(c, &["status"]) == Some("False")
+                && str_at(c, &["type"])
+                    .is_some_and(|t| NODE_CLASS_RESOLUTION_CONDITIONS.contains(&t))
+        })
+        .map(|c| {
+            let type_ = str_at(c, &["type"]).unwrap_or_default();
+            match str_at(c, &["message"]).filter(|m| !m.is_empty()) {
+                Some(m) => format!("{type_}: {m}"),
+                None => format!("{type_}: {}", str_at(c, &["reason"]).unwrap_or("False")),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[cfg(test)]
@@ -573,6 +607,36 @@ mod tests {
         assert_eq!(c.image_id.as_deref(), Some("ami-1"));
         assert_eq!(c.annotations["dovetail.io/subnet-id"], "subnet-1");
         assert_eq!(c.annotations["dovetail.io/security-group-ids"], "sg-1");
+    }
+
+    #[test]
+    fn a_class_whose_resolution_failed_says_why() {
+        let mut v = serde_json::json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": "win"},
+            "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}], "role": "R"},
+            "status": {"conditions": [
+                {"type": "AMIsReady", "status": "True", "reason": "AMIsReady"},
+                {"type": "ValidationSucceeded", "status": "False", "reason": "Unsupported",
+                 "message": "spec.amiSelectorTerms[0].alias windows2022 is not supported"},
+                {"type": "SubnetsReady", "status": "False", "reason": "SubnetsNotFound"},
+                {"type": "PlannerValidationSucceeded", "status": "False", "message": "x"},
+                {"type": "Ready", "status": "False", "message": "y"},
+            ]},
+        });
+        assert_eq!(
+            class_not_ready(&v),
+            "ValidationSucceeded: spec.amiSelectorTerms[0].alias windows2022 is not supported; \
+             SubnetsReady: SubnetsNotFound"
+        );
+        v["status"]["conditions"] = serde_json::json!([{"type": "Ready", "status": "False"}]);
+        assert_eq!(
+            class_not_ready(&v),
+            "",
+            "the watcher's own verdict is not read back"
+        );
+        v["status"] = serde_json::json!({});
+        assert_eq!(class_not_ready(&v), "", "no status yet: planned");
     }
 
     #[test]

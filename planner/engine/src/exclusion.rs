@@ -29,6 +29,10 @@ pub const UNSUPPORTED: &str = "Unsupported";
 pub const DUPLICATE: &str = "Duplicate";
 /// A NodePool whose EC2NodeClass was left out.
 pub const NODE_CLASS_EXCLUDED: &str = "NodeClassExcluded";
+/// An EC2NodeClass whose status says it cannot launch (Karpenter provisions only from
+/// NodePools whose node class is Ready: `NewScheduler` in
+/// `pkg/controllers/provisioning/provisioner.go`).
+pub const NODE_CLASS_NOT_READY: &str = "NodeClassNotReady";
 
 /// One object left out of a plan.
 #[derive(Clone, Debug, PartialEq)]
@@ -156,8 +160,21 @@ pub fn partition(s: &mut ClusterSnapshot) -> Vec<Exclusion> {
         );
         if !kept {
             dropped_classes.push((c.name.clone(), out[before].object.message.clone()));
+            return false;
         }
-        kept
+        if !c.not_ready.is_empty() {
+            out.push(Exclusion::new(
+                "EC2NodeClass",
+                "",
+                &c.name,
+                NODE_CLASS_NOT_READY,
+                format!("its status says it cannot launch: {}", c.not_ready),
+                "status.conditions",
+            ));
+            dropped_classes.push((c.name.clone(), out[before].object.message.clone()));
+            return false;
+        }
+        true
     });
     let pools = std::mem::take(&mut s.node_pools);
     for p in pools {

@@ -104,6 +104,7 @@ fn rich_snapshot() -> ClusterSnapshot {
         resolved_amis: Some(vec!["ami-0123".into(), "ami-0456".into()]),
         resolved_subnets: Some(vec!["subnet-1".into(), "subnet-2".into()]),
         resolved_security_groups: Some(vec!["sg-1".into()]),
+        not_ready: String::new(),
     });
     s.daemon_sets.push(model::DaemonSet {
         namespace: "kube-system".into(),

@@ -694,6 +694,7 @@ pub fn node_class(c: pb::NodeClass, at: At<'_>) -> Result<model::NodeClass> {
         resolved_subnets: (!c.resolved_subnets.is_empty()).then_some(c.resolved_subnets),
         resolved_security_groups: (!c.resolved_security_groups.is_empty())
             .then_some(c.resolved_security_groups),
+        not_ready: c.not_ready,
     })
 }
 

@@ -281,6 +281,7 @@ pub fn node_class(c: &model::NodeClass) -> pb::NodeClass {
         resolved_subnets: c.resolved_subnets.clone().unwrap_or_default(),
         resolved_security_groups: c.resolved_security_groups.clone().unwrap_or_default(),
         metadata_annotations: c.metadata_annotations.clone(),
+        not_ready: c.not_ready.clone(),
     }
 }
 

@@ -133,7 +133,10 @@ impl NodeClassStatus {
         self.excluded = plan
             .excluded
             .iter()
-            .filter(|e| e.kind == "EC2NodeClass")
+            // A class left out because the actuator's status says it cannot launch already
+            // says so in its own conditions; the watcher adds nothing (and reads nothing of its
+            // own back, so the class is planned again once the actuator finds it ready).
+            .filter(|e| e.kind == "EC2NodeClass" && e.reason != "NodeClassNotReady")
             .map(|e| {
                 let message = if e.field.is_empty() {
                     e.message.clone()

@@ -152,6 +152,67 @@ fn a_pool_of_an_excluded_class_is_excluded_naming_the_class() {
     assert_eq!(s.node_pools.len(), 1);
 }
 
+/// A class the actuator could not resolve (its status says so) is left out with that reason,
+/// and so is its pool: the pending pod gets its claim from the next pool by weight, as
+/// Karpenter provisions only from NodePools whose node class is Ready.
+#[test]
+fn a_class_whose_status_says_it_cannot_launch_is_left_out_and_the_next_pool_serves() {
+    let class = |name: &str, not_ready: &str| NodeClass {
+        name: name.into(),
+        not_ready: not_ready.into(),
+        ..NodeClass::default()
+    };
+    let mut preferred = node_pool("preferred");
+    preferred.node_class = Some("windows".into());
+    preferred.weight = 100;
+    let mut fallback = node_pool("fallback");
+    fallback.node_class = Some("linux".into());
+    let s = ClusterSnapshot {
+        pods: vec![pod("web", 500, 512)],
+        node_classes: vec![
+            class(
+                "windows",
+                "ValidationSucceeded: spec.amiSelectorTerms[0].alias windows2022 is not supported",
+            ),
+            class("linux", ""),
+        ],
+        node_pools: vec![preferred, fallback],
+        ..ClusterSnapshot::default()
+    };
+    let mut partitioned = s.clone();
+    let excluded = partition(&mut partitioned);
+    let reasons: Vec<(&str, &str, &str)> = excluded
+        .iter()
+        .map(|e| {
+            (
+                e.object.kind.as_str(),
+                e.object.name.as_str(),
+                e.object.reason.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("EC2NodeClass", "windows", NODE_CLASS_NOT_READY),
+            ("NodePool", "preferred", NODE_CLASS_EXCLUDED),
+        ]
+    );
+    assert!(
+        excluded[1]
+            .object
+            .message
+            .contains("windows2022 is not supported")
+    );
+    // What the doors plan (they partition first): the fallback pool serves the pod, where the
+    // whole snapshot would have used the heavier pool.
+    let plan = crate::plan(&partitioned, &small_catalog(), &PlanOptions::default());
+    assert_eq!(plan.node_claims.len(), 1, "{plan:?}");
+    assert_eq!(plan.node_claims[0].node_pool, "fallback");
+    let unpartitioned = crate::plan(&s, &small_catalog(), &PlanOptions::default());
+    assert_eq!(unpartitioned.node_claims[0].node_pool, "preferred");
+}
+
 #[test]
 fn the_second_object_of_a_name_is_the_one_left_out() {
     let mut second = node_pool("default");

@@ -160,4 +160,8 @@ pub struct NodeClass {
     /// and then security group drift is not decided.
     #[serde(default)]
     pub resolved_security_groups: Option<Vec<String>>,
+    /// Why the actuator's status says the class cannot launch (its resolution conditions that
+    /// are False); empty when it can or has no status yet. Such a class is left out of the plan.
+    #[serde(default)]
+    pub not_ready: String,
 }
