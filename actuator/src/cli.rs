@@ -78,7 +78,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
             if let Some(prefix) = &aws.ssm_prefix {
                 c = c.with_ssm_parameter_prefix(prefix.clone());
             }
-            c = c.with_isolated_vpc(aws.isolated_vpc);
+            c = c
+                .with_isolated_vpc(aws.isolated_vpc)
+                .with_reserved_enis(aws.reserved_enis);
             // Credentials: the SDK's default chain only (AWS_ACCESS_KEY_ID... in the
             // environment, IRSA, profiles, IMDS).
             aws_config = Some(c.clone());

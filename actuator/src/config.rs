@@ -40,6 +40,8 @@ pub const ENV_AWS_REGION: &str = "AWS_REGION";
 pub const ENV_AWS_ENDPOINT: &str = "DOVETAIL_AWS_ENDPOINT";
 /// `DOVETAIL_AWS_SSM_PREFIX`: prefix of the SSM parameters AMI aliases resolve under.
 pub const ENV_AWS_SSM_PREFIX: &str = "DOVETAIL_AWS_SSM_PREFIX";
+/// Environment variable of `--reserved-enis`.
+pub const ENV_RESERVED_ENIS: &str = "DOVETAIL_RESERVED_ENIS";
 /// Environment variable of `--aws-isolated-vpc`.
 pub const ENV_ISOLATED_VPC: &str = "DOVETAIL_ISOLATED_VPC";
 /// `DOVETAIL_INTERRUPTION_QUEUE`: the SQS queue of interruption events (name or URL); unset,
@@ -126,6 +128,9 @@ pub struct Flags {
     /// `--cloud aws`: the VPC has no route to the Pricing API (Karpenter's `isolatedVPC`): on-demand prices stay the built-in table's [env DOVETAIL_ISOLATED_VPC=true]
     #[arg(long)]
     pub aws_isolated_vpc: bool,
+    /// `--cloud aws`: ENIs of each type's default network card left out of the kubelet's max pods (VPC CNI custom networking), as Karpenter's reservedENIs; set it as the watcher's [env DOVETAIL_RESERVED_ENIS, default 0]
+    #[arg(long)]
+    pub reserved_enis: Option<String>,
     /// `--cloud aws`: SQS queue (name or URL) of spot interruptions, rebalance recommendations, scheduled changes and state changes; needs a cluster (not --kubeconfig none) [env DOVETAIL_INTERRUPTION_QUEUE]
     #[arg(long)]
     pub interruption_queue: Option<String>,
@@ -209,6 +214,8 @@ pub struct AwsSettings {
     pub ssm_prefix: Option<String>,
     /// The VPC is isolated: the Pricing API is not asked.
     pub isolated_vpc: bool,
+    /// Karpenter's `reservedENIs`.
+    pub reserved_enis: u32,
     /// API server URL the nodes join.
     pub cluster_endpoint: String,
     /// Base64 cluster CA bundle.
@@ -362,6 +369,16 @@ impl Config {
                         .get(flags.aws_ssm_prefix, "aws-ssm-prefix", ENV_AWS_SSM_PREFIX)
                         .map(|i| i.value),
                     isolated_vpc: s.switch(flags.aws_isolated_vpc, ENV_ISOLATED_VPC)?,
+                    reserved_enis: match s.get(
+                        flags.reserved_enis,
+                        "reserved-enis",
+                        ENV_RESERVED_ENIS,
+                    ) {
+                        None => 0,
+                        Some(i) => i.value.trim().parse::<u32>().map_err(|_| {
+                            i.invalid("expected a whole number of ENIs, 0 or more")
+                        })?,
+                    },
                     cluster_endpoint: cluster_endpoint.value,
                     cluster_ca_bundle: s
                         .get(
@@ -669,11 +686,20 @@ mod tests {
                 endpoint: Some("http://127.0.0.1:5000".into()),
                 ssm_prefix: None,
                 isolated_vpc: false,
+                reserved_enis: 0,
                 cluster_endpoint: "https://k8s.example".into(),
                 cluster_ca_bundle: None,
                 kubernetes_version: "1.33".into(),
             })
         );
+        let mut enis = base.to_vec();
+        enis.push((ENV_RESERVED_ENIS, "1"));
+        let c = Config::load(flags(&args), &env(&enis)).expect("valid");
+        assert!(matches!(c.cloud, CloudChoice::Aws(AwsSettings { reserved_enis: 1, .. })));
+        let mut bad = base.to_vec();
+        bad.push((ENV_RESERVED_ENIS, "-1"));
+        let e = Config::load(flags(&args), &env(&bad)).expect_err("negative");
+        assert!(e.to_string().starts_with(ENV_RESERVED_ENIS), "{e}");
     }
 
     #[test]

@@ -11,16 +11,8 @@ use sha2::{Digest, Sha256};
 /// Most overrides one CreateFleet call takes.
 pub const MAX_OFFERINGS: usize = 60;
 
-/// A taint (`key=value:effect`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Taint {
-    /// Key.
-    pub key: String,
-    /// Value (may be empty).
-    pub value: String,
-    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
-    pub effect: String,
-}
+/// A taint (`key=value:effect`): the one the cloud provider registers nodes with.
+pub use cloud::Taint;
 
 /// A node selector requirement of the claim (`key operator values`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

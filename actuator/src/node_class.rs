@@ -4,7 +4,7 @@
 
 use cloud::node_class::{
     AmiSelectorTerm, BlockDeviceMapping, Ebs, KubeletConfig, MetadataOptions, NodeClassSpec,
-    NodeSpec, SelectorTerm, Taint,
+    NodeSpec, SelectorTerm,
 };
 use crds::EC2NodeClass;
 use serde::Serialize;
@@ -225,11 +225,7 @@ pub fn node_spec(spec: &LaunchSpec, class: NodeClassSpec) -> NodeSpec {
         .taints
         .iter()
         .chain(&spec.startup_taints)
-        .map(|t| Taint {
-            key: t.key.clone(),
-            value: t.value.clone(),
-            effect: t.effect.clone(),
-        })
+        .cloned()
         .collect();
     NodeSpec {
         class,

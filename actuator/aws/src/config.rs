@@ -30,6 +30,10 @@ pub struct Config {
     /// The cluster runs without a route to AWS services that have no VPC endpoint (Karpenter's
     /// `settings.isolatedVPC`): the Pricing API is not asked, on-demand prices stay built in.
     pub isolated_vpc: bool,
+    /// ENIs of each type's default network card left out of its max pods (Karpenter's
+    /// `settings.reservedENIs`, VPC CNI custom networking): the kubelet's `--max-pods` of a
+    /// launch counts without them, as the planner's allocatable does.
+    pub reserved_enis: u32,
 }
 
 /// Which credentials to sign requests with.
@@ -79,6 +83,7 @@ impl Config {
             ssm_parameter_prefix: DEFAULT_SSM_PARAMETER_PREFIX.to_string(),
             launch_template_prefix: "dovetail".to_string(),
             isolated_vpc: false,
+            reserved_enis: 0,
         }
     }
 
@@ -105,6 +110,12 @@ impl Config {
     /// Marks the VPC isolated (no Pricing API).
     pub fn with_isolated_vpc(mut self, isolated: bool) -> Self {
         self.isolated_vpc = isolated;
+        self
+    }
+
+    /// Sets Karpenter's `reservedENIs`.
+    pub fn with_reserved_enis(mut self, reserved: u32) -> Self {
+        self.reserved_enis = reserved;
         self
     }
 

@@ -24,13 +24,14 @@ use cloud::{
     TAG_EKS_CLUSTER_NAME, TAG_NODECLASS, Tags,
 };
 use sha2::{Digest, Sha256};
+use common::ec2::overhead;
 
 use crate::config::Config;
 use crate::error::{FleetError, from_fleet_errors, from_sdk};
 use crate::instance_profile;
 use crate::launch_template::{TemplateSpec, Templates};
 use crate::resolve::{self, Resolved, Variant};
-use crate::user_data::{self, Bootstrap};
+use crate::user_data::{self, AmiFamily, Bootstrap};
 
 /// CreateFleet takes at most this many overrides per request (Karpenter's limit too).
 pub const MAX_OVERRIDES: usize = 60;
@@ -53,8 +54,8 @@ pub struct Ec2Provider {
     /// class do not race each other through IAM.
     ensuring: tokio::sync::Mutex<()>,
     templates: Templates,
-    /// Architecture and AMI variant per instance type.
-    architectures: Mutex<HashMap<String, (String, Variant)>>,
+    /// Architecture, AMI variant and network facts per instance type.
+    architectures: Mutex<HashMap<String, Hardware>>,
     /// Zones of every node class resolved so far: the live catalog's offerings are restricted
     /// to them once known.
     zones: Mutex<BTreeSet<String>>,
@@ -320,12 +321,13 @@ impl Ec2Provider {
         tags
     }
 
-    /// The template of `node` for one AMI.
+    /// The template of `node` for one AMI and kubelet max pods.
     fn template_spec(
         &self,
         node: &NodeSpec,
         resolved: &Resolved,
         image_id: &str,
+        max_pods: Option<i64>,
     ) -> Result<TemplateSpec> {
         let class = &node.class;
         let user_data = user_data::render(
@@ -335,6 +337,7 @@ impl Ec2Provider {
                 labels: &node.labels,
                 taints: &node.taints,
                 kubelet: class.kubelet.as_ref(),
+                max_pods,
                 custom: class.user_data.as_deref(),
             },
         )
@@ -360,7 +363,7 @@ impl Ec2Provider {
     /// of each instance type, from DescribeInstanceTypes (remembered), falling back to AWS's
     /// naming (a `g` after the generation means Graviton; `g`/`p` families have GPUs, `inf`/`trn`
     /// Neuron accelerators).
-    async fn hardware(&self, types: &[&str]) -> Result<HashMap<String, (String, Variant)>> {
+    async fn hardware(&self, types: &[&str]) -> Result<HashMap<String, Hardware>> {
         let missing: Vec<String> = {
             let known = self.architectures.lock().unwrap_or_else(|e| e.into_inner());
             let mut m: Vec<String> = types
@@ -407,12 +410,32 @@ impl Ec2Provider {
                             || it
                                 .inference_accelerator_info()
                                 .is_some_and(|a| !a.accelerators().is_empty());
+                        let network = it.network_info().map(|n| {
+                            let card0 = n
+                                .network_cards()
+                                .iter()
+                                .find(|c| c.network_card_index() == Some(0))
+                                .and_then(|c| c.maximum_network_interfaces());
+                            Network {
+                                vcpus: it
+                                    .v_cpu_info()
+                                    .and_then(|v| v.default_v_cpus())
+                                    .map_or(0, i64::from),
+                                enis: i64::from(
+                                    card0.or(n.maximum_network_interfaces()).unwrap_or(0),
+                                ),
+                                ipv4_per_eni: i64::from(
+                                    n.ipv4_addresses_per_interface().unwrap_or(0),
+                                ),
+                            }
+                        });
                         found.insert(
                             name.as_str().to_string(),
-                            (
-                                arch.as_str().to_string(),
-                                Variant::for_hardware(gpus, accelerators),
-                            ),
+                            Hardware {
+                                arch: arch.as_str().to_string(),
+                                variant: Variant::for_hardware(gpus, accelerators),
+                                network,
+                            },
                         );
                     }
                 }
@@ -426,7 +449,14 @@ impl Ec2Provider {
             }
             let mut known = self.architectures.lock().unwrap_or_else(|e| e.into_inner());
             for t in missing {
-                let hw = found.remove(&t).unwrap_or_else(|| guess_hardware(&t));
+                let hw = found.remove(&t).unwrap_or_else(|| {
+                    let (arch, variant) = guess_hardware(&t);
+                    Hardware {
+                        arch,
+                        variant,
+                        network: None,
+                    }
+                });
                 known.insert(t, hw);
             }
         }
@@ -457,6 +487,55 @@ impl Ec2Provider {
                 other => Err(other),
             },
         }
+    }
+}
+
+/// What a launch needs to know of an instance type's hardware.
+#[derive(Clone, Debug)]
+struct Hardware {
+    /// The EC2 architecture its AMI is for.
+    arch: String,
+    /// The AMI variant (GPUs, accelerators, neither).
+    variant: Variant,
+    /// vCPUs and ENIs, for the kubelet's max pods; `None` when EC2 did not describe the type.
+    network: Option<Network>,
+}
+
+/// The facts Karpenter sizes max pods from.
+#[derive(Clone, Copy, Debug)]
+struct Network {
+    vcpus: i64,
+    /// ENIs of the default network card.
+    enis: i64,
+    ipv4_per_eni: i64,
+}
+
+// === impl Hardware ===
+
+impl Hardware {
+    /// The kubelet's max pods on this type for a node class of `family` with `kubelet`, the
+    /// count the planner's allocatable assumes (`reserved_enis`: Karpenter's `reservedENIs`);
+    /// `None` when the type's ENIs are not known and the class sets no `maxPods`.
+    fn max_pods(
+        &self,
+        family: AmiFamily,
+        kubelet: Option<&cloud::node_class::KubeletConfig>,
+        reserved_enis: u32,
+    ) -> Option<i64> {
+        let max = kubelet.and_then(|k| k.max_pods).map(i64::from);
+        let per_core = kubelet.and_then(|k| k.pods_per_core).map(i64::from);
+        let Some(n) = self.network else {
+            return max;
+        };
+        Some(overhead::max_pods(
+            overhead::eni_limited_pods_reserving(n.enis, n.ipv4_per_eni, i64::from(reserved_enis)),
+            n.vcpus,
+            // Every family this provider launches (not Windows) has ENI-limited pod density.
+            true,
+            family != AmiFamily::Bottlerocket,
+            max,
+            per_core,
+        ))
     }
 }
 
@@ -623,7 +702,7 @@ impl Ec2Provider {
         let hardware = self.hardware(&types).await?;
 
         // One template per AMI used, and the overrides in the caller's order (cheapest first).
-        let mut templates: Vec<(String, TemplateSpec)> = Vec::new();
+        let mut templates: Vec<(String, TemplateSpec, Option<i64>)> = Vec::new();
         let mut placements: Vec<Placement<'_>> = Vec::new();
         for o in &request.offerings {
             if placements.len() == MAX_OVERRIDES {
@@ -634,21 +713,36 @@ impl Ec2Provider {
             };
             // A GPU type boots the NVIDIA image, a Neuron type the Neuron image (Karpenter's
             // AMI variants); a type without an image of its own is not launched here.
-            let (a, variant) = hardware
-                .get(&o.instance_type)
-                .map_or(("x86_64", Variant::Standard), |(a, v)| (a.as_str(), *v));
+            let hw = hardware.get(&o.instance_type);
+            let (a, variant) = hw.map_or(("x86_64", Variant::Standard), |h| {
+                (h.arch.as_str(), h.variant)
+            });
             let Some(ami) = resolved.ami_for(a, variant) else {
                 continue;
             };
-            let template = match templates.iter().position(|(_, s)| s.image_id == ami.id) {
+            // One template per AMI and max-pods value, as Karpenter groups them
+            // (`DefaultResolver.Resolve`, aws/karpenter-provider-aws
+            // `pkg/providers/amifamily/resolver.go`): the kubelet's `--max-pods` is the count
+            // the planner gave the type.
+            let max_pods = hw.and_then(|h| {
+                h.max_pods(
+                    resolved.family,
+                    node.class.kubelet.as_ref(),
+                    self.config.reserved_enis,
+                )
+            });
+            let template = match templates
+                .iter()
+                .position(|(_, s, m)| s.image_id == ami.id && *m == max_pods)
+            {
                 Some(i) => i,
                 None => {
-                    let spec = self.template_spec(node, resolved, &ami.id)?;
+                    let spec = self.template_spec(node, resolved, &ami.id, max_pods)?;
                     let name = spec.name(
                         &self.config.launch_template_prefix,
                         &self.config.cluster.name,
                     );
-                    templates.push((name, spec));
+                    templates.push((name, spec, max_pods));
                     templates.len() - 1
                 }
             };
@@ -668,7 +762,7 @@ impl Ec2Provider {
             });
         }
         let mut configs = Vec::new();
-        for (i, (name, spec)) in templates.iter().enumerate() {
+        for (i, (name, spec, _)) in templates.iter().enumerate() {
             let id = self.templates.ensure(&self.ec2, name, spec).await?;
             let overrides = placements
                 .iter()

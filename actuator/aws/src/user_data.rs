@@ -108,6 +108,10 @@ pub struct Bootstrap<'a> {
     pub taints: &'a [Taint],
     /// Kubelet settings of the node class.
     pub kubelet: Option<&'a KubeletConfig>,
+    /// The kubelet's max pods for the instance types of this launch template, as the planner
+    /// counted them ([`common::ec2::overhead::max_pods`]); `None` when the types' ENIs are not
+    /// known (the node class's `maxPods` if any is written, else the family's default).
+    pub max_pods: Option<i64>,
     /// The node class's own `userData`.
     pub custom: Option<&'a str>,
 }
@@ -126,6 +130,12 @@ pub fn render(family: AmiFamily, b: &Bootstrap<'_>) -> Result<String> {
 }
 
 // === helpers shared by the families ===
+
+/// The max pods to write: this launch's, else the node class's `maxPods`.
+fn max_pods(b: &Bootstrap<'_>) -> Option<i64> {
+    b.max_pods
+        .or_else(|| b.kubelet.and_then(|k| k.max_pods).map(i64::from))
+}
 
 /// `--node-labels="a=b,c=d"` (sorted), or nothing without labels.
 fn node_labels_arg(labels: &BTreeMap<String, String>) -> Option<String> {

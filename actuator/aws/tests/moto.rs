@@ -659,3 +659,104 @@ async fn instances_get_a_name_tag_and_types_their_clock_and_ebs_labels() -> Resu
     );
     Ok(())
 }
+
+/// The user data of a launch template, decoded.
+async fn template_user_data(ec2: &aws_sdk_ec2::Client, name: &str) -> Result<String> {
+    let versions = ec2
+        .describe_launch_template_versions()
+        .launch_template_name(name)
+        .send()
+        .await?;
+    let encoded = versions.launch_template_versions()[0]
+        .launch_template_data()
+        .and_then(|d| d.user_data())
+        .unwrap_or_default()
+        .to_string();
+    Ok(String::from_utf8(
+        base64::engine::general_purpose::STANDARD.decode(encoded)?,
+    )?)
+}
+
+/// The `--max-pods=N` of an AL2 user data.
+fn al2_max_pods(user_data: &str) -> Option<i64> {
+    let at = user_data.find("--max-pods=")? + "--max-pods=".len();
+    let digits: String = user_data[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+/// AL2 nodes run the kubelet with the max pods the planner counted for their type, one launch
+/// template per max-pods value, as Karpenter resolves them (`DefaultResolver.Resolve`,
+/// aws/karpenter-provider-aws `pkg/providers/amifamily/resolver.go`, and `pods` in
+/// `pkg/providers/instancetype/types.go`): m5.large and c5.large (3 ENIs × 10 IPv4) take
+/// 3 × 9 + 2 = 29 pods, m5.xlarge (4 × 15) 58; with `reservedENIs: 1`, 20 and 44; with the
+/// class's `maxPods`, that value for every type (one template). Before, every AL2 node ran
+/// `--max-pods=110` while the planner packed it by the ENI limit.
+///
+/// What moto cannot show: it launches only the first override of a fleet and runs no
+/// bootstrap, so the kubelet's own reading of the flag is not seen; the templates are.
+#[tokio::test]
+async fn al2_launch_templates_carry_each_types_max_pods() -> Result<()> {
+    let Some(moto) = MotoServer::start_or_skip() else {
+        return Ok(());
+    };
+    let types = ["m5.large", "m5.xlarge", "c5.large"];
+    let offerings = || {
+        types
+            .iter()
+            .map(|t| offering(t, "us-east-1a", CapacityType::OnDemand))
+            .collect::<Vec<_>>()
+    };
+    let al2 = |world: &World, class: &str, max_pods: Option<i32>| {
+        let mut n = node(world);
+        n.class.name = class.into();
+        n.class.ami_selector_terms = vec![AmiSelectorTerm {
+            alias: Some("al2@latest".into()),
+            ..AmiSelectorTerm::default()
+        }];
+        n.class.kubelet = max_pods.map(|m| cloud::node_class::KubeletConfig {
+            max_pods: Some(m),
+            ..Default::default()
+        });
+        n
+    };
+    let max_pods_by_template = |provider: &Ec2Provider, class: &'static str| {
+        let ec2 = provider.ec2().clone();
+        async move {
+            let mut got = Vec::new();
+            for name in launch_template_names(&ec2).await? {
+                if name.contains(&format!("/{class}/")) {
+                    let text = template_user_data(&ec2, &name).await?;
+                    assert!(text.contains("--use-max-pods false"), "{text}");
+                    got.push(al2_max_pods(&text).expect("--max-pods"));
+                }
+            }
+            got.sort();
+            anyhow::Ok(got)
+        }
+    };
+
+    let config = moto.config();
+    let world = testing::seed(&config).await;
+    let provider = Ec2Provider::new(config.clone()).await;
+    provider
+        .create(&request("eni", offerings(), al2(&world, "eni", None)))
+        .await?;
+    assert_eq!(max_pods_by_template(&provider, "eni").await?, vec![29, 58]);
+    provider
+        .create(&request("fixed", offerings(), al2(&world, "fixed", Some(42))))
+        .await?;
+    assert_eq!(max_pods_by_template(&provider, "fixed").await?, vec![42]);
+
+    let reserving = Ec2Provider::new(config.with_reserved_enis(1)).await;
+    reserving
+        .create(&request("reserved", offerings(), al2(&world, "reserved", None)))
+        .await?;
+    assert_eq!(
+        max_pods_by_template(&reserving, "reserved").await?,
+        vec![20, 44]
+    );
+    Ok(())
+}

@@ -58,6 +58,17 @@ fn kubelet() -> KubeletConfig {
 
 /// Renders and compares with (or, under `UPDATE_GOLDEN=1`, writes) `tests/golden/<name>`.
 fn check(name: &str, family: AmiFamily, custom: Option<&str>, with_kubelet: bool) {
+    check_max_pods(name, family, custom, with_kubelet, None);
+}
+
+/// [`check`] for a launch template whose types have `max_pods`.
+fn check_max_pods(
+    name: &str,
+    family: AmiFamily,
+    custom: Option<&str>,
+    with_kubelet: bool,
+    max_pods: Option<i64>,
+) {
     let cluster = cluster();
     let labels = labels();
     let taints = taints();
@@ -69,6 +80,7 @@ fn check(name: &str, family: AmiFamily, custom: Option<&str>, with_kubelet: bool
             labels: &labels,
             taints: &taints,
             kubelet: with_kubelet.then_some(&kubelet),
+            max_pods,
             custom,
         },
     )
@@ -139,6 +151,22 @@ fn al2_alone_defaults_max_pods() {
     check("al2.txt", AmiFamily::Al2, None, false);
 }
 
+/// One launch template per max-pods value: the kubelet gets the ENI-limited count the planner
+/// gave the template's types (m5.large: 3 ENIs × 9 + 2 = 29), as Karpenter's launch templates
+/// pass `--max-pods` (AL2), `maxPods` (AL2023) and `max-pods` (Bottlerocket).
+#[test]
+fn each_family_passes_the_templates_max_pods() {
+    check_max_pods("al2-max-pods.txt", AmiFamily::Al2, None, false, Some(29));
+    check_max_pods("al2023-max-pods.txt", AmiFamily::Al2023, None, false, Some(29));
+    check_max_pods(
+        "bottlerocket-max-pods.toml",
+        AmiFamily::Bottlerocket,
+        None,
+        false,
+        Some(29),
+    );
+}
+
 #[test]
 fn bottlerocket_merges_settings() {
     check(
@@ -170,6 +198,7 @@ fn bad_custom_user_data_is_an_error_naming_it() {
         labels: &labels,
         taints: &[],
         kubelet: None,
+        max_pods: None,
         custom: Some("[settings\nbroken"),
     };
     let e = render(AmiFamily::Bottlerocket, &b).unwrap_err();

@@ -72,6 +72,34 @@ pub fn eni_limited_pods_reserving(enis: i64, ipv4_per_eni: i64, reserved: i64) -
     eni_limited_pods((enis - reserved.max(0)).max(0), ipv4_per_eni)
 }
 
+/// Max pods of a node as Karpenter sizes it (aws/karpenter-provider-aws
+/// `pkg/providers/instancetype/types.go` `pods`): the kubelet's `maxPods` when set, else
+/// `eni_limited` on families with ENI-limited pod density and [`DEFAULT_MAX_PODS`] on the others
+/// (Windows), capped at `podsPerCore × vCPUs` (positive values only) where the family honours
+/// `podsPerCore` (all but Bottlerocket). The planner's allocatable and the kubelet's
+/// `--max-pods` of the launch both come from here, so they agree.
+pub fn max_pods(
+    eni_limited: i64,
+    vcpus: i64,
+    eni_density: bool,
+    pods_per_core_enabled: bool,
+    max_pods: Option<i64>,
+    pods_per_core: Option<i64>,
+) -> i64 {
+    let default = if eni_density {
+        eni_limited
+    } else {
+        DEFAULT_MAX_PODS
+    };
+    let mut pods = max_pods.unwrap_or(default);
+    if let Some(per_core) = pods_per_core.filter(|p| *p > 0)
+        && pods_per_core_enabled
+    {
+        pods = pods.min(per_core.saturating_mul(vcpus));
+    }
+    pods
+}
+
 /// Kube-reserved cpu in millicores for a node with `cpu_milli` millicores.
 pub fn kube_reserved_cpu(cpu_milli: i64) -> i64 {
     const RANGES: [(i64, i64, f64); 4] = [

@@ -2,7 +2,7 @@
 //! parts, so its scripts run before the node joins.
 
 use super::mime::{self, CONTENT_TYPE_SHELL, Part};
-use super::{Bootstrap, Result, map_arg, node_labels_arg, taints_arg};
+use super::{Bootstrap, Result, map_arg, max_pods, node_labels_arg, taints_arg};
 
 /// The MIME archive: the node class's parts, then the bootstrap script.
 pub(super) fn render(b: &Bootstrap<'_>) -> Result<String> {
@@ -44,10 +44,9 @@ fn script(b: &Bootstrap<'_>) -> String {
     let mut args: Vec<String> = Vec::new();
     args.extend(node_labels_arg(b.labels));
     args.extend(taints_arg(b.taints));
-    match kubelet.and_then(|k| k.max_pods) {
-        Some(n) => args.push(format!("--max-pods={n}")),
-        None => args.push("--max-pods=110".to_string()),
-    }
+    // The ENI-limited count of this template's types (Karpenter resolves one launch template
+    // per max-pods value); 110, the kubelet's default, when their ENIs are not known.
+    args.push(format!("--max-pods={}", max_pods(b).unwrap_or(110)));
     if let Some(k) = kubelet {
         if let Some(n) = k.pods_per_core {
             args.push(format!("--pods-per-core={n}"));

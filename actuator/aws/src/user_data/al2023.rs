@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::mime::{self, CONTENT_TYPE_NODE_CONFIG, CONTENT_TYPE_SHELL, Part};
-use super::{Bootstrap, Error, Result, node_labels_arg};
+use super::{Bootstrap, Error, Result, max_pods, node_labels_arg};
 
 /// The MIME archive: the generated `NodeConfig`, then the node class's parts.
 pub(super) fn render(b: &Bootstrap<'_>) -> Result<String> {
@@ -28,10 +28,10 @@ fn node_config(b: &Bootstrap<'_>) -> Result<String> {
         cluster.insert("cidr".into(), json!(cidr));
     }
     let mut config = Map::new();
+    if let Some(n) = max_pods(b) {
+        config.insert("maxPods".into(), json!(n));
+    }
     if let Some(k) = b.kubelet {
-        if let Some(n) = k.max_pods {
-            config.insert("maxPods".into(), json!(n));
-        }
         if let Some(n) = k.pods_per_core {
             config.insert("podsPerCore".into(), json!(n));
         }

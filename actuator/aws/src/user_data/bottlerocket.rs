@@ -4,7 +4,7 @@
 
 use toml::{Table, Value};
 
-use super::{Bootstrap, Error, Result};
+use super::{Bootstrap, Error, Result, max_pods};
 
 /// The TOML settings.
 pub(super) fn render(b: &Bootstrap<'_>) -> Result<String> {
@@ -43,10 +43,10 @@ pub(super) fn render(b: &Bootstrap<'_>) -> Result<String> {
         }
         k8s.insert("node-taints".into(), Value::Table(taints));
     }
+    if let Some(n) = max_pods(b) {
+        k8s.insert("max-pods".into(), n.into());
+    }
     if let Some(k) = b.kubelet {
-        if let Some(n) = k.max_pods {
-            k8s.insert("max-pods".into(), i64::from(n).into());
-        }
         if let Some(dns) = k.cluster_dns.first() {
             k8s.insert("cluster-dns-ip".into(), dns.clone().into());
         }

@@ -27,7 +27,7 @@ pub use common::ec2::overhead::{
     DEFAULT_EPHEMERAL_STORAGE, DEFAULT_MAX_PODS, EVICTION_MEMORY, EVICTION_NODEFS_PERCENT, GIB,
     GRAVITON_CMA_MIB, KUBE_RESERVED_EPHEMERAL_STORAGE, MIB, VM_MEMORY_OVERHEAD_FRACTION,
     WINDOWS_EPHEMERAL_STORAGE, capacity_memory, default_overhead, eni_limited_pods,
-    eviction_nodefs, kube_reserved_cpu, kube_reserved_memory,
+    eviction_nodefs, kube_reserved_cpu, kube_reserved_memory, max_pods,
 };
 
 /// The AMI family of an EC2NodeClass, as far as it changes capacity and overhead.
@@ -133,18 +133,14 @@ pub fn apply_kubelet_for_family(
     let base_pods = it.capacity.pods;
     let formula_memory = it.overhead.kube_reserved.memory == kube_reserved_memory(base_pods);
 
-    let default_pods = if family.supports_eni_limited_pod_density() {
-        base_pods
-    } else {
-        DEFAULT_MAX_PODS
-    };
-    let mut pods = kubelet.max_pods.unwrap_or(default_pods);
-    if let Some(per_core) = kubelet.pods_per_core.filter(|p| *p > 0)
-        && family.pods_per_core_enabled()
-    {
-        let vcpus = it.capacity.cpu / 1000;
-        pods = pods.min(per_core.saturating_mul(vcpus));
-    }
+    let pods = max_pods(
+        base_pods,
+        it.capacity.cpu / 1000,
+        family.supports_eni_limited_pod_density(),
+        family.pods_per_core_enabled(),
+        kubelet.max_pods,
+        kubelet.pods_per_core,
+    );
     out.capacity.pods = pods;
 
     if formula_memory {
