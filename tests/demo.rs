@@ -267,6 +267,90 @@ async fn the_demo_plays_its_story_and_its_summary_matches_the_cluster() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The pid the demo printed for `service` on its `services:` line (`actuator ADDR (pid N)`,
+/// `planner-0 ADDR (pid N)`, `watcher (pid N)`).
+fn pid_of(services: &str, service: &str) -> u32 {
+    let at = services
+        .find(&format!("{service} "))
+        .unwrap_or_else(|| panic!("{service} on {services:?}"));
+    services[at..]
+        .split("(pid ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the pid of {service} on {services:?}"))
+}
+
+fn sigkill(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -KILL {pid}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_service_is_reported_and_restarted_and_the_system_serves_again() {
+    let dir = scratch("supervise");
+    let kubeconfig = dir.join("kubeconfig");
+    let mut demo = Demo::start(&[
+        "--speed",
+        "4",
+        "--keep-running",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+    ]);
+    let services = demo.line("services:", Duration::from_secs(120)).await;
+    let actuator = pid_of(&services, "actuator");
+    // Mid-burst (the first NodeClaims are out): SIGKILL the actuator from outside, as a node
+    // failure or the OOM killer would.
+    demo.line("+ NodeClaim", Duration::from_secs(120)).await;
+    sigkill(actuator);
+    let reported = demo
+        .line(
+            &format!("! actuator (pid {actuator}) exited"),
+            Duration::from_secs(15),
+        )
+        .await;
+    assert!(
+        reported.contains("signal: 9") && reported.contains("restarting it in"),
+        "the line names the exit status and the restart: {reported}"
+    );
+    let restarted = demo
+        .line("actuator restarted (pid", Duration::from_secs(90))
+        .await;
+    assert!(
+        !restarted.contains(&format!("(pid {actuator})")),
+        "{restarted}"
+    );
+
+    // The restarted actuator serves: NodeClaims planned after it came back get their nodes.
+    let seen = demo.seen.len();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        if demo.seen[seen..].iter().any(|l| l.contains("+ node ")) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no node registered after the actuator's restart"
+        );
+        if let Ok(Some(l)) = tokio::time::timeout(Duration::from_secs(5), demo.lines.recv()).await {
+            demo.seen.push(l);
+        }
+    }
+
+    // A service killed during the story fails the demo at its end (exit 1), after the story
+    // played on.
+    demo.line("== summary", Duration::from_secs(300)).await;
+    let status = tokio::time::timeout(Duration::from_secs(60), demo.child.wait())
+        .await
+        .expect("the demo ends after its summary")
+        .expect("wait");
+    assert_eq!(status.code(), Some(1), "{status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_bad_scenario_directory_is_refused_naming_it() {
     let missing = std::env::temp_dir().join("dovetail-demo-no-such-scenario");

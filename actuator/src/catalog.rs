@@ -19,6 +19,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;
+use service_shell::backoff::Backoff;
 
 pub use unavailable::{DEFAULT_TTL, MarkingCloud, UnavailableOfferings};
 
@@ -116,18 +117,33 @@ impl LiveCatalog {
         Some(served)
     }
 
-    /// Reads the catalog every `every` until `shutdown` turns true; after a failed read it
-    /// retries sooner (a tenth of the interval, at least a second).
+    /// Reads the catalog every `every` until `shutdown` turns true. After failed reads it retries
+    /// sooner, backing off ([`retry_backoff`]): a tenth of the interval (1 s to 30 s) doubling,
+    /// jittered, up to the interval; a read that works ends the backoff. Each failure is logged
+    /// with its reason and counted (`dovetail_actuator_loop_failures_total{loop="catalog"}`).
     pub async fn run(&self, every: Duration, mut shutdown: watch::Receiver<bool>) {
+        let mut backoff = retry_backoff(every);
         loop {
             if *shutdown.borrow() {
                 return;
             }
             let wait = match self.refresh().await {
-                Ok(()) => every,
+                Ok(()) => {
+                    if backoff.failures() > 0 {
+                        tracing::info!(
+                            failures = backoff.failures(),
+                            "Catalog read from the cloud again"
+                        );
+                        self.metrics.loop_recovered(LOOP);
+                    }
+                    backoff.succeeded();
+                    every
+                }
                 Err(e) => {
-                    tracing::warn!(error = %e, "Catalog read failed; serving the previous one");
-                    (every / 10).max(Duration::from_secs(1))
+                    let wait = backoff.failed_at_least(e.retry_after().unwrap_or_default());
+                    self.metrics.loop_failed(LOOP, e.reason(), wait);
+                    tracing::warn!(error = %e, reason = e.reason(), failures = backoff.failures(), retry_in = ?wait, "Catalog read failed; serving the previous one");
+                    wait
                 }
             };
             tokio::select! {
@@ -136,6 +152,16 @@ impl LiveCatalog {
             }
         }
     }
+}
+
+/// The loop's name in `dovetail_actuator_loop_failures_total` and `_loop_backoff_seconds`.
+pub const LOOP: &str = "catalog";
+
+/// The retry pacing of a catalog read every `every`: first a tenth of it (at least 1 s, at most
+/// 30 s), doubling up to `every`.
+pub fn retry_backoff(every: Duration) -> Backoff {
+    let base = (every / 10).clamp(Duration::from_secs(1), Duration::from_secs(30));
+    Backoff::new(base, every)
 }
 
 /// The version of a catalog: a SHA-256 of its canonical JSON (types and offerings in their

@@ -24,6 +24,7 @@ use crate::{
 };
 use anyhow::Context;
 use cloud::CloudProvider;
+use service_shell::backoff::Backoff;
 use service_shell::clock::Clock;
 use service_shell::kube::KubeSource;
 
@@ -205,13 +206,16 @@ async fn run(config: Config) -> anyhow::Result<()> {
 
     // Ready means the ledger is reachable and migrated; wait for the database.
     let mut signal = Box::pin(service_shell::signal::shutdown());
+    let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(10));
     loop {
-        tokio::select! {
+        let wait = tokio::select! {
             r = ledger.migrate() => match r {
                 Ok(()) => break,
                 Err(e) => {
-                    tracing::warn!(error = format!("{:#}", anyhow::Error::from(e)), "Ledger not ready; retrying");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    let wait = backoff.failed();
+                    metrics.loop_failed("ledger", "unavailable", wait);
+                    tracing::warn!(error = format!("{:#}", anyhow::Error::from(e)), failures = backoff.failures(), retry_in = ?wait, "Ledger not ready; retrying");
+                    wait
                 }
             },
             r = &mut signal => {
@@ -219,8 +223,17 @@ async fn run(config: Config) -> anyhow::Result<()> {
                 tracing::info!("Stopped before the ledger was ready");
                 return running.shutdown(Duration::ZERO).await.map_err(Into::into);
             }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            r = &mut signal => {
+                r?;
+                tracing::info!("Stopped before the ledger was ready");
+                return running.shutdown(Duration::ZERO).await.map_err(Into::into);
+            }
         }
     }
+    metrics.loop_recovered("ledger");
     running.set_serving().await;
     println!(
         "dovetail-actuator listening grpc={} metrics={}",
@@ -260,24 +273,27 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let interruptions = match (interruptions, &config.interruption_queue, &aws_config) {
         (Some(handler), Some(name), Some(aws)) => {
             let (aws, name) = (aws.clone(), name.clone());
+            let queue_metrics = metrics.clone();
             let mut rx = stopped.clone();
             Some(tokio::spawn(async move {
                 // The queue URL is looked up until it resolves (a queue created after the
                 // actuator, an SQS outage); the rest of the actuator runs meanwhile.
-                let mut backoff = Duration::from_secs(1);
+                let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
                 let queue = loop {
                     match cloud_aws::SqsQueue::new(&aws, &name).await {
                         Ok(q) => break q,
                         Err(e) => {
-                            tracing::error!(queue = %name, error = %e, retry_in = ?backoff, "Interruption queue not found or unreachable");
+                            let wait = backoff.failed_at_least(e.retry_after().unwrap_or_default());
+                            queue_metrics.loop_failed("interruption_queue", e.reason(), wait);
+                            tracing::error!(queue = %name, error = %e, reason = e.reason(), failures = backoff.failures(), retry_in = ?wait, "Interruption queue not found or unreachable; backing off");
                             tokio::select! {
-                                _ = tokio::time::sleep(backoff) => {}
+                                _ = tokio::time::sleep(wait) => {}
                                 _ = rx.changed() => return,
                             }
-                            backoff = (backoff * 2).min(Duration::from_secs(60));
                         }
                     }
                 };
+                queue_metrics.loop_recovered("interruption_queue");
                 tracing::info!(queue = %queue.url(), "Reading interruption messages");
                 let queue: Arc<dyn cloud::InterruptionQueue> = Arc::new(queue);
                 handler.run(queue, rx).await

@@ -18,8 +18,11 @@
 //! in the queue and comes back after its visibility timeout. Redelivery is harmless: a claim
 //! that is already terminating (NodeClaim being deleted, or claim terminating or done) gets
 //! nothing new, and Events have names derived from the message, so a second create is a
-//! conflict that is ignored. Receive errors back off (1 s doubling to a minute); the loop never
-//! stops on a bad message.
+//! conflict that is ignored. Receive errors (the queue deleted, SQS unreachable, throttling) back
+//! off: 1 s doubling to a minute, jittered, reset by a receive that works, each failure logged
+//! with its reason and counted in `dovetail_actuator_loop_failures_total{loop="interruption"}`
+//! (the wait in `dovetail_actuator_loop_backoff_seconds`); the loop never stops on a bad
+//! message.
 //!
 //! Metric: `dovetail_actuator_interruption_messages_total{kind,outcome}` (kinds
 //! `spot_interruption`, `rebalance_recommendation`, `scheduled_change`, `state_change`,
@@ -43,12 +46,15 @@ use crate::lifecycle::nodeclaim::error_chain;
 use crate::lifecycle::termination::Cause;
 use crate::lifecycle::{Error, Result, kube_err};
 use crate::metrics::Metrics;
+use service_shell::backoff::Backoff;
 use service_shell::clock::{Clock, millis};
 
 /// The namespace Node Events are written to (where kubelet and Karpenter write them).
 pub const EVENT_NAMESPACE: &str = "default";
 /// The component named in Events.
 pub const COMPONENT: &str = "dovetail-actuator";
+/// The loop's name in `dovetail_actuator_loop_failures_total` and `_loop_backoff_seconds`.
+pub const LOOP: &str = "interruption";
 
 /// What handling one message came to (the metric's `outcome`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -97,7 +103,8 @@ pub struct Options {
     pub batch: usize,
     /// Pause after an empty receive (SQS long-polls already; other queues answer at once).
     pub idle: Duration,
-    /// First pause after a failed receive; doubles up to [`Options::max_backoff`].
+    /// First pause after a failed receive; doubles (jittered, [`Backoff`]) up to
+    /// [`Options::max_backoff`].
     pub backoff: Duration,
     /// Longest pause after failed receives.
     pub max_backoff: Duration,
@@ -207,7 +214,7 @@ impl Interruptions {
         queue: Arc<dyn InterruptionQueue>,
         mut shutdown: watch::Receiver<bool>,
     ) {
-        let mut backoff = self.options.backoff;
+        let mut backoff = Backoff::new(self.options.backoff, self.options.max_backoff);
         loop {
             if *shutdown.borrow() {
                 break;
@@ -219,7 +226,14 @@ impl Interruptions {
             };
             let pause = match received {
                 Ok(messages) => {
-                    backoff = self.options.backoff;
+                    if backoff.failures() > 0 {
+                        tracing::info!(
+                            failures = backoff.failures(),
+                            "Receiving interruption messages works again"
+                        );
+                        self.metrics.loop_recovered(LOOP);
+                    }
+                    backoff.succeeded();
                     let empty = messages.is_empty();
                     for m in &messages {
                         self.process(queue.as_ref(), m).await;
@@ -231,11 +245,14 @@ impl Interruptions {
                     }
                 }
                 Err(e) => {
+                    let wait = match e.retry_after() {
+                        Some(at_least) => backoff.failed_at_least(at_least),
+                        None => backoff.failed(),
+                    };
                     self.metrics.interruption_receive_error();
-                    tracing::warn!(error = %error_chain(&e), retry_in = ?backoff, "Receiving interruption messages failed");
-                    let p = backoff;
-                    backoff = (backoff * 2).min(self.options.max_backoff);
-                    p
+                    self.metrics.loop_failed(LOOP, e.reason(), wait);
+                    tracing::warn!(error = %error_chain(&e), reason = e.reason(), failures = backoff.failures(), retry_in = ?wait, "Receiving interruption messages failed; backing off");
+                    wait
                 }
             };
             if !pause.is_zero() {

@@ -53,6 +53,7 @@ use nodeclaim::{
     INITIALIZED, INITIALIZED_LABEL, INSTANCE_TERMINATING, LAUNCHED, REGISTERED,
     TERMINATION_FINALIZER, is_true, rfc3339, set_condition, set_ready,
 };
+use service_shell::backoff::Backoff;
 use service_shell::clock::{Clock, millis};
 use termination::Cause;
 
@@ -126,6 +127,27 @@ impl Default for Options {
     }
 }
 
+/// The loop name of the instance types read in `dovetail_actuator_loop_failures_total`.
+pub const INSTANCE_TYPES_LOOP: &str = "instance_types";
+
+/// The instance types read once per process, and the backoff of failed reads.
+struct CatalogRead {
+    read: Option<Catalog>,
+    /// Until when no read is tried, and the last error.
+    failed: Option<(tokio::time::Instant, cloud::Error)>,
+    backoff: Backoff,
+}
+
+impl Default for CatalogRead {
+    fn default() -> Self {
+        Self {
+            read: None,
+            failed: None,
+            backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
+        }
+    }
+}
+
 /// The NodeClaim lifecycle controller (see the module docs).
 #[derive(Clone)]
 pub struct Controller {
@@ -135,7 +157,7 @@ pub struct Controller {
     pub(crate) clock: Clock,
     pub(crate) metrics: Metrics,
     pub(crate) options: Options,
-    catalog: Arc<Mutex<Option<Catalog>>>,
+    catalog: Arc<Mutex<CatalogRead>>,
     /// The client evictions go through: built with kube's default retry off, so that a 429 of a
     /// PodDisruptionBudget comes back at once and [`drain`] owns the backoff.
     pub(crate) evictions: kube::Client,
@@ -520,18 +542,47 @@ impl Controller {
         }
     }
 
+    /// The instance types, read from the cloud once. After a failed read the next is tried
+    /// only when its backoff has passed (1 s doubling to 5 min, jittered); meanwhile every
+    /// caller gets the last error at once, so that a failing cloud is not asked once per claim
+    /// per pass.
     async fn catalog(&self) -> Result<Catalog> {
         let mut c = self.catalog.lock().await;
-        if let Some(c) = c.as_ref() {
-            return Ok(c.clone());
+        if let Some(read) = c.read.as_ref() {
+            return Ok(read.clone());
         }
-        let fresh = self
-            .cloud
-            .instance_types()
-            .await
-            .map_err(cloud_err("reading the instance types".into()))?;
-        *c = Some(fresh.clone());
-        Ok(fresh)
+        let now = tokio::time::Instant::now();
+        if let Some((until, e)) = &c.failed
+            && now < *until
+        {
+            return Err(cloud_err(format!(
+                "reading the instance types (backing off for {:?} after {} failures)",
+                *until - now,
+                c.backoff.failures()
+            ))(e.clone()));
+        }
+        match self.cloud.instance_types().await {
+            Ok(fresh) => {
+                if c.backoff.failures() > 0 {
+                    tracing::info!(failures = c.backoff.failures(), "Instance types read");
+                    self.metrics.loop_recovered(INSTANCE_TYPES_LOOP);
+                }
+                c.read = Some(fresh.clone());
+                c.failed = None;
+                c.backoff.succeeded();
+                Ok(fresh)
+            }
+            Err(e) => {
+                let wait = c
+                    .backoff
+                    .failed_at_least(e.retry_after().unwrap_or_default());
+                self.metrics
+                    .loop_failed(INSTANCE_TYPES_LOOP, e.reason(), wait);
+                tracing::warn!(error = %e, reason = e.reason(), failures = c.backoff.failures(), retry_in = ?wait, "Reading the instance types failed; backing off");
+                c.failed = Some((now + wait, e.clone()));
+                Err(cloud_err("reading the instance types".into())(e))
+            }
+        }
     }
 
     /// Writes what the launch produced onto the NodeClaim (once): the offering labels and the

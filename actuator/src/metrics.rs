@@ -1,8 +1,10 @@
 //! Prometheus metrics of the actuator, served on `/metrics` on their own port: launches,
 //! failures by reason, claims by state (refreshed from the ledger), submissions by outcome and
 //! submit latency, insufficient-capacity marks, live catalog refreshes and requests, drain
-//! evictions by outcome, disruptions by reason and outcome, and interruption messages by kind
-//! and outcome; and, by Karpenter's names and labels, the counters of the facts the actuator
+//! evictions by outcome, disruptions by reason and outcome, interruption messages by kind
+//! and outcome, and the failures and current backoff of the background loops
+//! (`dovetail_actuator_loop_failures_total{loop,reason}`,
+//! `dovetail_actuator_loop_backoff_seconds{loop}`); and, by Karpenter's names and labels, the counters of the facts the actuator
 //! knows (kubernetes-sigs/karpenter v1.14 `pkg/metrics/metrics.go`,
 //! `pkg/controllers/disruption/metrics.go`): `karpenter_nodeclaims_created_total`,
 //! `karpenter_nodeclaims_terminated_total`, `karpenter_nodeclaims_disrupted_total`,
@@ -47,6 +49,8 @@ pub struct Metrics {
     disruptions: Family<Labels, Counter>,
     interruption_messages: Family<Labels, Counter>,
     interruption_receive_errors: Counter,
+    loop_failures: Family<Labels, Counter>,
+    loop_backoff: Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     karpenter: Karpenter,
 }
 
@@ -219,6 +223,18 @@ impl Metrics {
             "Receives from the interruption queue that failed (retried with backoff)",
             interruption_receive_errors.clone(),
         );
+        let loop_failures = Family::<Labels, Counter>::default();
+        registry.register(
+            "loop_failures",
+            "Failed attempts of the actuator's background loops, by loop (interruption_queue, interruption, catalog, instance_types, ledger) and reason (unavailable, throttled, invalid_request, ...); each is followed by a jittered exponential backoff",
+            loop_failures.clone(),
+        );
+        let loop_backoff = Family::<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        registry.register(
+            "loop_backoff_seconds",
+            "The wait of a background loop before its next attempt after failures in a row, by loop (0 once an attempt succeeds)",
+            loop_backoff.clone(),
+        );
         let karpenter = Karpenter::default();
         karpenter.register(root.sub_registry_with_prefix("karpenter"));
         Self {
@@ -238,7 +254,26 @@ impl Metrics {
             disruptions,
             interruption_messages,
             interruption_receive_errors,
+            loop_failures,
+            loop_backoff,
         }
+    }
+
+    /// A background loop's attempt failed for `reason`; it waits `wait` before the next.
+    pub fn loop_failed(&self, name: &str, reason: &str, wait: std::time::Duration) {
+        self.loop_failures
+            .get_or_create(&labels(&[("loop", name), ("reason", reason)]))
+            .inc();
+        self.loop_backoff
+            .get_or_create(&label("loop", name))
+            .set(wait.as_secs_f64());
+    }
+
+    /// A background loop's attempt succeeded: its backoff is over.
+    pub fn loop_recovered(&self, name: &str) {
+        self.loop_backoff
+            .get_or_create(&label("loop", name))
+            .set(0.0);
     }
 
     /// `karpenter_nodeclaims_created_total`: a NodeClaim object created (reason `provisioned`).

@@ -612,18 +612,38 @@ async fn the_loop_backs_off_on_receive_errors_and_goes_on() {
         let q: Arc<dyn InterruptionQueue> = queue.clone();
         async move { h.run(q, stopped).await }
     });
-    // Three failures back off 1 s, 2 s and 4 s: after 6.5 s the messages are handled.
-    tokio::time::sleep(Duration::from_millis(5_500)).await;
+    // Three failures back off 1 s, 2 s and 4 s, each stretched by up to a quarter (jitter):
+    // the fourth receive comes between 7 s and 8.75 s.
+    tokio::time::sleep(Duration::from_millis(6_900)).await;
     assert!(
         queue.deleted.lock().expect("lock").is_empty(),
         "still backing off"
     );
+    let text = metrics.render();
+    assert!(
+        text.contains(
+            r#"dovetail_actuator_loop_failures_total{loop="interruption",reason="unavailable"} 3"#
+        ),
+        "{text}"
+    );
+    let waiting = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(r#"dovetail_actuator_loop_backoff_seconds{loop="interruption"} "#)
+        })
+        .and_then(|v| v.parse::<f64>().ok())
+        .expect("the backoff gauge");
+    assert!((4.0..5.0).contains(&waiting), "{waiting}");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(*queue.deleted.lock().expect("lock"), ["rh0", "rh1"]);
     let text = metrics.render();
     assert!(
         text.contains("dovetail_actuator_interruption_receive_errors_total 3"),
         "{text}"
+    );
+    assert!(
+        text.contains(r#"dovetail_actuator_loop_backoff_seconds{loop="interruption"} 0"#),
+        "the backoff ends with a receive that works: {text}"
     );
     assert!(text.contains(
         r#"dovetail_actuator_interruption_messages_total{kind="garbled",outcome="dropped"} 1"#

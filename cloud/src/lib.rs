@@ -90,6 +90,31 @@ pub enum Error {
     },
 }
 
+// === impl Error ===
+
+impl Error {
+    /// A short name of the kind of failure, for metric labels (`unavailable`, `throttled`,
+    /// `invalid_request`, `insufficient_capacity`, `not_found`, `provider_id`).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::NotFound { .. } => "not_found",
+            Error::InsufficientCapacity { .. } => "insufficient_capacity",
+            Error::Throttled { .. } => "throttled",
+            Error::InvalidRequest { .. } => "invalid_request",
+            Error::ProviderId(_) => "provider_id",
+            Error::Unavailable { .. } => "unavailable",
+        }
+    }
+
+    /// The earliest retry the provider asked for (a throttled call), if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Error::Throttled { retry_after } => Some(*retry_after),
+            _ => None,
+        }
+    }
+}
+
 /// Result of a cloud call.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -11,6 +11,8 @@
 //! - [`server`]: the gRPC server scaffold: health (NOT_SERVING until the service says so),
 //!   reflection v1 and v1alpha, Prometheus `/metrics` ([`metrics`]) on its own port, graceful
 //!   shutdown after a drain delay; [`signal`]: SIGTERM and Ctrl-C.
+//! - [`backoff`]: the one retry pacing of loops around fallible calls (exponential, jittered,
+//!   capped, reset on success).
 //! - [`clock`]: the one wall clock, on tokio time so that tests can pause it.
 //! - [`cli`]: a program's start (flags, configuration, exit 64, logging).
 //! - `kube` (feature `kube`): the Kubernetes client and the one meaning of `--kubeconfig`.
@@ -19,6 +21,7 @@
 //! it (a client such as `planner-client`) the crate links no server stack.
 
 pub mod auth;
+pub mod backoff;
 #[cfg(feature = "server")]
 pub mod cli;
 pub mod clock;

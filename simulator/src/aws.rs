@@ -26,6 +26,10 @@
 //!   DeleteMessage, …); every event of the simulated cloud is also delivered to the
 //!   interruption queue as an EventBridge-shaped body ([`events`]).
 //!
+//! Fault injection: [`Aws::fail_operation`] makes every call of one operation answer an error
+//! until [`Aws::heal`], and [`Aws::calls`] counts the calls of each operation, so tests can see
+//! how often a client retries against a failing endpoint.
+//!
 //! Signatures are not checked (any credentials work, as with moto): this is a test and demo
 //! double, never an AWS endpoint.
 
@@ -172,6 +176,10 @@ struct Inner {
     iam: Mutex<iam::Profiles>,
     queues: sqs::Queues,
     requests: AtomicU64,
+    /// Operations that fail (fault injection), with the error each answers.
+    failing: Mutex<std::collections::BTreeMap<String, AwsError>>,
+    /// Calls served so far, by operation.
+    calls: Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 // === impl Aws ===
@@ -190,6 +198,8 @@ impl Aws {
                 iam: Mutex::default(),
                 queues,
                 requests: AtomicU64::new(0),
+                failing: Mutex::default(),
+                calls: Mutex::default(),
                 cloud,
             }),
         };
@@ -274,6 +284,31 @@ impl Aws {
         &self.inner.queues
     }
 
+    /// Every call of `operation` (`ReceiveMessage`, `DescribeInstanceTypes`, `GetParameter`,
+    /// ...) answers `error` until [`Aws::heal`] (fault injection: a queue deleted, credentials
+    /// revoked, a service down).
+    pub fn fail_operation(&self, operation: &str, error: AwsError) {
+        lock(&self.inner.failing).insert(operation.to_string(), error);
+    }
+
+    /// Ends every fault set by [`Aws::fail_operation`].
+    pub fn heal(&self) {
+        lock(&self.inner.failing).clear();
+    }
+
+    /// Calls of `operation` received so far (answered or failed).
+    pub fn calls(&self, operation: &str) -> u64 {
+        lock(&self.inner.calls).get(operation).copied().unwrap_or(0)
+    }
+
+    /// Counts a call of `operation`; the injected error it answers, if any.
+    fn call(&self, operation: &str) -> Option<AwsError> {
+        *lock(&self.inner.calls)
+            .entry(operation.to_string())
+            .or_insert(0) += 1;
+        lock(&self.inner.failing).get(operation).cloned()
+    }
+
     /// Requests served so far.
     pub fn requests(&self) -> u64 {
         self.inner.requests.load(Ordering::Relaxed)
@@ -300,6 +335,15 @@ async fn handle(State(aws): State<Aws>, headers: HeaderMap, body: Bytes) -> Resp
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
+    let json_op = target
+        .strip_prefix("AmazonSSM.")
+        .or_else(|| target.strip_prefix("AmazonSQS."))
+        .or_else(|| target.strip_prefix("AWSPriceListService."));
+    if let Some(op) = json_op
+        && let Some(e) = aws.call(op)
+    {
+        return json_error(&request_id, &e);
+    }
     if let Some(op) = target.strip_prefix("AmazonSSM.") {
         ssm::handle(&aws, op, &body, &request_id)
     } else if let Some(op) = target.strip_prefix("AmazonSQS.") {
@@ -322,6 +366,9 @@ async fn handle(State(aws): State<Aws>, headers: HeaderMap, body: Bytes) -> Resp
         )
     } else {
         let p = query::Params::parse(&body);
+        if let Some(e) = aws.call(p.get("Action").unwrap_or_default()) {
+            return ec2::error_response(&request_id, &e);
+        }
         if p.get("Version") == Some(iam::VERSION) {
             return iam::handle(&aws, &p, &request_id);
         }

@@ -4,8 +4,9 @@
 //! controllers, and a simulated cloud) runs in this process; the real services run as separate
 //! processes on loopback ports, talking real gRPC: one `dovetail-actuator` (the embedded SQLite
 //! ledger in a temporary folder), two `dovetail-planner` replicas and one `dovetail-watcher`
-//! (see [`services`] for how one executable runs all of them). Only the cloud and cluster
-//! endpoints differ from production. Then [`story`] plays the scenario (`examples/demo/` or
+//! (see [`services`] for how one executable runs all of them), each restarted when it ends
+//! as a Deployment's pod would be ([`supervise`]). Only the cloud and cluster endpoints differ
+//! from production. Then [`story`] plays the scenario (`examples/demo/` or
 //! `--scenario DIR`) while [`cluster::observe`] reads the cluster for the terminal and the web
 //! page ([`web`]).
 
@@ -13,6 +14,7 @@ mod cluster;
 mod scenario;
 mod services;
 mod story;
+mod supervise;
 mod view;
 mod web;
 
@@ -116,26 +118,25 @@ impl Workdir {
 }
 
 struct Running {
-    actuator: Service,
-    planners: Vec<Service>,
+    actuator: supervise::Shared,
+    planners: Vec<supervise::Shared>,
     planner_metrics: Vec<Option<String>>,
-    watcher: Service,
+    watcher: supervise::Shared,
 }
 
 impl Running {
-    /// The services that ended on their own (crashed), described.
-    fn crashed(&mut self) -> Vec<String> {
-        let mut all: Vec<&mut Service> = vec![&mut self.actuator, &mut self.watcher];
-        all.extend(self.planners.iter_mut());
-        all.into_iter().filter_map(Service::crashed).collect()
+    fn all(&self) -> Vec<supervise::Shared> {
+        let mut all = vec![self.actuator.clone(), self.watcher.clone()];
+        all.extend(self.planners.iter().cloned());
+        all
     }
 
     async fn stop(&mut self) {
-        self.watcher.kill().await;
-        for p in &mut self.planners {
-            p.kill().await;
+        self.watcher.lock().await.kill().await;
+        for p in &self.planners {
+            p.lock().await.kill().await;
         }
-        self.actuator.kill().await;
+        self.actuator.lock().await.kill().await;
     }
 }
 
@@ -277,11 +278,12 @@ async fn start_services(
     watcher
         .wait_serving(health, watcher::WATCHER_SERVICE, ready)
         .await?;
+    let shared = |s: Service| Arc::new(tokio::sync::Mutex::new(s));
     Ok(Running {
-        actuator,
-        planners,
+        actuator: shared(actuator),
+        planners: planners.into_iter().map(shared).collect(),
         planner_metrics,
-        watcher,
+        watcher: shared(watcher),
     })
 }
 
@@ -391,23 +393,42 @@ async fn demo(args: &DemoArgs, scenario: Scenario, now: i64) -> anyhow::Result<(
     let _ = std::io::stdout().flush();
 
     let mut running = start_services(&sim, &kubeconfig, &work.0, speed).await?;
-    println!(
-        "services: actuator {} (pid {}), {}, watcher (pid {})",
-        running.actuator.grpc_addr.as_deref().unwrap_or("?"),
-        running.actuator.pid,
-        running
-            .planners
-            .iter()
-            .map(|p| format!(
+    {
+        let actuator = running.actuator.lock().await;
+        let watcher = running.watcher.lock().await;
+        let mut planners = Vec::new();
+        for p in &running.planners {
+            let p = p.lock().await;
+            planners.push(format!(
                 "{} {} (pid {})",
                 p.name,
                 p.grpc_addr.as_deref().unwrap_or("?"),
                 p.pid
+            ));
+        }
+        println!(
+            "services: actuator {} (pid {}), {}, watcher (pid {})",
+            actuator.grpc_addr.as_deref().unwrap_or("?"),
+            actuator.pid,
+            planners.join(", "),
+            watcher.pid
+        );
+    }
+    // Each service is restarted when it ends, as a Deployment's pod would be.
+    let crashes = Arc::new(supervise::Crashes::default());
+    let supervisors: Vec<_> = running
+        .all()
+        .into_iter()
+        .map(|s| {
+            tokio::spawn(supervise::supervise(
+                s,
+                board.clone(),
+                started,
+                crashes.clone(),
+                stopped.clone(),
             ))
-            .collect::<Vec<_>>()
-            .join(", "),
-        running.watcher.pid
-    );
+        })
+        .collect();
 
     let client = sim
         .kube_client()
@@ -432,7 +453,7 @@ async fn demo(args: &DemoArgs, scenario: Scenario, now: i64) -> anyhow::Result<(
         board: board.clone(),
         scenario: &scenario,
         sim: &sim,
-        planners: &mut running.planners,
+        planners: &running.planners,
         planner_metrics: running.planner_metrics.clone(),
         speed,
         started,
@@ -444,7 +465,7 @@ async fn demo(args: &DemoArgs, scenario: Scenario, now: i64) -> anyhow::Result<(
     // One last look before the summary.
     tokio::time::sleep(Duration::from_millis(600)).await;
     let played_out = played.is_some();
-    let crashed = running.crashed();
+    let crashed = crashes.all();
     let result = match played {
         None => {
             println!("stopped (signal) before the end of the story");
@@ -501,6 +522,9 @@ async fn demo(args: &DemoArgs, scenario: Scenario, now: i64) -> anyhow::Result<(
         shutdown_signal().await;
     }
     let _ = stop.send(true);
+    for s in supervisors {
+        let _ = s.await;
+    }
     let _ = observer.await;
     let _ = terminal.await;
     if let Some(w) = web {

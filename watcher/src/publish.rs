@@ -128,12 +128,7 @@ enum Ended {
 
 /// `d` scaled by a random factor in [0.5, 1): spreads reconnecting watchers apart.
 fn jittered(d: Duration) -> Duration {
-    use std::hash::{BuildHasher, Hasher};
-    let r = std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish();
-    let unit = (r >> 11) as f64 / (1u64 << 53) as f64;
-    d.mul_f64(0.5 + unit / 2.0)
+    d.mul_f64(0.5 + service_shell::backoff::unit() / 2.0)
 }
 
 /// The live half of one session: where updates go and the next sequence number.

@@ -82,6 +82,18 @@ pub enum Error {
         /// The configured limit.
         limit: usize,
     },
+    /// The open sessions together would hold more objects than this server allows.
+    #[error(
+        "this planner's open sessions hold {held} objects; {objects} more would pass its limit of {limit} (--max-held-objects): resend the snapshot later or to another replica"
+    )]
+    SessionsFull {
+        /// Objects this session would add.
+        objects: usize,
+        /// Objects the open sessions hold now.
+        held: usize,
+        /// The configured limit.
+        limit: usize,
+    },
     /// A session message had no update in it.
     #[error("session update {sequence} is empty")]
     EmptyUpdate {

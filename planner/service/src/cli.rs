@@ -55,6 +55,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         ServiceOptions {
             default_region: config.region.clone(),
             session_max_objects: config.session_max_objects,
+            max_held_objects: config.max_held_objects,
             instance: config.instance.clone(),
             session_idle_timeout: config.session_idle_timeout,
         },

@@ -33,6 +33,10 @@ pub const ENV_MAX_CONCURRENT: &str = "DOVETAIL_MAX_CONCURRENT_REQUESTS";
 pub const ENV_MAX_MESSAGE_BYTES: &str = "DOVETAIL_MAX_MESSAGE_BYTES";
 /// `DOVETAIL_SESSION_MAX_OBJECTS`: most objects one Session may hold.
 pub const ENV_SESSION_MAX_OBJECTS: &str = "DOVETAIL_SESSION_MAX_OBJECTS";
+/// Default of `--max-held-objects`: objects all open Sessions may hold together.
+pub const DEFAULT_MAX_HELD_OBJECTS: usize = 250_000;
+/// Variable of `--max-held-objects`.
+pub const ENV_MAX_HELD_OBJECTS: &str = "DOVETAIL_MAX_HELD_OBJECTS";
 /// `DOVETAIL_SESSION_IDLE_TIMEOUT`: a Session silent this long is ended (`10m`).
 pub const ENV_SESSION_IDLE_TIMEOUT: &str = "DOVETAIL_SESSION_IDLE_TIMEOUT";
 /// `DOVETAIL_ACTUATOR_ENDPOINT`: where Session plans are submitted (`http://host:port`).
@@ -80,6 +84,10 @@ pub struct Flags {
     /// A Session that sends nothing this long is ended [env DOVETAIL_SESSION_IDLE_TIMEOUT, default 10m]
     #[arg(long)]
     pub session_idle_timeout: Option<String>,
+    /// Most objects all open Sessions may hold together (the planner's memory for sessions); a
+    /// snapshot or delta past it ends its Session with RESOURCE_EXHAUSTED [env DOVETAIL_MAX_HELD_OBJECTS, default 250000]
+    #[arg(long)]
+    pub max_held_objects: Option<String>,
     /// Authentication and TLS of the gRPC port.
     #[command(flatten)]
     pub auth: AuthFlags,
@@ -123,6 +131,8 @@ pub struct Config {
     pub session_max_objects: usize,
     /// Session idle timeout.
     pub session_idle_timeout: Duration,
+    /// Objects all open Sessions may hold together.
+    pub max_held_objects: usize,
     /// Authentication.
     pub auth: Auth,
     /// TLS, when configured.
@@ -158,6 +168,7 @@ impl Config {
             max_message_bytes: 64 << 20,
             session_max_objects: 10_000,
             session_idle_timeout: Duration::from_secs(600),
+            max_held_objects: DEFAULT_MAX_HELD_OBJECTS,
             auth: Auth::Disabled,
             tls: None,
             actuator_endpoint: None,
@@ -218,6 +229,14 @@ impl Config {
                 ENV_SESSION_MAX_OBJECTS,
             ),
             250_000,
+        )?;
+        let max_held_objects = positive_or(
+            s.get(
+                flags.max_held_objects,
+                "max-held-objects",
+                ENV_MAX_HELD_OBJECTS,
+            ),
+            DEFAULT_MAX_HELD_OBJECTS,
         )?;
         let session_idle_timeout = positive_duration_or(
             s.get(
@@ -286,6 +305,7 @@ impl Config {
             max_message_bytes,
             session_max_objects,
             session_idle_timeout,
+            max_held_objects,
             auth,
             tls,
             actuator_endpoint,

@@ -254,6 +254,85 @@ async fn session_memory_is_bounded_and_released_when_the_stream_ends() {
     assert!(e.message().contains("limit of 10"), "{}", e.message());
 }
 
+#[tokio::test]
+async fn open_sessions_together_hold_at_most_max_held_objects_and_the_room_comes_back() {
+    let metrics = Metrics::new();
+    // Room for two fixture snapshots of 5 pods (9 objects each), not three.
+    let small = planner_service::api::PlannerService::new(
+        Arc::new(|_: &str| Ok(fixtures::catalog())),
+        metrics.clone(),
+        planner_service::api::ServiceOptions {
+            max_held_objects: 20,
+            ..planner_service::api::ServiceOptions::default()
+        },
+    )
+    .with_plan_fn(echo_plan_fn());
+    let server = start(config(service_shell::auth::Auth::Disabled), small, metrics).await;
+    let session = async || {
+        let (tx, mut plans) = open(&server).await;
+        tx.send(snapshot_update(1, 5)).await.expect("send");
+        tx.send(close(2, 0)).await.expect("send");
+        let answer = next_plan(&mut plans).await;
+        (tx, plans, answer)
+    };
+    let (a_tx, mut a_plans, a) = session().await;
+    a.expect("the first session plans");
+    let (b_tx, mut b_plans, b) = session().await;
+    b.expect("the second session plans");
+    // The third snapshot does not fit: refused before it is held, the others go on.
+    let (_c_tx, _c_plans, c) = session().await;
+    let e = c.expect_err("no room for a third session");
+    assert_eq!(e.code(), Code::ResourceExhausted);
+    assert!(
+        e.message().contains("--max-held-objects") && e.message().contains("limit of 20"),
+        "{}",
+        e.message()
+    );
+    let text = scrape(&server).await;
+    assert!(
+        text.contains("dovetail_planner_session_objects 18"),
+        "{text}"
+    );
+    b_tx.send(close(3, 0)).await.expect("send");
+    next_plan(&mut b_plans)
+        .await
+        .expect("the second session still plans");
+
+    // A delta past the room ends its own session only.
+    b_tx.send(delta(
+        4,
+        (0..5).map(|i| new_pod(&format!("more-{i}"))).collect(),
+        vec![],
+    ))
+    .await
+    .expect("send");
+    let e = next_plan(&mut b_plans)
+        .await
+        .expect_err("the delta passes the limit");
+    assert_eq!(e.code(), Code::ResourceExhausted);
+    a_tx.send(close(3, 0)).await.expect("send");
+    next_plan(&mut a_plans)
+        .await
+        .expect("the first session still plans");
+
+    // The room of the ended session is given back: a new session fits.
+    let mut fits = false;
+    for _ in 0..50 {
+        if scrape(&server)
+            .await
+            .contains("dovetail_planner_session_objects 9")
+        {
+            fits = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(fits, "the refused session's objects are released");
+    let (_d_tx, _d_plans, d) = session().await;
+    d.expect("a new session fits once one ended");
+    drop(a_tx);
+}
+
 /// One submission: the authorization header and the request.
 type Seen = (Option<String>, pb::SubmitRequest);
 

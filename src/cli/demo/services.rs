@@ -59,6 +59,18 @@ pub(crate) fn service_main() -> Option<ExitCode> {
     }
 }
 
+/// How a service process is started, kept to start it again.
+#[derive(Clone, Debug)]
+struct Spec {
+    binary: String,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    announces: bool,
+    /// The watcher's health address (it announces none): a restart waits for it to serve.
+    health: Option<(SocketAddr, String)>,
+    timeout: Duration,
+}
+
 /// One service process.
 #[derive(Debug)]
 pub(crate) struct Service {
@@ -71,9 +83,12 @@ pub(crate) struct Service {
     /// The metrics address it announced (`metrics=`, unless `off`).
     pub(crate) metrics_addr: Option<String>,
     /// Its stderr.
-    log: PathBuf,
+    pub(crate) log: PathBuf,
     /// Whether the demo killed it.
     killed: bool,
+    /// When the running process was started.
+    since: tokio::time::Instant,
+    spec: Spec,
     child: Child,
 }
 
@@ -83,10 +98,20 @@ fn scrubbed(key: &str) -> bool {
     key.starts_with("DOVETAIL_") || key.starts_with("AWS_") || key == "KUBECONFIG"
 }
 
+/// A started process and what it announced.
+struct Started {
+    pid: u32,
+    grpc_addr: Option<String>,
+    metrics_addr: Option<String>,
+    child: Child,
+}
+
 impl Service {
     /// Starts `binary` (one of the service names) as `name` with `args`, its stderr in
     /// `log_dir/<name>.log` and `env` added to a scrubbed environment. When `announces` is true,
-    /// waits (up to `timeout`) for its `listening grpc=ADDR` line.
+    /// waits (up to `timeout`) for its `listening grpc=ADDR` line. The addresses it announces
+    /// replace `127.0.0.1:0` in its `--listen` and `--metrics-listen` flags, so that a restart
+    /// ([`Service::restart`]) serves where its clients look.
     ///
     /// # Errors
     /// When the process cannot be started, exits before announcing, or is silent too long.
@@ -100,87 +125,40 @@ impl Service {
         timeout: Duration,
     ) -> anyhow::Result<Self> {
         debug_assert!(SERVICES.contains(&binary));
-        let exe = std::env::current_exe().context("locating the dovetail executable")?;
+        let mut spec = Spec {
+            binary: binary.to_string(),
+            args: args.to_vec(),
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), v.clone()))
+                .collect(),
+            announces,
+            health: None,
+            timeout,
+        };
         let log = log_dir.join(format!("{name}.log"));
-        let stderr = std::fs::File::create(&log)
-            .with_context(|| format!("creating the log file {}", log.display()))?;
-        let mut cmd = Command::new(&exe);
-        cmd.arg0(binary)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .kill_on_drop(true);
-        for (key, _) in std::env::vars_os() {
-            if key.to_str().is_some_and(scrubbed) {
-                cmd.env_remove(&key);
-            }
-        }
-        cmd.env("NO_COLOR", "1");
-        if std::env::var_os("RUST_LOG").is_none() {
-            cmd.env("RUST_LOG", "info");
-        }
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("starting {binary} ({})", exe.display()))?;
-        let pid = child.id().unwrap_or(0);
-        let stdout = child.stdout.take().context("the child's stdout")?;
-        let mut lines = BufReader::new(stdout).lines();
-        let mut grpc_addr = None;
-        let mut metrics_addr = None;
-        if announces {
-            let wait = async {
-                while let Some(line) = lines.next_line().await? {
-                    let field = |key: &str| {
-                        line.split_whitespace()
-                            .find_map(|w| w.strip_prefix(key))
-                            .map(str::to_string)
-                    };
-                    if let Some(addr) = field("grpc=") {
-                        return Ok::<_, std::io::Error>(Some((addr, field("metrics="))));
-                    }
-                }
-                Ok(None)
-            };
-            match tokio::time::timeout(timeout, wait).await {
-                Ok(Ok(Some((addr, metrics)))) => {
-                    grpc_addr = Some(addr);
-                    metrics_addr = metrics.filter(|m| m != "off");
-                }
-                Ok(Ok(None)) | Ok(Err(_)) => {
-                    let status = child.wait().await.ok();
-                    bail!(
-                        "{name} ({binary}) exited before it was ready ({}); its log: {}\n{}",
-                        status.map_or_else(|| "unknown status".into(), |s| s.to_string()),
-                        log.display(),
-                        tail(&log, 15)
-                    );
-                }
-                Err(_) => bail!(
-                    "{name} ({binary}) was not ready after {timeout:?}; its log: {}\n{}",
-                    log.display(),
-                    tail(&log, 15)
-                ),
-            }
-        }
-        // Keep draining stdout so that the child never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let started = spawn(&spec, name, &log, false).await?;
+        pin(&mut spec.args, "--listen", started.grpc_addr.as_deref());
+        pin(
+            &mut spec.args,
+            "--metrics-listen",
+            started.metrics_addr.as_deref(),
+        );
         Ok(Self {
             name: name.to_string(),
-            pid,
-            grpc_addr,
-            metrics_addr,
+            pid: started.pid,
+            grpc_addr: started.grpc_addr,
+            metrics_addr: started.metrics_addr,
             log,
             killed: false,
-            child,
+            since: tokio::time::Instant::now(),
+            spec,
+            child: started.child,
         })
     }
 
     /// Waits until the process reports `service` SERVING on `grpc.health.v1` at `addr` (the
-    /// watcher: every informer synced).
+    /// watcher: every informer synced); a restart waits for the same.
     ///
     /// # Errors
     /// When the process exits first (its status and log tail in the message), or is not
@@ -191,6 +169,7 @@ impl Service {
         service: &str,
         timeout: Duration,
     ) -> anyhow::Result<()> {
+        self.spec.health = Some((addr, service.to_string()));
         let deadline = tokio::time::Instant::now() + timeout;
         let mut last: String;
         loop {
@@ -219,19 +198,28 @@ impl Service {
         }
     }
 
-    /// How the process ended, when it ended without the demo killing it (a crash), with its
-    /// log's tail.
-    pub(crate) fn crashed(&mut self) -> Option<String> {
-        if self.killed {
-            return None;
-        }
+    /// How the process ended, if it has: its exit status, whether the demo killed it, and how
+    /// long it had run.
+    pub(crate) fn ended(&mut self) -> Option<(std::process::ExitStatus, bool, Duration)> {
         let status = self.child.try_wait().ok().flatten()?;
-        Some(format!(
-            "{} exited on its own ({status}); its log: {}\n{}",
-            self.name,
-            self.log.display(),
-            tail(&self.log, 15)
-        ))
+        Some((status, self.killed, self.since.elapsed()))
+    }
+
+    /// Starts the process again with the same flags (the addresses it first bound), its log
+    /// appended to, and waits until it is ready as at first.
+    ///
+    /// # Errors
+    /// As [`Service::start`] and [`Service::wait_serving`].
+    pub(crate) async fn restart(&mut self) -> anyhow::Result<()> {
+        let started = spawn(&self.spec, &self.name, &self.log, true).await?;
+        self.pid = started.pid;
+        self.child = started.child;
+        self.killed = false;
+        self.since = tokio::time::Instant::now();
+        if let Some((addr, service)) = self.spec.health.clone() {
+            self.wait_serving(addr, &service, self.spec.timeout).await?;
+        }
+        Ok(())
     }
 
     /// SIGKILLs the process and reaps it.
@@ -239,6 +227,101 @@ impl Service {
         self.killed = true;
         let _ = self.child.kill().await;
     }
+}
+
+/// Replaces a `127.0.0.1:0` value of `flag` in `args` with the address the process bound.
+fn pin(args: &mut [String], flag: &str, bound: Option<&str>) {
+    let Some(bound) = bound else { return };
+    if let Some(i) = args.iter().position(|a| a == flag)
+        && let Some(v) = args.get_mut(i + 1)
+        && v.ends_with(":0")
+    {
+        *v = bound.to_string();
+    }
+}
+
+/// Starts one process of `spec` as `name`, its stderr into `log` (appended to when `append`).
+async fn spawn(spec: &Spec, name: &str, log: &Path, append: bool) -> anyhow::Result<Started> {
+    let binary = spec.binary.as_str();
+    let exe = std::env::current_exe().context("locating the dovetail executable")?;
+    let stderr = std::fs::OpenOptions::new()
+        .create(true)
+        .append(append)
+        .write(true)
+        .truncate(!append)
+        .open(log)
+        .with_context(|| format!("creating the log file {}", log.display()))?;
+    let mut cmd = Command::new(&exe);
+    cmd.arg0(binary)
+        .args(&spec.args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .kill_on_drop(true);
+    for (key, _) in std::env::vars_os() {
+        if key.to_str().is_some_and(scrubbed) {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd.env("NO_COLOR", "1");
+    if std::env::var_os("RUST_LOG").is_none() {
+        cmd.env("RUST_LOG", "info");
+    }
+    for (k, v) in &spec.env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting {binary} ({})", exe.display()))?;
+    let pid = child.id().unwrap_or(0);
+    let stdout = child.stdout.take().context("the child's stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let mut grpc_addr = None;
+    let mut metrics_addr = None;
+    if spec.announces {
+        let wait = async {
+            while let Some(line) = lines.next_line().await? {
+                let field = |key: &str| {
+                    line.split_whitespace()
+                        .find_map(|w| w.strip_prefix(key))
+                        .map(str::to_string)
+                };
+                if let Some(addr) = field("grpc=") {
+                    return Ok::<_, std::io::Error>(Some((addr, field("metrics="))));
+                }
+            }
+            Ok(None)
+        };
+        let timeout = spec.timeout;
+        match tokio::time::timeout(timeout, wait).await {
+            Ok(Ok(Some((addr, metrics)))) => {
+                grpc_addr = Some(addr);
+                metrics_addr = metrics.filter(|m| m != "off");
+            }
+            Ok(Ok(None)) | Ok(Err(_)) => {
+                let status = child.wait().await.ok();
+                bail!(
+                    "{name} ({binary}) exited before it was ready ({}); its log: {}\n{}",
+                    status.map_or_else(|| "unknown status".into(), |s| s.to_string()),
+                    log.display(),
+                    tail(log, 15)
+                );
+            }
+            Err(_) => bail!(
+                "{name} ({binary}) was not ready after {timeout:?}; its log: {}\n{}",
+                log.display(),
+                tail(log, 15)
+            ),
+        }
+    }
+    // Keep draining stdout so that the child never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok(Started {
+        pid,
+        grpc_addr,
+        metrics_addr,
+        child,
+    })
 }
 
 /// The `grpc.health.v1` status of `service` ("" for the whole server) at `addr`.

@@ -22,7 +22,6 @@ use serde_json::Value;
 
 use super::cluster;
 use super::scenario::Scenario;
-use super::services::Service;
 use super::view::{self, Frame, PhaseView, SharedBoard};
 
 /// How a phase ended.
@@ -52,7 +51,7 @@ pub(crate) struct Stage<'a> {
     pub(crate) board: SharedBoard,
     pub(crate) scenario: &'a Scenario,
     pub(crate) sim: &'a simulator::Simulation,
-    pub(crate) planners: &'a mut [Service],
+    pub(crate) planners: &'a [super::supervise::Shared],
     /// Planner metrics addresses, parallel to `planners`.
     pub(crate) planner_metrics: Vec<Option<String>>,
     pub(crate) speed: f64,
@@ -580,7 +579,7 @@ async fn failover(
     }
     let survivor = (victim + 1) % stage.planners.len().max(1);
     let (name, pid) = {
-        let p = &mut stage.planners[victim];
+        let mut p = stage.planners[victim].lock().await;
         p.kill().await;
         (p.name.clone(), p.pid)
     };
@@ -627,7 +626,7 @@ async fn failover(
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     let f = stage.frame();
-    let survivor_name = stage.planners[survivor].name.clone();
+    let survivor_name = stage.planners[survivor].lock().await.name.clone();
     let failed_over = survivor_sessions.is_some_and(|s| s >= 1.0);
     Ok(PhaseReport {
         name: "failover".into(),

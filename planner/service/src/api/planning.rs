@@ -33,6 +33,9 @@ pub struct ServiceOptions {
     pub default_region: String,
     /// Most objects one Session stream may hold.
     pub session_max_objects: usize,
+    /// Most objects all open Session streams may hold together: what bounds the memory of
+    /// sessions however many are open.
+    pub max_held_objects: usize,
     /// Name of this replica, part of every session id.
     pub instance: String,
     /// A Session that sends nothing for this long is ended (DEADLINE_EXCEEDED), so an idle
@@ -45,6 +48,7 @@ impl Default for ServiceOptions {
         Self {
             default_region: "us-east-1".to_string(),
             session_max_objects: 250_000,
+            max_held_objects: crate::config::DEFAULT_MAX_HELD_OBJECTS,
             instance: "planner".to_string(),
             session_idle_timeout: std::time::Duration::from_secs(600),
         }
@@ -67,6 +71,8 @@ pub struct PlannerService {
     /// The server's concurrency limit, which each Session plan waits for (unary Plans take
     /// theirs in the server's guard).
     pub(crate) permits: Option<Arc<tokio::sync::Semaphore>>,
+    /// One permit per object held by an open Session (`max_held_objects` in all).
+    pub(crate) held: Arc<tokio::sync::Semaphore>,
 }
 
 // === impl PlannerService ===
@@ -78,13 +84,18 @@ impl PlannerService {
             plan_fn: None,
             catalogs,
             cache: Arc::default(),
-            options,
             metrics,
             actuator: None,
             live: None,
             sessions: Arc::default(),
             draining: None,
             permits: None,
+            held: Arc::new(tokio::sync::Semaphore::new(
+                options
+                    .max_held_objects
+                    .min(tokio::sync::Semaphore::MAX_PERMITS),
+            )),
+            options,
         }
     }
 

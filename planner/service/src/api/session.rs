@@ -2,15 +2,21 @@
 //!
 //! Each stream owns one [`SessionState`]; nothing is shared between streams, so any replica can
 //! serve any session and a reconnecting client simply resends a snapshot. The state is bounded
-//! by `session_max_objects` and dropped (its gauge released) when the stream ends. Each plan's
+//! by `session_max_objects`, and all sessions' states together by `max_held_objects` (one
+//! permit of a server-wide semaphore per object held, taken before a snapshot is decoded: past
+//! it the stream ends with RESOURCE_EXHAUSTED, naming the limit); it is dropped (its gauge and
+//! permits released) when the stream ends. A closed batch waits for one of the server's
+//! planning permits before its snapshot is built from the state, so the copies planned from
+//! exist for at most `--max-concurrent-requests` sessions at a time. Each plan's
 //! commands go to the actuator when one is configured; a failed submission is logged and
 //! counted, and the next batch resubmits (commands carry idempotency keys).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use prometheus_client::metrics::gauge::Gauge;
 use proto::v1 as pb;
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
@@ -48,6 +54,8 @@ async fn run(
     let mut state = SessionState::new(
         service.options.session_max_objects,
         metrics.session_objects().clone(),
+        service.held.clone(),
+        service.options.max_held_objects,
     );
     tracing::info!("Session opened");
     let mut draining = service.draining.clone();
@@ -109,9 +117,11 @@ async fn run(
         state = st;
         match outcome {
             Ok(None) => {}
-            Ok(Some(batch)) => {
+            Ok(Some(close)) => {
                 // One of the server's permits per plan, as a unary Plan takes: queued here, so
-                // the stream waits (backpressure) instead of planning past the limit.
+                // the stream waits (backpressure) instead of planning past the limit. The
+                // batch's snapshot (a copy of what the session holds) is built only once the
+                // permit is held, so sessions waiting for one hold nothing but their state.
                 let permit = match &service.permits {
                     Some(p) => {
                         let acquired = tokio::select! {
@@ -132,6 +142,7 @@ async fn run(
                 let cancel = planner::cancel::CancelToken::new();
                 let run_cancel = cancel.clone();
                 let planned = blocking(move || {
+                    let batch = state.batch(close.sequence, close.now);
                     // A session on a region's catalog plans from the live catalog current at
                     // each batch when it is that region's, from the built-in one otherwise.
                     let picked = svc.pick_catalog(&batch.catalog)?;
@@ -143,7 +154,7 @@ async fn run(
                     )?;
                     planner::exclusion::explain(&mut plan, &batch.snapshot, &batch.excluded);
                     picked.stamp(&mut plan);
-                    Ok((batch, plan))
+                    Ok((state, batch, plan))
                 });
                 // A client that closes the stream abandons the plan: stop it.
                 let planned = tokio::select! {
@@ -156,7 +167,10 @@ async fn run(
                 };
                 drop(permit);
                 let (batch, mut plan) = match planned {
-                    Ok(x) => x,
+                    Ok((st, batch, plan)) => {
+                        state = st;
+                        (batch, plan)
+                    }
                     Err(e) => {
                         let _ = tx.send(Err(Status::from(e))).await;
                         break;
@@ -190,6 +204,12 @@ async fn run(
     }
     metrics.sessions().dec();
     tracing::info!("Session closed");
+}
+
+/// A batch the client closed: planned once a permit is held.
+pub(crate) struct Close {
+    sequence: u64,
+    now: i64,
 }
 
 /// A closed batch, ready to plan.
@@ -339,6 +359,10 @@ pub(crate) struct SessionState {
     limit: usize,
     gauge: Gauge,
     counted: i64,
+    /// The server's object permits this session holds, one per object.
+    held: Option<OwnedSemaphorePermit>,
+    budget: Arc<Semaphore>,
+    budget_limit: usize,
     pods: Store<model::Pod>,
     nodes: Store<model::Node>,
     node_claims: Store<model::NodeClaim>,
@@ -353,6 +377,21 @@ pub(crate) struct SessionState {
     /// Objects that cannot be decoded, by kind and key, each with why; left out of every batch
     /// until an upsert replaces them or a delete removes them.
     rejected: BTreeMap<(Kind, String), Exclusion>,
+}
+
+/// Objects in a snapshot's lists.
+fn objects_in(s: &pb::ClusterSnapshot) -> usize {
+    s.pods.len()
+        + s.nodes.len()
+        + s.node_claims.len()
+        + s.node_pools.len()
+        + s.node_classes.len()
+        + s.daemon_sets.len()
+        + s.pdbs.len()
+        + s.namespaces.len()
+        + s.pvcs.len()
+        + s.pvs.len()
+        + s.storage_classes.len()
 }
 
 /// Stores one object. Inside a snapshot a key may appear once: a second object with the same
@@ -392,13 +431,21 @@ fn put<T>(
 // === impl SessionState ===
 
 impl SessionState {
-    pub(crate) fn new(limit: usize, gauge: Gauge) -> Self {
+    pub(crate) fn new(
+        limit: usize,
+        gauge: Gauge,
+        budget: Arc<Semaphore>,
+        budget_limit: usize,
+    ) -> Self {
         Self {
             base: None,
             next_sequence: None,
             limit,
             gauge,
             counted: 0,
+            held: None,
+            budget,
+            budget_limit,
             pods: BTreeMap::new(),
             nodes: BTreeMap::new(),
             node_claims: BTreeMap::new(),
@@ -450,34 +497,70 @@ impl SessionState {
         let now = i64::try_from(n).unwrap_or(i64::MAX);
         self.gauge.inc_by(now - self.counted);
         self.counted = now;
-        if n > self.limit {
+        let over = if n > self.limit {
+            Err(Error::SessionTooLarge {
+                objects: n,
+                limit: self.limit,
+            })
+        } else {
+            self.reserve(n)
+        };
+        if over.is_err() {
             // Release the memory now: the stream is about to end.
             self.clear();
             self.recount_quiet();
-            return Err(Error::SessionTooLarge {
-                objects: n,
-                limit: self.limit,
-            });
         }
-        Ok(())
+        over
     }
 
     fn recount_quiet(&mut self) {
         let now = i64::try_from(self.len()).unwrap_or(i64::MAX);
         self.gauge.inc_by(now - self.counted);
         self.counted = now;
+        let _ = self.reserve(self.len());
     }
 
-    /// Applies one update; a closed batch comes back ready to plan.
+    /// Holds exactly `n` of the server's object permits (`--max-held-objects`): more are taken
+    /// without waiting, or refused; fewer are given back.
+    fn reserve(&mut self, n: usize) -> Result<()> {
+        let have = self.held.as_ref().map_or(0, |p| p.num_permits());
+        if n > have {
+            let more = n - have;
+            let extra = u32::try_from(more)
+                .ok()
+                .and_then(|m| self.budget.clone().try_acquire_many_owned(m).ok());
+            let Some(extra) = extra else {
+                return Err(Error::SessionsFull {
+                    objects: more,
+                    held: self
+                        .budget_limit
+                        .saturating_sub(self.budget.available_permits()),
+                    limit: self.budget_limit,
+                });
+            };
+            match &mut self.held {
+                Some(p) => p.merge(extra),
+                None => self.held = Some(extra),
+            }
+        } else if n < have
+            && let Some(p) = &mut self.held
+        {
+            drop(p.split(have - n));
+        }
+        Ok(())
+    }
+
+    /// Applies one update; a closed batch comes back (its snapshot is built by
+    /// [`SessionState::batch`]).
     ///
     /// # Errors
     /// Out-of-order or pre-snapshot updates, invalid objects (named by the update's sequence
-    /// and their path in it), and sessions over the limit.
+    /// and their path in it), a session over its limit, and sessions over the server's.
     pub(crate) fn apply(
         &mut self,
         update: pb::ClusterUpdate,
         service: &PlannerService,
-    ) -> Result<Option<Batch>> {
+    ) -> Result<Option<Close>> {
         let sequence = update.sequence;
         self.apply_update(update, service).map_err(|e| match e {
             Error::Convert(source) => Error::SessionUpdate { sequence, source },
@@ -489,7 +572,7 @@ impl SessionState {
         &mut self,
         update: pb::ClusterUpdate,
         service: &PlannerService,
-    ) -> Result<Option<Batch>> {
+    ) -> Result<Option<Close>> {
         use pb::cluster_update::Update;
         let seq = update.sequence;
         let root = At::ROOT;
@@ -506,6 +589,19 @@ impl SessionState {
                 let catalog =
                     service.catalog_source(input.catalog, "snapshot.catalog_ref.region")?;
                 self.clear();
+                // Room for the snapshot is checked before it is decoded into the state.
+                let incoming = objects_in(&objects);
+                if incoming > self.limit {
+                    self.recount_quiet();
+                    return Err(Error::SessionTooLarge {
+                        objects: incoming,
+                        limit: self.limit,
+                    });
+                }
+                if let Err(e) = self.reserve(incoming) {
+                    self.recount_quiet();
+                    return Err(e);
+                }
                 self.load(objects, seq);
                 self.base = Some(Base {
                     catalog,
@@ -536,11 +632,10 @@ impl SessionState {
                         self.recount()?;
                         Ok(None)
                     }
-                    Update::CloseBatch(c) => {
-                        // The one validation every door runs, object by object, on the
-                        // snapshot the deltas made: an object that breaks a rule is left out.
-                        Ok(Some(self.batch(seq, c.now)))
-                    }
+                    Update::CloseBatch(c) => Ok(Some(Close {
+                        sequence: seq,
+                        now: c.now,
+                    })),
                     Update::Snapshot(_) => Ok(None),
                 }
             }
@@ -772,6 +867,8 @@ impl SessionState {
         }
     }
 
+    /// The batch to plan: a copy of the objects held, through the one validation every door
+    /// runs, object by object (an object that breaks a rule is left out).
     fn batch(&self, sequence: u64, now: i64) -> Batch {
         fn objects<T: Clone>(s: &Store<T>) -> Vec<T> {
             s.values().map(|h| h.object.clone()).collect()

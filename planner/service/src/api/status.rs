@@ -26,7 +26,9 @@ impl From<Error> for Status {
                 bad_request("sequence", "must be below 18446744073709551615", message)
             }
             Error::SessionIdle { .. } => Status::deadline_exceeded(message),
-            Error::SessionTooLarge { .. } => Status::resource_exhausted(message),
+            Error::SessionTooLarge { .. } | Error::SessionsFull { .. } => {
+                Status::resource_exhausted(message)
+            }
             Error::ShuttingDown => Status::unavailable(message),
             Error::Cancelled => Status::cancelled(message),
             Error::PlannerFailed(_) => Status::internal(message),
