@@ -387,7 +387,12 @@ async fn drift_unconsolidatable_and_an_excluded_class_show_on_the_objects() -> a
                 .find("karpenter.k8s.aws", "v1", "ec2nodeclasses")
                 .expect("EC2NodeClasses are served");
             sim.store()
-                .create_with(&kind, "", class, simulator::api::validation::Admission::Skip)
+                .create_with(
+                    &kind,
+                    "",
+                    class,
+                    simulator::api::validation::Admission::Skip,
+                )
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
         }
     }
