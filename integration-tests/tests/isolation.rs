@@ -1,8 +1,10 @@
 //! One bad object never stops the cluster: the watcher (in-process, against the simulated
 //! Kubernetes API) streams to a real `dovetail-planner` process a cluster holding NodePools that
-//! cannot be used, which the simulator's API server accepts as a cluster with a newer CRD
-//! would: a `consolidationPolicy: Sometimes` one (newer than dovetail knows: the watcher's
-//! reader refuses it) and one with an invalid budget schedule (passed on: the planner leaves it out).
+//! cannot be used: a `consolidationPolicy: Sometimes` one, valid only in a CRD newer than
+//! dovetail's (the simulator's API server refuses it, so it is stored skipping validation, as
+//! a newer API server would have stored it; the watcher's reader refuses it), and one with a
+//! budget schedule at minute 61 (which the CRD's pattern, like Karpenter's, accepts: passed on,
+//! the planner leaves it out).
 //! The session stays open, a canary pod is still nominated to a new claim, the pod that needed
 //! the bad pool gets a `FailedScheduling` Event naming it, both bad pools show
 //! `ValidationSucceeded=False` / `Ready=False`, and the watcher counts what the plan left out.
@@ -20,6 +22,7 @@ use kube::api::{
 };
 use planner_client::{ClientConfig, PlannerClient};
 use serde_json::{Value, json};
+use simulator::api::validation::Admission;
 use test_support::try_eventually;
 use watcher::app::{self, Settings};
 use watcher::metrics::Metrics;
@@ -61,7 +64,7 @@ fn pool(name: &str, disruption: Value) -> anyhow::Result<DynamicObject> {
     }))?)
 }
 
-async fn cluster(client: &kube::Client) -> anyhow::Result<()> {
+async fn cluster(client: &kube::Client, sim: &simulator::Simulation) -> anyhow::Result<()> {
     let classes =
         Api::<DynamicObject>::all_with(client.clone(), &ar("karpenter.k8s.aws", "EC2NodeClass"));
     classes
@@ -76,12 +79,30 @@ async fn cluster(client: &kube::Client) -> anyhow::Result<()> {
     pools
         .create(&PostParams::default(), &pool("default", json!({}))?)
         .await?;
-    pools
+    let sometimes = serde_json::to_value(pool(
+        "balanced",
+        json!({"consolidationPolicy": "Sometimes"}),
+    )?)?;
+    let e = pools
         .create(
             &PostParams::default(),
-            &pool("balanced", json!({"consolidationPolicy": "Sometimes"}))?,
+            &serde_json::from_value(sometimes.clone())?,
         )
-        .await?;
+        .await
+        .expect_err("the API server refuses a policy its CRD does not know");
+    assert!(
+        e.to_string()
+            .contains("spec.disruption.consolidationPolicy"),
+        "{e}"
+    );
+    let kind = sim
+        .store()
+        .kinds()
+        .find("karpenter.sh", "v1", "nodepools")
+        .expect("NodePools are served");
+    sim.store()
+        .create_with(&kind, "", sometimes, Admission::Skip)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     pools
         .create(
             &PostParams::default(),
@@ -152,7 +173,7 @@ async fn node_pools_the_planner_cannot_use_are_left_out_and_the_rest_is_planned(
     })
     .await?;
     let client = sim.kube_client()?;
-    cluster(&client).await?;
+    cluster(&client, &sim).await?;
     pending_pod(&client, "canary", None).await?;
     pending_pod(&client, "wants-cron", Some("cron")).await?;
 

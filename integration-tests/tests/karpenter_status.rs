@@ -340,9 +340,9 @@ async fn scenario(sys: &System, kubectl: &PathBuf) -> anyhow::Result<()> {
 /// `drift_test.go`); its pool has `consolidateAfter: Never`, so the Node and the NodeClaim get
 /// the `Unconsolidatable` Event `NodePool "default" has consolidation disabled`
 /// (`pkg/controllers/disruption/consolidation.go` `ShouldDisrupt`); and an EC2NodeClass the
-/// planner leaves out (issue 26: a negative `kubelet.maxPods`, which the simulated API server
-/// accepts as a cluster with another schema would) shows `PlannerValidationSucceeded=False`
-/// with the plan's reason and `Ready=False`.
+/// planner leaves out (issue 26: a negative `kubelet.maxPods`, which the CRD refuses, stored
+/// skipping validation as a cluster with another schema would have stored it) shows
+/// `PlannerValidationSucceeded=False` with the plan's reason and `Ready=False`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drift_unconsolidatable_and_an_excluded_class_show_on_the_objects() -> anyhow::Result<()> {
     use integration_tests::binary;
@@ -368,15 +368,33 @@ async fn drift_unconsolidatable_and_an_excluded_class_show_on_the_objects() -> a
     let classes =
         Api::<DynamicObject>::all_with(client.clone(), &ar("karpenter.k8s.aws", "EC2NodeClass"));
     for (name, kubelet) in [("default", json!({})), ("broken", json!({"maxPods": -1}))] {
-        classes
-            .create(&PostParams::default(), &serde_json::from_value(json!({
-                "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": name},
-                "spec": {"role": "KarpenterNodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                         "kubelet": kubelet,
-                         "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
-                         "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}]}
-            }))?)
-            .await?;
+        let class = json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": name},
+            "spec": {"role": "KarpenterNodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                     "kubelet": kubelet,
+                     "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+                     "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}]}
+        });
+        if name == "default" {
+            classes
+                .create(&PostParams::default(), &serde_json::from_value(class)?)
+                .await?;
+        } else {
+            // The API server refuses it; stored as another schema's server would have.
+            let kind = sim
+                .store()
+                .kinds()
+                .find("karpenter.k8s.aws", "v1", "ec2nodeclasses")
+                .expect("EC2NodeClasses are served");
+            sim.store()
+                .create_with(
+                    &kind,
+                    "",
+                    class,
+                    simulator::api::validation::Admission::Skip,
+                )
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
     }
     // What the actuator writes on a resolved class (it does not run here).
     classes

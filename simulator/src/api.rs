@@ -13,6 +13,7 @@ pub mod selectors;
 pub(crate) mod server;
 pub mod store;
 pub mod table;
+pub mod validation;
 
 pub use error::ApiError;
 pub use kinds::{KindInfo, Kinds, ResKey};

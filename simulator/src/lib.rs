@@ -6,7 +6,9 @@
 //!   semantics (bookmarks, 410 Gone), CRUD, patches, finalizers, status subresources, the
 //!   `eviction` (PodDisruptionBudget-aware) and `binding` subresources, and the Karpenter CRDs;
 //!   OpenAPI v2/v3 documents with server-side field validation and Table output, so `kubectl
-//!   apply` validates and `kubectl get` prints the columns a real API server prints;
+//!   apply` validates and `kubectl get` prints the columns a real API server prints; writes
+//!   judged as a cluster judges them (CRD schemas and CEL rules, core Pod rules:
+//!   [`api::validation`]), with a simulator-only way to skip that for version-skew tests;
 //! - a simulated EC2 ([`cloud::SimCloud`]) behind the `cloud::CloudProvider` interface, and
 //!   the same cloud as AWS's EC2, SSM and SQS APIs on a loopback endpoint ([`aws`],
 //!   [`Simulation::aws_endpoint`]) for the real AWS SDK;

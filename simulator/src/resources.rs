@@ -67,9 +67,11 @@ impl Resources {
         }
     }
 
-    /// `self += other`.
+    /// `self += other`, with checked arithmetic: a sum past `i64` stays at `i64::MAX` (or
+    /// `i64::MIN`), more than any node has, so four containers of 4Ei memory never fit
+    /// anywhere instead of wrapping round to a small request.
     pub fn add(&mut self, other: &Self) {
-        self.zip(other, |a, b| a + b);
+        self.zip(other, i64::saturating_add);
     }
 
     /// `self = max(self, other)` per resource.

@@ -299,11 +299,33 @@ impl Cluster {
         labels: serde_json::Value,
         cpu: &str,
     ) -> anyhow::Result<()> {
-        let p: Pod = serde_json::from_value(json!({
+        let p = json!({
             "metadata": {"name": name, "namespace": "default", "labels": labels},
             "spec": {"containers": [{"name": "app", "image": "app", "resources": {"requests": {"cpu": cpu, "memory": "128Mi"}}}]}
-        }))?;
-        self.pods().create(&PostParams::default(), &p).await?;
+        });
+        if simulator::resources::parse_milli(cpu).is_some() {
+            self.pods()
+                .create(&PostParams::default(), &serde_json::from_value::<Pod>(p)?)
+                .await?;
+        } else {
+            // The API server refuses a quantity it cannot parse; stored skipping validation,
+            // as a pod the watcher's reader must refuse on its own.
+            let kind = self
+                .sim
+                .store()
+                .kinds()
+                .find("", "v1", "pods")
+                .context("pods are served")?;
+            self.sim
+                .store()
+                .create_with(
+                    &kind,
+                    "default",
+                    p,
+                    simulator::api::validation::Admission::Skip,
+                )
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
         self.pods()
             .patch_status(
                 name,

@@ -22,6 +22,7 @@ use super::patch::PatchType;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::store::{Change, EventType, Store, Subresource};
 use super::table::{self, IncludeObject};
+use super::validation::{Admission, SKIP_VALIDATION_PARAM};
 use crate::faults::Faults;
 
 /// Shared state of the HTTP server.
@@ -68,6 +69,8 @@ struct Params {
     send_initial_events: bool,
     field_validation: FieldValidation,
     include_object: IncludeObject,
+    /// `simulatorSkipValidation=true`: the write is stored as it is (simulator only).
+    admission: Admission,
 }
 
 // === impl Params ===
@@ -110,6 +113,7 @@ impl Params {
                     })?;
                 }
                 "includeObject" => p.include_object = IncludeObject::parse(&v),
+                SKIP_VALIDATION_PARAM if truthy(&v) => p.admission = Admission::Skip,
                 _ => {}
             }
         }
@@ -358,9 +362,12 @@ async fn serve(
         }
         (Method::POST, None) => {
             let obj = parse_body()?;
-            let warnings = check_fields(store, &kind, &obj, params.field_validation)?;
+            let warnings = check_fields(store, &kind, &obj, params)?;
             Ok(with_warnings(
-                json_response(201, &store.create(&kind, &ns_str, obj)?),
+                json_response(
+                    201,
+                    &store.create_with(&kind, &ns_str, obj, params.admission)?,
+                ),
                 &warnings,
             ))
         }
@@ -390,9 +397,12 @@ async fn serve(
         }
         (Method::PUT, Some(name)) => {
             let obj = parse_body()?;
-            let warnings = check_fields(store, &kind, &obj, params.field_validation)?;
+            let warnings = check_fields(store, &kind, &obj, params)?;
             Ok(with_warnings(
-                json_response(200, &store.update(&kind, &ns_str, &name, obj, sub_kind)?),
+                json_response(
+                    200,
+                    &store.update_with(&kind, &ns_str, &name, obj, sub_kind, params.admission)?,
+                ),
                 &warnings,
             ))
         }
@@ -403,10 +413,18 @@ async fn serve(
             let warnings = if pt == PatchType::Json {
                 Vec::new()
             } else {
-                check_fields(store, &kind, &patch, params.field_validation)?
+                check_fields(store, &kind, &patch, params)?
             };
             let exists = store.get(&kind, &ns_str, &name).is_ok();
-            let out = store.patch(&kind, &ns_str, &name, pt, &patch, sub_kind)?;
+            let out = store.patch_with(
+                &kind,
+                &ns_str,
+                &name,
+                pt,
+                &patch,
+                sub_kind,
+                params.admission,
+            )?;
             Ok(with_warnings(
                 json_response(if exists { 200 } else { 201 }, &out),
                 &warnings,
@@ -451,14 +469,15 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> &str {
 
 /// Server-side field validation of a request body (an object or a merge/apply patch): with
 /// `Strict`, unknown fields fail the request as the API server fails it; with `Warn`, they are
-/// returned as warnings for `Warning` headers.
+/// returned as warnings for `Warning` headers. A write that skips validation is not checked.
 fn check_fields(
     store: &Store,
     kind: &KindInfo,
     body: &Value,
-    mode: FieldValidation,
+    params: &Params,
 ) -> Result<Vec<String>> {
-    if mode == FieldValidation::Ignore {
+    let mode = params.field_validation;
+    if mode == FieldValidation::Ignore || params.admission == Admission::Skip {
         return Ok(Vec::new());
     }
     let Some((schema, defs)) = openapi::schema_for(store, kind) else {

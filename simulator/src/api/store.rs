@@ -15,6 +15,7 @@ use super::error::{ApiError, Result};
 use super::events;
 use super::kinds::{KindInfo, Kinds, ResKey};
 use super::patch::PatchType;
+use super::validation::{self, Admission};
 use crate::clock::Clock;
 
 /// What a watch event says happened.
@@ -203,12 +204,27 @@ impl Store {
         (items, inner.rv)
     }
 
-    /// Creates an object.
+    /// Creates an object, validated as the API server validates it ([`validation`]).
     ///
     /// # Errors
     /// 400 for a kind or namespace that disagrees with the request, 404 for a missing
-    /// namespace, 409 when the name is taken, 422 for an invalid name or pod spec.
-    pub fn create(&self, kind: &KindInfo, ns: &str, mut obj: Value) -> Result<Value> {
+    /// namespace, 409 when the name is taken, 422 for an invalid object.
+    pub fn create(&self, kind: &KindInfo, ns: &str, obj: Value) -> Result<Value> {
+        self.create_with(kind, ns, obj, Admission::Validate)
+    }
+
+    /// [`Store::create`], validated or not: [`Admission::Skip`] stores the object as it is
+    /// (only its name must be valid), as a newer API server would have accepted it.
+    ///
+    /// # Errors
+    /// As [`Store::create`].
+    pub fn create_with(
+        &self,
+        kind: &KindInfo,
+        ns: &str,
+        mut obj: Value,
+        admission: Admission,
+    ) -> Result<Value> {
         if !obj.is_object() {
             return Err(ApiError::bad_request(
                 "the request body must be a JSON object",
@@ -252,7 +268,7 @@ impl Store {
                 }
             },
         };
-        validate(kind, &name, &obj)?;
+        validate_name(kind, &name)?;
         if kind.namespaced {
             let ns_key = ResKey::new("", "namespaces");
             let exists = inner
@@ -271,13 +287,6 @@ impl Store {
             },
             name.clone(),
         );
-        if inner
-            .objects
-            .get(&kind.key())
-            .is_some_and(|m| m.contains_key(&key))
-        {
-            return Err(ApiError::already_exists(&kind.qualified(), &name));
-        }
         inner.uid += 1;
         let meta = &mut obj["metadata"];
         meta["name"] = json!(name);
@@ -301,6 +310,18 @@ impl Store {
             if obj["status"]["phase"].is_null() {
                 obj["status"]["phase"] = json!("Pending");
             }
+        }
+        if admission == Admission::Validate {
+            let crd = crd_of(&inner.objects, kind);
+            validation::admit(kind, &name, &mut obj, None, Subresource::Main, crd)?;
+        }
+        // After validation, as the API server finds a taken name only when it stores.
+        if inner
+            .objects
+            .get(&kind.key())
+            .is_some_and(|m| m.contains_key(&key))
+        {
+            return Err(ApiError::already_exists(&kind.qualified(), &name));
         }
         if kind.resource == "customresourcedefinitions" {
             let served = self.kinds.register_crd(&obj);
@@ -334,8 +355,24 @@ impl Store {
         obj: Value,
         sub: Subresource,
     ) -> Result<Value> {
+        self.update_with(kind, ns, name, obj, sub, Admission::Validate)
+    }
+
+    /// [`Store::update`], validated or not ([`Admission::Skip`]).
+    ///
+    /// # Errors
+    /// As [`Store::update`].
+    pub fn update_with(
+        &self,
+        kind: &KindInfo,
+        ns: &str,
+        name: &str,
+        obj: Value,
+        sub: Subresource,
+        admission: Admission,
+    ) -> Result<Value> {
         let mut inner = self.lock();
-        self.update_locked(&mut inner, kind, ns, name, obj, sub)
+        self.update_locked(&mut inner, kind, ns, name, obj, sub, admission)
     }
 
     /// Patches an object. Server-side apply creates it when it does not exist.
@@ -351,6 +388,24 @@ impl Store {
         patch: &Value,
         sub: Subresource,
     ) -> Result<Value> {
+        self.patch_with(kind, ns, name, pt, patch, sub, Admission::Validate)
+    }
+
+    /// [`Store::patch`], validated or not ([`Admission::Skip`]).
+    ///
+    /// # Errors
+    /// As [`Store::patch`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn patch_with(
+        &self,
+        kind: &KindInfo,
+        ns: &str,
+        name: &str,
+        pt: PatchType,
+        patch: &Value,
+        sub: Subresource,
+        admission: Admission,
+    ) -> Result<Value> {
         let mut inner = self.lock();
         let current = lookup(&inner.objects, kind, ns, name).cloned();
         let Some(current) = current else {
@@ -358,7 +413,7 @@ impl Store {
                 drop(inner);
                 let mut obj = patch.clone();
                 obj["metadata"]["name"] = json!(name);
-                return self.create(kind, ns, obj);
+                return self.create_with(kind, ns, obj, admission);
             }
             return Err(ApiError::not_found(&kind.qualified(), name));
         };
@@ -368,7 +423,7 @@ impl Store {
         if patch["metadata"]["resourceVersion"].is_null() {
             next["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
         }
-        self.update_locked(&mut inner, kind, ns, name, next, sub)
+        self.update_locked(&mut inner, kind, ns, name, next, sub, admission)
     }
 
     /// Reads, changes and writes an object atomically (for the in-process controllers). `f`
@@ -391,9 +446,10 @@ impl Store {
         if !f(&mut obj)? {
             return Ok(obj);
         }
-        self.update_locked(&mut inner, kind, ns, name, obj, sub)
+        self.update_locked(&mut inner, kind, ns, name, obj, sub, Admission::Validate)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn update_locked(
         &self,
         inner: &mut Inner,
@@ -402,6 +458,7 @@ impl Store {
         name: &str,
         mut obj: Value,
         sub: Subresource,
+        admission: Admission,
     ) -> Result<Value> {
         let ns = if kind.namespaced { ns } else { "" };
         let old = lookup(&inner.objects, kind, ns, name)
@@ -479,11 +536,15 @@ impl Store {
                 m["namespace"] = json!(ns);
             }
         }
+        if admission == Admission::Validate {
+            let crd = crd_of(&inner.objects, kind);
+            validation::admit(kind, name, &mut next, Some(&old), sub, crd)?;
+        }
         if sub != Subresource::Status && spec_of(&next) != spec_of(&old) {
             let g = old["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
             next["metadata"]["generation"] = json!(g);
         }
-        validate(kind, name, &next)?;
+        validate_name(kind, name)?;
         if next == old {
             return Ok(old);
         }
@@ -805,7 +866,7 @@ fn check_type(kind: &KindInfo, obj: &Value) -> Result<()> {
     Ok(())
 }
 
-fn validate(kind: &KindInfo, name: &str, obj: &Value) -> Result<()> {
+fn validate_name(kind: &KindInfo, name: &str) -> Result<()> {
     let valid_name = !name.is_empty()
         && name.len() <= 253
         && name
@@ -821,18 +882,20 @@ fn validate(kind: &KindInfo, name: &str, obj: &Value) -> Result<()> {
             "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
         ));
     }
-    if kind.group.is_empty() && kind.resource == "pods" {
-        let containers = obj["spec"]["containers"].as_array();
-        if containers.is_none_or(|c| c.is_empty()) {
-            return Err(ApiError::invalid(
-                "Pod",
-                name,
-                "spec.containers",
-                "Required value",
-            ));
-        }
-    }
     Ok(())
+}
+
+/// The CustomResourceDefinition of a custom resource kind (`None` for built-in kinds).
+fn crd_of<'a>(objects: &'a Objects, kind: &KindInfo) -> Option<&'a Value> {
+    if kind.group.is_empty() {
+        return None;
+    }
+    objects
+        .get(&ResKey::new(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+        ))?
+        .get(&(String::new(), kind.qualified()))
 }
 
 /// Five characters from the alphabet Kubernetes uses for generated names, derived from `n`.

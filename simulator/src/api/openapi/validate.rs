@@ -1,8 +1,8 @@
 //! Server-side field validation (`?fieldValidation=Strict|Warn`), as the API server does it
 //! for kubectl: fields the kind's schema does not declare are errors (Strict) or warnings (Warn).
 //!
-//! Only unknown fields are checked: types, formats and CEL rules are the business of the
-//! services under test, which the simulator witnesses rather than guards.
+//! This is the request-level check of unknown fields only; what the stored object must be
+//! (types, enums, CEL rules, pruning, defaults, core Pod rules) is [`crate::api::validation`].
 
 use serde_json::{Map, Value};
 
@@ -56,8 +56,8 @@ fn resolve<'a>(mut schema: &'a Value, defs: &'a Map<String, Value>) -> &'a Value
 
 /// The fields of `obj` that `schema` does not declare, as paths in the API server's style
 /// (`spec.template.spec.containers[0].imagee`), sorted. Keys of patch directives (`$patch`,
-/// `$setElementOrder/...`, `$retainKeys`) are not fields and are skipped, so strategic merge
-/// patches can be checked as they are.
+/// `$setElementOrder/...`, `$retainKeys`) are not fields and are skipped, and so are unknown
+/// fields set to `null` (a patch deleting them), so patches can be checked as they are.
 pub fn unknown_fields(obj: &Value, schema: &Value, defs: &Map<String, Value>) -> Vec<String> {
     let mut out = Vec::new();
     walk(obj, schema, defs, "", &mut out);
@@ -95,6 +95,9 @@ fn walk(obj: &Value, schema: &Value, defs: &Map<String, Value>, path: &str, out:
                     (None, None)
                         if embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") => {
                     }
+                    // In a merge patch, `null` deletes the field (kubectl apply removes a field
+                    // it set before this way): the patched object does not hold it.
+                    (None, None) if v.is_null() => {}
                     (None, None) => out.push(sub),
                 }
             }

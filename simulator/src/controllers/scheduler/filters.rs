@@ -182,16 +182,20 @@ pub(crate) fn node_ports(pod: &Value, node: &NodeInfo) -> Option<String> {
 pub(crate) fn node_resources_fit(pod: &Value, node: &NodeInfo) -> Vec<String> {
     let mut want = pod_requests(pod, false);
     let mut out = Vec::new();
-    if node.requested.pods + want.pods > node.allocatable.pods {
+    if node.requested.pods.saturating_add(want.pods) > node.allocatable.pods {
         out.push("Too many pods".to_string());
     }
     want.pods = 0;
+    // Checked arithmetic throughout (requests are summed saturating in `Resources::add`).
     let mut free = node.allocatable.clone();
-    free.cpu -= node.requested.cpu;
-    free.memory -= node.requested.memory;
-    free.ephemeral_storage -= node.requested.ephemeral_storage;
+    free.cpu = free.cpu.saturating_sub(node.requested.cpu);
+    free.memory = free.memory.saturating_sub(node.requested.memory);
+    free.ephemeral_storage = free
+        .ephemeral_storage
+        .saturating_sub(node.requested.ephemeral_storage);
     for (k, v) in &node.requested.extended {
-        *free.extended.entry(k.clone()).or_insert(0) -= v;
+        let e = free.extended.entry(k.clone()).or_insert(0);
+        *e = e.saturating_sub(*v);
     }
     out.extend(
         want.insufficient(&free)

@@ -23,10 +23,13 @@ pub(crate) fn least_allocated(pod: &Value, node: &NodeInfo) -> i64 {
             ((allocatable - requested) as i128 * 100 / allocatable as i128) as i64
         }
     };
-    let cpu = part(node.allocatable.cpu, node.requested_non_zero.cpu + want.cpu);
+    let cpu = part(
+        node.allocatable.cpu,
+        node.requested_non_zero.cpu.saturating_add(want.cpu),
+    );
     let memory = part(
         node.allocatable.memory,
-        node.requested_non_zero.memory + want.memory,
+        node.requested_non_zero.memory.saturating_add(want.memory),
     );
     (cpu + memory) / 2
 }

@@ -81,6 +81,25 @@ fn node_resources_fit_counts_the_pods_already_there() {
     );
 }
 
+/// Requests are summed with checked arithmetic: four containers of 4Ei memory ask for 2^64
+/// bytes, which must not wrap round to a request that fits (kube-scheduler sums `Quantity`s,
+/// which do not overflow). Without checks the sum overflows `i64` (a panic in debug builds, a
+/// tiny request in release).
+#[test]
+fn requests_summing_past_i64_fit_nowhere() {
+    let n = node(
+        "n",
+        json!({"status": {"allocatable": {"cpu": "1000", "memory": "7Ei", "pods": "110"}}}),
+    );
+    let c = |name: &str| json!({"name": name, "resources": {"requests": {"memory": "4Ei"}}});
+    let p = pod(
+        "huge",
+        json!({"spec": {"containers": [c("a"), c("b"), c("c"), c("d")]}}),
+    );
+    assert_eq!(run(&p, &n), vec!["Insufficient memory".to_string()]);
+    assert_eq!(pod_requests(&p, false).memory, i64::MAX);
+}
+
 /// "Pod Overhead": the overhead is added to the container requests when scheduling; "Init
 /// Containers § Resource sharing": the effective request is max(largest init, sum of app).
 #[test]
