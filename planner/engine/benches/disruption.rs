@@ -225,11 +225,11 @@ fn cost(s: &ClusterSnapshot, catalog: &Catalog) -> f64 {
         .sum()
 }
 
-/// CPU time of the calling thread so far, from `/proc/thread-self/stat` (utime + stime in
-/// clock ticks of 10 ms; zero where that file does not exist): on a shared, loaded machine it
-/// moves far less than wall time.
+/// CPU time of the process so far, every thread's (a plan runs two searches on two threads),
+/// from `/proc/self/stat` (utime + stime in clock ticks of 10 ms; zero where that file does not
+/// exist): on a shared, loaded machine it moves far less than wall time.
 fn cpu_time() -> Duration {
-    let Ok(stat) = std::fs::read_to_string("/proc/thread-self/stat") else {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return Duration::ZERO;
     };
     // Fields after the command name (which may hold spaces) start at the state, field 3.
