@@ -357,8 +357,11 @@ pub struct SharedTables<'o> {
     snapshot: &'o ClusterSnapshot,
     catalog: &'o Catalog,
     /// The tables with the resources and minValues policy they were built for.
-    built: Mutex<Option<(BTreeSet<String>, MinValuesPolicy, Arc<PoolTables<'static>>)>>,
+    built: Mutex<Option<Built>>,
 }
+
+/// Shared NodePool tables, with the resources and minValues policy they were built for.
+type Built = (BTreeSet<String>, MinValuesPolicy, Arc<PoolTables<'static>>);
 
 // === impl SharedTables ===
 
