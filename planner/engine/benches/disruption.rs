@@ -15,7 +15,8 @@
 //! `-- --nodes=N` runs one size; `-- --verbose` lists the decisions; `-- --spread` gives every pod a zone spread;
 //! `-- --pods-per-node=N` sets the pods per node (default 15; 12 gives the 1,000-node,
 //! ~12k-pod cluster of a whole `dovetail plan`); `-- --plan` also times the whole plan,
-//! `planner::plan`, on each cluster: what `dovetail plan` runs after reading the manifests).
+//! `planner::plan`, on each cluster: what `dovetail plan` runs after reading the manifests;
+//! `-- --plan-only` times only that, printing a digest of its decisions, notes and node status).
 
 // A bench measures wall time; the clock ban is for the planner code, not for this.
 #![allow(clippy::disallowed_methods)]
@@ -224,11 +225,11 @@ fn cost(s: &ClusterSnapshot, catalog: &Catalog) -> f64 {
         .sum()
 }
 
-/// CPU time of the calling thread so far, from `/proc/thread-self/stat` (utime + stime in
-/// clock ticks of 10 ms; zero where that file does not exist): on a shared, loaded machine it
-/// moves far less than wall time.
+/// CPU time of the process so far, every thread's (a plan runs two searches on two threads),
+/// from `/proc/self/stat` (utime + stime in clock ticks of 10 ms; zero where that file does not
+/// exist): on a shared, loaded machine it moves far less than wall time.
 fn cpu_time() -> Duration {
-    let Ok(stat) = std::fs::read_to_string("/proc/thread-self/stat") else {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return Duration::ZERO;
     };
     // Fields after the command name (which may hold spaces) start at the state, field 3.
@@ -259,7 +260,10 @@ struct Figures {
 /// FNV-1a over the JSON of the decisions and the notes: two runs print the same digest only if
 /// they decided exactly the same (nodes, replacements, destinations, savings, notes).
 fn digest(out: &consolidation::Outcome) -> u64 {
-    let json = serde_json::to_string(&(&out.decisions, &out.notes)).expect("plan is JSON");
+    fnv(&serde_json::to_string(&(&out.decisions, &out.notes)).expect("plan is JSON"))
+}
+
+fn fnv(json: &str) -> u64 {
     json.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
@@ -342,8 +346,13 @@ fn plan(s: &ClusterSnapshot, catalog: &Catalog, o: &PlanOptions, base_cost: f64)
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         })
         .map_or_else(|| "?".to_string(), |kb| format!("{}", kb / 1024));
+    // Over the decisions, the notes and the node status: the same digest, the same plan.
+    let digest = fnv(
+        &serde_json::to_string(&(&plan.disruptions, &plan.notes, &plan.node_status))
+            .expect("plan is JSON"),
+    );
     println!(
-        "  {:<10} time {time:>8.2?} cpu {cpu:>8.2?}  decisions {:>4}  nodes removed {:>4}  new nodes {:>3}  saves {savings:>8.3}/h ({:.1}% of {base_cost:.2}/h)  peak {peak} MB",
+        "  {:<10} time {time:>8.2?} cpu {cpu:>8.2?}  decisions {:>4}  nodes removed {:>4}  new nodes {:>3}  saves {savings:>8.3}/h ({:.1}% of {base_cost:.2}/h)  peak {peak} MB  digest {digest:016x}",
         "plan",
         plan.disruptions.len(),
         plan.disruptions
@@ -480,7 +489,7 @@ fn main() {
         None if quick => vec![1000],
         None => vec![1000, 5000],
     };
-    if !spread {
+    if !spread && !std::env::args().any(|a| a == "--plan-only") {
         let s = fragmented(&catalog, 300);
         let base = cost(&s, &catalog);
         println!(
@@ -501,7 +510,8 @@ fn main() {
                 .and_then(|n| n.parse().ok())
         })
         .unwrap_or(15);
-    let whole_plan = std::env::args().any(|a| a == "--plan");
+    let plan_only = std::env::args().any(|a| a == "--plan-only");
+    let whole_plan = plan_only || std::env::args().any(|a| a == "--plan");
     for n in sizes {
         let s = cluster(&catalog, n, pods_per_node, 42, spread);
         let base = cost(&s, &catalog);
@@ -533,6 +543,9 @@ fn main() {
         );
         if whole_plan {
             plan(&s, &catalog, &o, base);
+        }
+        if plan_only {
+            continue;
         }
         let d = dovetail(&s, &catalog, &o);
         report("dovetail", &d, base);

@@ -149,6 +149,12 @@ pub trait Simulate {
 pub type BuildSimulator<'c> = dyn for<'s> Fn(&'s ClusterSnapshot, &'s Catalog, &'s PlanOptions) -> Box<dyn Simulate + 's>
     + 'c;
 
+/// A [`BuildSimulator`] that threads may share ([`run_concurrently`]): each thread builds its
+/// own simulators with it.
+pub type SyncBuildSimulator<'c> = dyn for<'s> Fn(&'s ClusterSnapshot, &'s Catalog, &'s PlanOptions) -> Box<dyn Simulate + 's>
+    + Sync
+    + 'c;
+
 // === impl Simulate for Scheduler ===
 
 impl From<crate::scheduling::Results> for Relocation {
@@ -243,6 +249,47 @@ pub fn validate(snapshot: &ClusterSnapshot) -> Result<(), Error> {
     Ok(())
 }
 
+/// The disruption candidates of a snapshot at one instant, with the pods bound to each node and
+/// the PDB allowances: built once per plan, and read both by the node status
+/// ([`Candidates::node_status`]) and by the disruption search ([`disrupt_candidates`]).
+pub struct Candidates<'a> {
+    snapshot: &'a ClusterSnapshot,
+    now: crate::model::Timestamp,
+    pods_on: candidate::PodsByNode,
+    candidates: Vec<Candidate>,
+    /// Per NodePool: (managed initialized nodes, disrupting nodes), for budgets.
+    counts: std::collections::BTreeMap<String, (u32, u32)>,
+    pdbs: Vec<candidate::PdbState<'a>>,
+}
+
+// === impl Candidates ===
+
+impl<'a> Candidates<'a> {
+    /// Builds the candidates of `snapshot` at `now`, pricing them from `catalog`.
+    pub fn new(
+        snapshot: &'a ClusterSnapshot,
+        catalog: &Catalog,
+        now: crate::model::Timestamp,
+    ) -> Self {
+        let pods_on = candidate::pods_by_node(snapshot);
+        let (candidates, counts) = candidate::build(snapshot, catalog, now, &pods_on);
+        Self {
+            snapshot,
+            now,
+            pods_on,
+            candidates,
+            counts,
+            pdbs: candidate::pdb_states(snapshot),
+        }
+    }
+
+    /// What Karpenter would write on each candidate with something to say, sorted by node
+    /// (see [`node_status`]).
+    pub fn node_status(&self) -> Vec<crate::plan::NodeDisruptionStatus> {
+        status::of_candidates(self)
+    }
+}
+
 /// Computes the disruption decisions of a snapshot with dovetail's search.
 ///
 /// # Errors
@@ -254,6 +301,26 @@ pub fn disrupt(
     build: &BuildSimulator<'_>,
 ) -> Result<Outcome, Error> {
     disrupt_after_launch(snapshot, catalog, options, build, &[])
+}
+
+/// As [`disrupt_after_launch`], from candidates already built at `options.now` over the same
+/// snapshot and catalog (a plan builds them once for its node status too), with a simulator
+/// builder threads may share: the underutilized searches run on two threads
+/// ([`run_concurrently`]).
+///
+/// # Errors
+/// [`Error::Schedule`] when a budget schedule is invalid.
+pub fn disrupt_candidates<'a>(
+    candidates: Candidates<'a>,
+    catalog: &'a Catalog,
+    options: &'a PlanOptions,
+    build: &SyncBuildSimulator<'_>,
+    launch: &[(String, Vec<PodKey>)],
+) -> Result<Outcome, Error> {
+    let mut s = Evaluation::from_candidates(candidates, catalog, options)?;
+    s.place_pending(launch);
+    run_concurrently(&mut s, build);
+    Ok(s.finish())
 }
 
 /// As [`disrupt`], for a plan whose launch part places pending pods on existing nodes
@@ -280,16 +347,63 @@ pub fn disrupt_after_launch(
 /// single commands (which can chain on slack earlier commands leave) — and the one that saves
 /// more is kept.
 pub fn run(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>) {
+    let before = before_underutilized(s, build);
+    let mut sequence = s.clone();
+    underutilized(s, build);
+    karpenter_sequence(&mut sequence, build, MAX_SEQUENCE_PASSES);
+    keep_the_better(s, sequence, before);
+}
+
+/// As [`run`], with the two underutilized searches on two threads: they start from the same
+/// state and share nothing until the better is kept, so the outcome is [`run`]'s, in about the
+/// time of the longer search when a second core is free.
+pub fn run_concurrently(s: &mut Evaluation<'_>, build: &SyncBuildSimulator<'_>) {
+    let before = before_underutilized(s, build);
+    let sequence = s.clone();
+    let joined = std::thread::scope(|scope| {
+        let spawned = std::thread::Builder::new()
+            .name("karpenter-sequence".into())
+            // As much stack as a main thread usually has: the search runs the scheduler.
+            .stack_size(8 << 20)
+            .spawn_scoped(scope, move || {
+                let mut sequence = sequence;
+                karpenter_sequence(&mut sequence, build, MAX_SEQUENCE_PASSES);
+                sequence
+            });
+        spawned.ok().map(|handle| {
+            underutilized(s, build);
+            handle.join()
+        })
+    });
+    match joined {
+        Some(Ok(sequence)) => keep_the_better(s, sequence, before),
+        Some(Err(panic)) => std::panic::resume_unwind(panic),
+        // No thread to be had: both searches run here, one after the other.
+        None => {
+            let mut sequence = s.clone();
+            underutilized(s, build);
+            karpenter_sequence(&mut sequence, build, MAX_SEQUENCE_PASSES);
+            keep_the_better(s, sequence, before);
+        }
+    }
+}
+
+/// Everything [`run`] does before the underutilized searches (expiry, static scale-down, empty
+/// nodes, drift); the number of decisions committed by then.
+fn before_underutilized(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>) -> usize {
     expire(s, build);
     scale_down(s, build);
     empty(s);
     drift(s, build);
-    let before = s.decision_count();
-    let mut sequence = s.clone();
-    underutilized(s, build);
-    karpenter_sequence(&mut sequence, build, MAX_SEQUENCE_PASSES);
+    s.decision_count()
+}
+
+/// Keeps in `s` the search that saved more: `s` itself (the bulk search) unless Karpenter's
+/// `sequence` saved strictly more. `before` is how many decisions both started from.
+fn keep_the_better<'a>(s: &mut Evaluation<'a>, sequence: Evaluation<'a>, before: usize) {
     if sequence.savings() > s.savings() + 1e-9 {
         sequence.absorb_counters(s);
+        let mut sequence = sequence;
         let n = sequence.decision_count() - before;
         sequence.note(format!(
             "Underutilized: Karpenter's one-command-per-pass sequence ({n} decisions) saved more than the bulk search here, and was kept"
@@ -426,8 +540,10 @@ fn drift(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>) {
             let valid: Vec<usize> = drifted
                 .into_iter()
                 .take_while(|_| !sim.is_cancelled())
+                // Valid or not does not depend on what the replacements cost (drift has no
+                // price check): their cost improvement is skipped.
                 .filter(|&c| {
-                    s.evaluate(&*sim, &[c], Reason::Drifted, None)
+                    s.evaluate_unpriced(&*sim, &[c], Reason::Drifted)
                         .map_err(|r| s.reject(c, r))
                         .is_ok()
                 })
@@ -485,8 +601,17 @@ fn underutilized(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>) {
                     if repackable.len() >= limit || sim.is_cancelled() {
                         break;
                     }
-                    match s.evaluate(&*sim, &[c], Reason::Underutilized, None) {
-                        Ok(cmd) => {
+                    // Once the first replacement is found, what new claims would cost no
+                    // longer matters here: priced or not, a candidate whose pods need them is
+                    // repackable, so their cost improvement is skipped.
+                    let verdict = if first_replace.is_none() {
+                        s.evaluate(&*sim, &[c], Reason::Underutilized, None)
+                            .map(Some)
+                    } else {
+                        s.evaluate_unpriced(&*sim, &[c], Reason::Underutilized)
+                    };
+                    match verdict {
+                        Ok(Some(cmd)) => {
                             repackable.push(c);
                             if cmd.replacements.is_empty() {
                                 deletable.push(c);
@@ -494,6 +619,7 @@ fn underutilized(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>) {
                                 first_replace = Some(cmd);
                             }
                         }
+                        Ok(None) => repackable.push(c),
                         // Alone it is not cheaper, but with others it may be (many→k).
                         Err(Rejection::NotCheaper(_)) => repackable.push(c),
                         Err(r) => s.reject(c, r),
@@ -514,7 +640,7 @@ fn underutilized(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>) {
             // Beyond Karpenter's one order: also the least utilized first. Of every command
             // found, the one that saves most wins.
             let util: std::collections::BTreeMap<usize, f64> =
-                order.iter().map(|&c| (c, s.utilization(c))).collect();
+                order.iter().copied().zip(s.utilizations(&order)).collect();
             let by_util = |v: &[usize]| {
                 let mut v = v.to_vec();
                 v.sort_by(|a, b| util[a].total_cmp(&util[b]).then(rank[a].cmp(&rank[b])));

@@ -58,8 +58,11 @@ pub fn plan_cancellable(
         &snapshot.shifted_zones,
     );
     let catalog: &Catalog = &adjusted;
-    let scheduler =
-        scheduling::Scheduler::new(snapshot, catalog, options).with_cancel(cancel.clone());
+    // The NodePool tables are built once for the launch plan and every state of the
+    // disruption search (they all have the input's NodePools).
+    let shared = scheduling::SharedTables::new(snapshot, catalog);
+    let scheduler = scheduling::Scheduler::with_shared(snapshot, catalog, options, &shared)
+        .with_cancel(cancel.clone());
     let results = scheduler.solve();
     cancel.check()?;
     let mut plan = Plan::default();
@@ -94,7 +97,9 @@ pub fn plan_cancellable(
     plan.notes.extend(statics.notes);
     // What Karpenter writes on the candidates (conditions, Events), whether or not disruption
     // is planned: its NodeClaim disruption controller runs regardless.
-    plan.node_status = consolidation::node_status(snapshot, catalog, options.now);
+    // One set of candidates serves the status and the disruption search.
+    let candidates = consolidation::Candidates::new(snapshot, catalog, options.now);
+    plan.node_status = candidates.node_status();
     if !options.no_disruption {
         let launch: Vec<(String, Vec<model::PodKey>)> = plan
             .existing_nodes
@@ -102,11 +107,12 @@ pub fn plan_cancellable(
             .map(|e| (e.name.clone(), e.pods.clone()))
             .collect();
         let token = cancel.clone();
+        let shared = &shared;
         let build = consolidation::builder(move |s, c, o| {
-            Box::new(scheduling::Scheduler::new(s, c, o).with_cancel(token.clone()))
+            Box::new(scheduling::Scheduler::with_shared(s, c, o, shared).with_cancel(token.clone()))
         });
         let outcome =
-            consolidation::disrupt_after_launch(snapshot, catalog, options, &build, &launch);
+            consolidation::disrupt_candidates(candidates, catalog, options, &build, &launch);
         cancel.check()?;
         match outcome {
             Ok(outcome) => {

@@ -46,7 +46,7 @@ use crate::model::Pod;
 use crate::requirements::{self, Requirement, Requirements};
 
 pub use results::{MAX_INSTANCE_TYPES, Results};
-pub use scheduler::Scheduler;
+pub use scheduler::{Scheduler, SharedTables};
 pub use static_pools::{static_pool_sizes, static_target};
 
 /// The requirements a pod puts on its node: `nodeSelector`, the first required node-affinity

@@ -411,3 +411,51 @@ proptest! {
         audit(&s, &cat, &out.decisions);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// A plan runs the bulk search and Karpenter's sequence on two threads, from candidates it
+    /// also writes the node status from: its decisions are those of the searches run one after
+    /// the other, and its status that of the candidates built alone.
+    #[test]
+    fn a_plans_concurrent_search_and_shared_candidates_change_nothing((s, cat) in clusters()) {
+        let o = opts();
+        let mut one_after_the_other = Evaluation::new(&s, &cat, &o).expect("valid");
+        consolidation::run(&mut one_after_the_other, &consolidation::with_scheduler);
+        let mut concurrent = Evaluation::new(&s, &cat, &o).expect("valid");
+        consolidation::run_concurrently(&mut concurrent, &consolidation::with_scheduler);
+        let sequential = one_after_the_other.finish();
+        prop_assert_eq!(&concurrent.finish(), &sequential);
+        let plan = planner::plan(&s, &cat, &o);
+        prop_assert_eq!(&plan.disruptions, &sequential.decisions);
+        prop_assert_eq!(&plan.node_status, &consolidation::node_status(&s, &cat, o.now));
+    }
+
+    /// Skipping the cost improvement of new claims changes no verdict: the unpriced evaluation
+    /// of a group is the priced one whenever it gives a command or a rejection, and otherwise
+    /// the priced one replaces the nodes or finds the replacement not cheaper.
+    #[test]
+    fn an_unpriced_evaluation_says_what_the_priced_one_says((s, cat) in clusters()) {
+        use consolidation::{Reason, Rejection};
+        let o = opts();
+        let session = Evaluation::new(&s, &cat, &o).expect("valid");
+        let sim = session.build(&consolidation::with_scheduler);
+        let n = session.candidates().len();
+        let groups: Vec<Vec<usize>> = (0..n).map(|c| vec![c]).chain((1..n).map(|c| vec![c - 1, c])).collect();
+        for group in &groups {
+            for reason in [Reason::Underutilized, Reason::Drifted] {
+                let priced = session.evaluate(&*sim, group, reason, None);
+                match session.evaluate_unpriced(&*sim, group, reason) {
+                    Ok(Some(cmd)) => prop_assert_eq!(&priced, &Ok(cmd), "{:?} {:?}", group, reason),
+                    Ok(None) => prop_assert!(
+                        matches!(&priced, Ok(c) if !c.replacements.is_empty())
+                            || matches!(&priced, Err(Rejection::NotCheaper(_))),
+                        "{:?} {:?}: {:?}", group, reason, priced
+                    ),
+                    Err(r) => prop_assert_eq!(&priced, &Err(r), "{:?} {:?}", group, reason),
+                }
+            }
+        }
+    }
+}

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::balanced::{self, PoolTotals};
 use super::budgets::Budgets;
 use super::candidate::{self, Candidate, PdbState, PodsByNode};
-use super::{BuildSimulator, Error, Outcome, Reason, Relocation, Simulate, Stats};
+use super::{BuildSimulator, Candidates, Error, Outcome, Reason, Relocation, Simulate, Stats};
 use crate::catalog::{Catalog, InstanceType};
 use crate::model::{ClusterSnapshot, ConsolidationPolicy, NodePool, PlanOptions, Pod, PodKey};
 use crate::plan::{DisruptionDecision, PlannedNodeClaim};
@@ -41,6 +41,15 @@ pub struct Command {
     pub savings_per_hour: f64,
     /// Pods no node can take (only ever set for forceful expiry).
     pub unschedulable: Vec<(PodKey, String)>,
+}
+
+/// Whether a simulation improves the cost of the new claims it opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pricing {
+    /// As the scheduler plans them (cost improvement included).
+    Improved,
+    /// As first fit packed them: for a caller that does not read their price.
+    FirstFit,
 }
 
 /// Why a group of candidates cannot be disrupted.
@@ -105,11 +114,33 @@ impl<'a> Evaluation<'a> {
         catalog: &'a Catalog,
         options: &'a PlanOptions,
     ) -> Result<Self, Error> {
-        let pods_on = candidate::pods_by_node(snapshot);
-        let (candidates, counts) = candidate::build(snapshot, catalog, options.now, &pods_on);
+        Self::from_candidates(
+            Candidates::new(snapshot, catalog, options.now),
+            catalog,
+            options,
+        )
+    }
+
+    /// [`Evaluation::new`] from candidates already built at `options.now` (over the same
+    /// snapshot and catalog).
+    ///
+    /// # Errors
+    /// [`Error::Schedule`] when a budget schedule is invalid.
+    pub fn from_candidates(
+        set: Candidates<'a>,
+        catalog: &'a Catalog,
+        options: &'a PlanOptions,
+    ) -> Result<Self, Error> {
+        let Candidates {
+            snapshot,
+            now: _,
+            pods_on,
+            candidates,
+            counts,
+            pdbs,
+        } = set;
         let budgets = Budgets::new(&snapshot.node_pools, &counts, options.now)?;
         let unusable = candidate::unusable_destinations(snapshot, &candidates, options.now);
-        let pdbs = candidate::pdb_states(snapshot);
         let pdb_remaining = pdbs.iter().map(|p| p.allowed).collect();
         let mut pod_pdbs = BTreeMap::new();
         if !pdbs.is_empty() {
@@ -264,9 +295,33 @@ impl<'a> Evaluation<'a> {
     /// node is unknown or has no allocatable).
     pub fn utilization(&self, c: usize) -> f64 {
         let name = &self.candidates[c].name;
-        let Some(node) = self.working.nodes.iter().find(|n| &n.name == name) else {
-            return 0.0;
-        };
+        match self.working.nodes.iter().find(|n| &n.name == name) {
+            Some(node) => self.utilization_on(c, node),
+            None => 0.0,
+        }
+    }
+
+    /// [`Evaluation::utilization`] of each of `cands`, finding their nodes in one pass.
+    pub fn utilizations(&self, cands: &[usize]) -> Vec<f64> {
+        let nodes: std::collections::HashMap<&str, &crate::model::Node> = self
+            .working
+            .nodes
+            .iter()
+            .rev()
+            .map(|n| (n.name.as_str(), n))
+            .collect();
+        cands
+            .iter()
+            .map(|&c| {
+                nodes
+                    .get(self.candidates[c].name.as_str())
+                    .map_or(0.0, |node| self.utilization_on(c, node))
+            })
+            .collect()
+    }
+
+    fn utilization_on(&self, c: usize, node: &crate::model::Node) -> f64 {
+        let name = &self.candidates[c].name;
         let mut used = crate::model::Resources::default();
         for p in self.displaced(name) {
             used.add(&p.requests);
@@ -415,6 +470,42 @@ impl<'a> Evaluation<'a> {
         reason: Reason,
         max_claims: Option<usize>,
     ) -> Result<Command, Rejection> {
+        let result = self.relocate(sim, group, reason, max_claims, Pricing::Improved)?;
+        self.judge(group, reason, max_claims, result)
+    }
+
+    /// As [`Evaluation::evaluate`] with no bound on new claims, for a caller that needs the
+    /// command only when it adds no claim: the simulation skips the cost improvement of new
+    /// claims. `Ok(None)`: the pods fit, on new claims too (the verdict on their price is not
+    /// known); any other answer is exactly what [`Evaluation::evaluate`] gives. Sound because
+    /// the improvement never changes where pods go on existing capacity, which fit nowhere, or
+    /// whether a new claim is needed, and without new claims it has nothing to improve.
+    ///
+    /// # Errors
+    /// A [`Rejection`] saying why not.
+    pub fn evaluate_unpriced(
+        &self,
+        sim: &dyn Simulate,
+        group: &[usize],
+        reason: Reason,
+    ) -> Result<Option<Command>, Rejection> {
+        let result = self.relocate(sim, group, reason, None, Pricing::FirstFit)?;
+        if !result.new_claims.is_empty() {
+            return Ok(None);
+        }
+        self.judge(group, reason, None, result).map(Some)
+    }
+
+    /// The simulation of [`Evaluation::evaluate`] and the checks that do not depend on what new
+    /// claims cost: PDB allowances, pods that fit nowhere, capacity that cannot be counted on.
+    fn relocate(
+        &self,
+        sim: &dyn Simulate,
+        group: &[usize],
+        reason: Reason,
+        max_claims: Option<usize>,
+        pricing: Pricing,
+    ) -> Result<Relocation, Rejection> {
         let mut displaced: Vec<&Pod> = Vec::new();
         for &c in group {
             displaced.extend(self.displaced(&self.candidates[c].name));
@@ -437,8 +528,9 @@ impl<'a> Evaluation<'a> {
             Relocation::default()
         } else {
             self.simulations.set(self.simulations.get() + 1);
-            if max_claims == Some(0) {
-                // Any new claim rejects the group, whatever it costs.
+            if max_claims == Some(0) || pricing == Pricing::FirstFit {
+                // Any new claim rejects the group, whatever it costs, or the caller does not
+                // read what the new claims cost.
                 sim.simulate_without_new_claims(&removed, &displaced)
             } else if reason.is_forceful() {
                 sim.simulate(&removed, &displaced)
@@ -460,6 +552,18 @@ impl<'a> Evaluation<'a> {
                 }
             }
         }
+        Ok(result)
+    }
+
+    /// The rules of `reason` on a simulation's result (new claims within `max_claims`,
+    /// strictly cheaper, a repack's least saving, Balanced's score): the command, or why not.
+    fn judge(
+        &self,
+        group: &[usize],
+        reason: Reason,
+        max_claims: Option<usize>,
+        result: Relocation,
+    ) -> Result<Command, Rejection> {
         if max_claims == Some(0) && !result.new_claims.is_empty() {
             // Counted before cost improvement, which was skipped: say only that some are needed.
             return Err(Rejection::NotCheaper(

@@ -6,11 +6,12 @@
 //! `pkg/controllers/disruption/{consolidation,emptiness}.go` `ShouldDisrupt`,
 //! aws/karpenter-provider-aws `pkg/cloudprovider/drift.go`).
 //!
-//! It reads the same candidates the disruption search reads ([`super::candidate::build`]) and
-//! decides nothing new: the watcher writes these facts to the cluster.
+//! It reads the same candidates the disruption search reads ([`Candidates`], built once per plan)
+//! and decides nothing new: the watcher writes these facts to the cluster.
 
 use std::collections::BTreeMap;
 
+use super::Candidates;
 use super::candidate::{self, Candidate};
 use crate::catalog::Catalog;
 use crate::labels;
@@ -18,14 +19,19 @@ use crate::model::{ClusterSnapshot, ConsolidationPolicy, Pod, Timestamp};
 use crate::plan::NodeDisruptionStatus;
 
 /// The status of every candidate of `snapshot` at `now` with something to say, sorted by node.
+/// (A plan builds its candidates once, [`Candidates::new`], and asks them instead.)
 pub fn node_status(
     snapshot: &ClusterSnapshot,
     catalog: &Catalog,
     now: Timestamp,
 ) -> Vec<NodeDisruptionStatus> {
-    let pods_on = candidate::pods_by_node(snapshot);
-    let (candidates, _) = candidate::build(snapshot, catalog, now, &pods_on);
-    let pdbs = candidate::pdb_states(snapshot);
+    Candidates::new(snapshot, catalog, now).node_status()
+}
+
+/// [`node_status`] from candidates already built.
+pub(super) fn of_candidates(set: &Candidates<'_>) -> Vec<NodeDisruptionStatus> {
+    let (snapshot, now) = (set.snapshot, set.now);
+    let (candidates, pods_on, pdbs) = (&set.candidates, &set.pods_on, &set.pdbs);
     let pools: BTreeMap<&str, _> = snapshot
         .node_pools
         .iter()
@@ -37,7 +43,7 @@ pub fn node_status(
         .map(|n| (n.name.as_str(), n))
         .collect();
     let mut out = Vec::new();
-    for c in &candidates {
+    for c in candidates {
         let mut pods: Vec<&Pod> = pods_on
             .get(&c.name)
             .map(|v| v.iter().map(|&i| &snapshot.pods[i]).collect())
@@ -46,7 +52,7 @@ pub fn node_status(
         let empty = !pods.iter().any(|p| candidate::is_reschedulable(p));
         let blocked = nodes
             .get(c.name.as_str())
-            .and_then(|node| blocked(c, node, &pods, &pdbs, now))
+            .and_then(|node| blocked(c, node, &pods, pdbs, now))
             .unwrap_or_default();
         let consolidation_disabled = pools
             .get(c.node_pool.as_str())

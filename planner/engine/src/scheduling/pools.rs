@@ -90,8 +90,11 @@ impl TypeEntry {
 /// A NodePool ready for scheduling.
 #[derive(Clone, Debug)]
 pub(crate) struct Pool<'a> {
-    /// The NodePool.
-    pub(crate) np: &'a NodePool,
+    /// The NodePool (shared, not borrowed: the tables of one plan's NodePools serve every
+    /// cluster state of its disruption search, see `scheduler::SharedTables`).
+    pub(crate) np: std::sync::Arc<NodePool>,
+    /// The tables borrow nothing; the lifetime keeps the type's signature.
+    _input: std::marker::PhantomData<&'a NodePool>,
     /// Template requirements: spec requirements, template labels, `karpenter.sh/nodepool`.
     pub(crate) reqs: Requirements,
     /// Instance types it can launch, cheapest first.
@@ -123,7 +126,7 @@ impl<'a> Pool<'a> {
     /// Builds the table of one NodePool. `catalog` is the catalog as the pool's node class sees
     /// it; `class_missing` names a node class the pool references that is not in the input.
     pub(crate) fn new(
-        np: &'a NodePool,
+        np: &NodePool,
         catalog: &Catalog,
         class_missing: Option<&str>,
         daemons: &[DaemonInfo<'_>],
@@ -131,7 +134,8 @@ impl<'a> Pool<'a> {
         min_values: MinValuesPolicy,
     ) -> Self {
         let mut pool = Pool {
-            np,
+            np: std::sync::Arc::new(np.clone()),
+            _input: std::marker::PhantomData,
             reqs: Requirements::new(),
             types: Vec::new(),
             daemon: d.zero(),
@@ -289,7 +293,7 @@ impl<'a> Pool<'a> {
     }
 
     /// Taints pods must tolerate (startup taints are ignored, as Karpenter does).
-    pub(crate) fn taints(&self) -> &'a [Taint] {
+    pub(crate) fn taints(&self) -> &[Taint] {
         &self.np.taints
     }
 }

@@ -32,7 +32,9 @@ pub(super) struct Tables<'a> {
     pub(super) snapshot: &'a ClusterSnapshot,
     pub(super) options: &'a PlanOptions,
     pub(super) dims: Dims,
-    pub(super) pools: Vec<Pool<'a>>,
+    /// NodePool tables, by weight (shared by the schedulers of one plan, see
+    /// [`super::scheduler::SharedTables`]).
+    pub(super) pools: std::sync::Arc<super::scheduler::PoolTables<'a>>,
     pub(super) existing: Vec<ExistingNode>,
     /// Indices into `existing` by node (or claim) name, to drop the removed ones of a run
     /// without comparing every name.
@@ -332,10 +334,13 @@ impl<'s, 'a> Run<'s, 'a> {
                 .check(self.sigs.get(sig_id), None)
                 .map_err(|r| r.permanent);
             if res.is_ok() && constrained {
-                let (class, classes) = self.topology_class(n);
+                let class = self.topology_class(n);
                 if answers.len() <= class {
                     answers.resize(class + 1, None);
                 }
+                let Some((_, classes)) = &self.classes else {
+                    unreachable!("topology_class sets the classes");
+                };
                 let answer = answers[class].get_or_insert_with(|| {
                     let node = self
                         .topology
@@ -383,22 +388,18 @@ impl<'s, 'a> Run<'s, 'a> {
         placed
     }
 
-    /// The class of existing node `n` (see [`Classes`]) under the current groups, and the
-    /// classes.
-    fn topology_class(&mut self, n: usize) -> (usize, Arc<Classes>) {
+    /// The class of existing node `n` (see [`Classes`]) under the current groups; the classes
+    /// are then in `self.classes`.
+    fn topology_class(&mut self, n: usize) -> usize {
         let keys = self.topology.key_count();
         let classes = match &self.classes {
-            Some((k, c)) if *k == keys => Arc::clone(c),
+            Some((k, c)) if *k == keys => c,
             _ => {
                 let c = self.s.classes(&self.topology);
-                self.classes = Some((keys, Arc::clone(&c)));
-                c
+                &self.classes.insert((keys, c)).1
             }
         };
-        (
-            classes.of_node[self.existing_ids[n] as usize] as usize,
-            classes,
-        )
+        classes.of_node[self.existing_ids[n] as usize] as usize
     }
 
     fn add_claims(&mut self, i: u32, sig_id: u32) -> bool {

@@ -3,10 +3,12 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 
 use crate::catalog::Catalog;
 use crate::model::{
-    ClusterSnapshot, NodeClass, PlanOptions, Pod, PreferencePolicy, WhenUnsatisfiable,
+    ClusterSnapshot, MinValuesPolicy, NodeClass, PlanOptions, Pod, PreferencePolicy,
+    WhenUnsatisfiable,
 };
 
 use super::dims::Dims;
@@ -32,6 +34,27 @@ impl<'a> Scheduler<'a> {
         snapshot: &'a ClusterSnapshot,
         catalog: &'a Catalog,
         options: &'a PlanOptions,
+    ) -> Self {
+        Self::build(snapshot, catalog, options, None)
+    }
+
+    /// As [`Scheduler::new`], reusing the NodePool tables `shared` built for an earlier state
+    /// of the same plan when this state has the same NodePools, node classes, DaemonSets and
+    /// resources (as every state of a disruption search does): they are then not rebuilt.
+    pub fn with_shared(
+        snapshot: &'a ClusterSnapshot,
+        catalog: &'a Catalog,
+        options: &'a PlanOptions,
+        shared: &SharedTables<'_>,
+    ) -> Self {
+        Self::build(snapshot, catalog, options, Some(shared))
+    }
+
+    fn build(
+        snapshot: &'a ClusterSnapshot,
+        catalog: &'a Catalog,
+        options: &'a PlanOptions,
+        shared: Option<&SharedTables<'_>>,
     ) -> Self {
         let mut ext: BTreeSet<String> = BTreeSet::new();
         let mut collect = |r: &crate::model::Resources| {
@@ -69,32 +92,19 @@ impl<'a> Scheduler<'a> {
             .map(|ds| DaemonInfo::new(ds, &d))
             .collect();
 
-        let mut node_pools: Vec<&crate::model::NodePool> = snapshot.node_pools.iter().collect();
-        // Karpenter's OrderByWeight: weight descending, equal weights by name descending.
-        node_pools.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| b.name.cmp(&a.name)));
-        // Without a node class the catalog is used as it is (not copied: the scheduler is
-        // rebuilt for every state of a disruption plan).
-        let mut class_catalogs: BTreeMap<String, Cow<'_, Catalog>> = BTreeMap::new();
-        let mut pools = Vec::new();
+        let built: Arc<PoolTables<'a>> = match shared {
+            Some(shared) => shared.get(snapshot, catalog, options, ext, &daemons, &d),
+            None => Arc::new(PoolTables::new(
+                snapshot,
+                catalog,
+                options.min_values_policy,
+                &daemons,
+                &d,
+            )),
+        };
         let mut notes = catalog.notes.clone();
-        for np in node_pools {
-            let class: Option<&NodeClass> = np
-                .node_class
-                .as_deref()
-                .and_then(|name| snapshot.node_classes.iter().find(|c| c.name == name));
-            let missing = match (&np.node_class, class) {
-                (Some(name), None) => Some(name.as_str()),
-                _ => None,
-            };
-            let key = class.map(|c| c.name.clone()).unwrap_or_default();
-            let cat = class_catalogs.entry(key).or_insert_with(|| match class {
-                None => Cow::Borrowed(catalog),
-                Some(_) => Cow::Owned(for_node_class(catalog, class)),
-            });
-            let pool = Pool::new(np, cat, missing, &daemons, &d, options.min_values_policy);
-            notes.extend(pool.notes.iter().cloned());
-            pools.push(pool);
-        }
+        notes.extend(built.notes.iter().cloned());
+        let pools = built;
         let existing = existing_node::build(snapshot, &daemons, &pools, &d);
 
         let going = going_nodes(snapshot);
@@ -246,15 +256,18 @@ impl<'a> Scheduler<'a> {
         self.simulation(removed, displaced).results()
     }
 
-    fn simulation(&self, removed: &[&str], displaced: &[&Pod]) -> Run<'_, 'a> {
+    /// The run of a disruption simulation. It borrows the displaced pods rather than copying
+    /// them: the run lives no longer than they do, and the tables it reads are only ever read.
+    fn simulation<'p>(&'p self, removed: &[&str], displaced: &[&'p Pod]) -> Run<'p, 'p> {
         let removed: BTreeSet<String> = removed.iter().map(|s| s.to_string()).collect();
-        let mut sorted: Vec<&Pod> = displaced.to_vec();
+        let mut sorted: Vec<&'p Pod> = displaced.to_vec();
         sorted.sort_by(|a, b| queue::compare(a, b));
-        let items: Vec<Item<'a>> = sorted
+        let items: Vec<Item<'p>> = sorted
             .into_iter()
-            .map(|p| self.item(Cow::Owned(p.clone())))
+            .map(|p| self.item(Cow::Borrowed(p)))
             .collect();
-        Run::new(&self.tables, &removed, items)
+        let tables: &'p Tables<'p> = &self.tables;
+        Run::new(tables, &removed, items)
     }
 
     fn run(&self, removed: &BTreeSet<String>, pods: Vec<&'a Pod>) -> Run<'_, 'a> {
@@ -265,7 +278,7 @@ impl<'a> Scheduler<'a> {
         Run::new(&self.tables, removed, items)
     }
 
-    fn item(&self, pod: Cow<'a, Pod>) -> Item<'a> {
+    fn item<'p>(&self, pod: Cow<'p, Pod>) -> Item<'p> {
         let pod = if self.tables.options.preference_policy == PreferencePolicy::Ignore
             && has_preferences(&pod)
         {
@@ -276,6 +289,129 @@ impl<'a> Scheduler<'a> {
             pod
         };
         Item { pod, sig: u32::MAX }
+    }
+}
+
+/// The NodePool tables of a scheduler (by Karpenter's weight order) and their notes.
+#[derive(Debug)]
+pub(super) struct PoolTables<'a> {
+    pub(super) pools: Vec<Pool<'a>>,
+    notes: Vec<String>,
+}
+
+// === impl PoolTables ===
+
+impl<'a> std::ops::Deref for PoolTables<'a> {
+    type Target = [Pool<'a>];
+
+    fn deref(&self) -> &[Pool<'a>] {
+        &self.pools
+    }
+}
+
+impl<'a> PoolTables<'a> {
+    /// The tables of the NodePools and node classes of `snapshot` over `catalog`.
+    fn new(
+        snapshot: &ClusterSnapshot,
+        catalog: &Catalog,
+        min_values: MinValuesPolicy,
+        daemons: &[DaemonInfo<'_>],
+        d: &Dims,
+    ) -> Self {
+        let mut node_pools: Vec<&crate::model::NodePool> = snapshot.node_pools.iter().collect();
+        // Karpenter's OrderByWeight: weight descending, equal weights by name descending.
+        node_pools.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| b.name.cmp(&a.name)));
+        // Without a node class the catalog is used as it is (not copied).
+        let mut class_catalogs: BTreeMap<String, Cow<'_, Catalog>> = BTreeMap::new();
+        let mut pools = Vec::new();
+        let mut notes = Vec::new();
+        for np in node_pools {
+            let class: Option<&NodeClass> = np
+                .node_class
+                .as_deref()
+                .and_then(|name| snapshot.node_classes.iter().find(|c| c.name == name));
+            let missing = match (&np.node_class, class) {
+                (Some(name), None) => Some(name.as_str()),
+                _ => None,
+            };
+            let key = class.map(|c| c.name.clone()).unwrap_or_default();
+            let cat = class_catalogs.entry(key).or_insert_with(|| match class {
+                None => Cow::Borrowed(catalog),
+                Some(_) => Cow::Owned(for_node_class(catalog, class)),
+            });
+            let pool = Pool::new(np, cat, missing, daemons, d, min_values);
+            notes.extend(pool.notes.iter().cloned());
+            pools.push(pool);
+        }
+        Self { pools, notes }
+    }
+}
+
+/// NodePool tables shared by the schedulers of one plan ([`Scheduler::with_shared`]): a
+/// disruption search builds a scheduler for every cluster state it reaches, and the states
+/// differ in nodes and pods, not in NodePools, node classes or DaemonSets. The tables are
+/// built from `snapshot` (the plan's input) and given to a state only when its NodePools, node
+/// classes and DaemonSets equal the input's, over the same catalog, options and resources.
+#[derive(Debug)]
+pub struct SharedTables<'o> {
+    snapshot: &'o ClusterSnapshot,
+    catalog: &'o Catalog,
+    /// The tables with the resources and minValues policy they were built for.
+    built: Mutex<Option<Built>>,
+}
+
+/// Shared NodePool tables, with the resources and minValues policy they were built for.
+type Built = (BTreeSet<String>, MinValuesPolicy, Arc<PoolTables<'static>>);
+
+// === impl SharedTables ===
+
+impl<'o> SharedTables<'o> {
+    /// Tables to be built from `snapshot`'s NodePools, node classes and DaemonSets over
+    /// `catalog`.
+    pub fn new(snapshot: &'o ClusterSnapshot, catalog: &'o Catalog) -> Self {
+        Self {
+            snapshot,
+            catalog,
+            built: Mutex::new(None),
+        }
+    }
+
+    /// The tables for a state, shared when it has the input's NodePools, node classes and
+    /// DaemonSets (and `ext`'s resources, the same policy), else its own.
+    fn get<'a>(
+        &self,
+        snapshot: &'a ClusterSnapshot,
+        catalog: &Catalog,
+        options: &PlanOptions,
+        ext: BTreeSet<String>,
+        daemons: &[DaemonInfo<'_>],
+        d: &Dims,
+    ) -> Arc<PoolTables<'a>> {
+        let policy = options.min_values_policy;
+        let same_input = snapshot.node_pools == self.snapshot.node_pools
+            && snapshot.node_classes == self.snapshot.node_classes
+            && snapshot.daemon_sets == self.snapshot.daemon_sets;
+        if !same_input || !std::ptr::eq(catalog, self.catalog) {
+            return Arc::new(PoolTables::new(snapshot, catalog, policy, daemons, d));
+        }
+        let mut built = self
+            .built
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*built {
+            Some((e, p, tables)) if *e == ext && *p == policy => Arc::clone(tables),
+            _ => {
+                let tables = Arc::new(PoolTables::new(
+                    self.snapshot,
+                    self.catalog,
+                    policy,
+                    daemons,
+                    d,
+                ));
+                *built = Some((ext, policy, Arc::clone(&tables)));
+                tables
+            }
+        }
     }
 }
 

@@ -85,7 +85,7 @@ impl Scheduler<'_> {
         }
         let sizes = static_pool_sizes(t.snapshot);
         for (p, pool) in t.pools.iter().enumerate() {
-            let Some(target) = static_target(pool.np) else {
+            let Some(target) = static_target(&pool.np) else {
                 continue;
             };
             let have = sizes.get(pool.name()).copied().unwrap_or(0);
