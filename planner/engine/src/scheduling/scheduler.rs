@@ -75,6 +75,9 @@ impl<'a> Scheduler<'a> {
         // Without a node class the catalog is used as it is (not copied: the scheduler is
         // rebuilt for every state of a disruption plan).
         let mut class_catalogs: BTreeMap<String, Cow<'_, Catalog>> = BTreeMap::new();
+        // NodeOverlays: each pool's types with the overlays that select them (none when the
+        // gate is off or there is no overlay).
+        let overlays = crate::catalog::overlay::Evaluation::of(snapshot, catalog, options);
         let mut pools = Vec::new();
         let mut notes = catalog.notes.clone();
         for np in node_pools {
@@ -91,7 +94,8 @@ impl<'a> Scheduler<'a> {
                 None => Cow::Borrowed(catalog),
                 Some(_) => Cow::Owned(for_node_class(catalog, class)),
             });
-            let pool = Pool::new(np, cat, missing, &daemons, &d, options.min_values_policy);
+            let cat = overlays.for_pool(&np.name, cat);
+            let pool = Pool::new(np, &cat, missing, &daemons, &d, options.min_values_policy);
             notes.extend(pool.notes.iter().cloned());
             pools.push(pool);
         }
