@@ -91,13 +91,13 @@ pub struct OptionsUsed {
     pub no_disruption: bool,
     /// The StaticCapacity feature gate.
     pub static_capacity: bool,
-    /// The NodeOverlay feature gate.
-    #[serde(default)]
-    pub node_overlay: bool,
     /// Karpenter's `reservedENIs`.
     pub reserved_enis: u32,
     /// Karpenter's `vmMemoryOverheadPercent`.
     pub vm_memory_overhead_percent: f64,
+    /// The NodeOverlay feature gate.
+    #[serde(default)]
+    pub node_overlay: bool,
 }
 
 // === impl OptionsUsed ===

@@ -294,13 +294,26 @@ fn weight(o: &NodeOverlay) -> i32 {
     o.weight.unwrap_or(0)
 }
 
-/// Karpenter's `RuntimeValidate` of the requirements: restricted label keys and values as
-/// NodePool requirements have them, `NotIn` with values; the requirements as a set.
+/// Karpenter's `RuntimeValidate` of the requirements (`v1.ValidateRequirement`): restricted
+/// label keys (well-known ones such as `karpenter.sh/nodepool` are allowed), qualified names
+/// and label values, `NotIn` with values; the requirements as a set.
 fn runtime_validate(o: &NodeOverlay) -> Result<Requirements, String> {
     for r in &o.requirements {
-        if crate::validation::is_restricted_requirement_key(&r.key) {
+        if r.key != labels::NODEPOOL && crate::validation::is_restricted_requirement_key(&r.key) {
             return Err(format!(
                 "invalid value: label {:?} is restricted in requirements, restricted",
+                r.key
+            ));
+        }
+        if let Err(why) = qualified_name(&r.key) {
+            return Err(format!(
+                "invalid value: key {} is not a qualified name, {why} in requirements, restricted",
+                r.key
+            ));
+        }
+        if let Some(v) = r.values.iter().find(|v| !label_value(v)) {
+            return Err(format!(
+                "invalid value: invalid value {v} for key {} in requirements, restricted",
                 r.key
             ));
         }
@@ -313,6 +326,51 @@ fn runtime_validate(o: &NodeOverlay) -> Result<Requirements, String> {
     }
     Requirements::from_input(&o.requirements)
         .map_err(|e| format!("invalid value: {e} in requirements, restricted"))
+}
+
+/// Kubernetes' `IsQualifiedName`: an optional DNS-subdomain prefix (at most 253 characters)
+/// and `/`, then a name of at most 63 alphanumerics, `-`, `_` or `.`, starting and ending
+/// alphanumeric.
+fn qualified_name(key: &str) -> Result<(), String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if let Some(p) = prefix {
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        };
+        if p.is_empty() || p.len() > 253 || !p.split('.').all(label_ok) {
+            return Err("the prefix must be a DNS subdomain".to_string());
+        }
+    }
+    if name.is_empty() || name.len() > 63 {
+        return Err("the name part must be 1-63 characters".to_string());
+    }
+    if !label_value(name) {
+        return Err(
+            "the name part must be alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
+                .to_string(),
+        );
+    }
+    Ok(())
+}
+
+/// Kubernetes' `IsValidLabelValue`: empty, or at most 63 alphanumerics, `-`, `_` or `.`,
+/// starting and ending alphanumeric.
+fn label_value(v: &str) -> bool {
+    let b = v.as_bytes();
+    v.is_empty()
+        || (v.len() <= 63
+            && b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric()
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.')))
 }
 
 /// The offerings (zone, capacity type) of `it` that `reqs` selects in NodePool `np`, `None`
@@ -508,6 +566,27 @@ mod tests {
         let e = Evaluation::evaluate(&[o], &[(&np, &c)]);
         assert_eq!(status(&e, "o").reason, RUNTIME_VALIDATION);
         assert!(matches!(e.for_pool("default", &c), Cow::Borrowed(_)));
+    }
+
+    /// "should fail validation for invalid requirements values": a key too long to be a
+    /// qualified name.
+    #[test]
+    fn a_key_that_is_not_a_qualified_name_fails_runtime_validation() {
+        let c = catalog();
+        let np = pool("default");
+        let mut o = overlay(
+            "o",
+            &["default-instance-type"],
+            Some(10),
+            PriceChange::Price(1.0),
+        );
+        o.requirements = vec![req(
+            &format!("test.com.test/test-{}", "a".repeat(250)),
+            Operator::Exists,
+            &[],
+        )];
+        let e = Evaluation::evaluate(&[o], &[(&np, &c)]);
+        assert_eq!(status(&e, "o").reason, RUNTIME_VALIDATION);
     }
 
     /// "should update capacity for instance types from multiple overlays".
