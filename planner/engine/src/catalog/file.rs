@@ -375,7 +375,7 @@ fn offerings(t: &RawType, at: &Field<'_>) -> Result<Vec<Offering>> {
             }
             (false, Some(p)) => p,
         };
-        if !o.unpriced && !(price.is_finite() && price > 0.0) {
+        if !(o.unpriced || price.is_finite() && price > 0.0) {
             return Err(f
                 .child("price")
                 .invalid(format!("{price} is not a positive, finite price")));

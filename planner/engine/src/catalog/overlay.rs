@@ -49,6 +49,9 @@ pub struct NodeOverlayStatus {
     pub message: String,
 }
 
+/// An offering of a type, by zone and capacity type.
+type OfferingKey = (String, String);
+
 /// One offering's price change and the weight of the last overlay that matched it.
 #[derive(Clone, Debug)]
 struct PriceUpdate {
@@ -130,7 +133,7 @@ impl Evaluation {
                 }
             };
             // Validate against every NodePool first, then store: no partial application.
-            let mut matches: Vec<(&str, &str, Vec<(String, String)>)> = Vec::new();
+            let mut matches: Vec<(&str, &str, Vec<OfferingKey>)> = Vec::new();
             for (np, catalog) in pools {
                 for it in &catalog.instance_types {
                     if let Some(offs) = overlaid_offerings(np, it, &reqs) {
