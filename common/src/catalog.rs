@@ -41,8 +41,14 @@ pub struct Offering {
     pub capacity_type: String,
     /// USD per hour.
     pub price: f64,
-    /// False when known to be out of capacity.
+    /// False when known to be out of capacity, or when no price source knows its price.
     pub available: bool,
+    /// No price source knows this offering's price (a preview type EC2 describes to an
+    /// allow-listed account): `price` is 0 and `available` false for that reason alone. A
+    /// valid NodeOverlay with a `price` for the type makes it available under the `NodeOverlay`
+    /// gate, as the AWS provider's offering resolver does (`base_resolver.go`, `hasPrice`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unpriced: bool,
 }
 
 /// One instance type.

@@ -89,6 +89,7 @@ fn facts(types: &[(&str, i64, f64)]) -> CatalogFacts {
                         capacity_type: "spot".into(),
                         price: *spot,
                         available: true,
+                        unpriced: false,
                     })
                     .collect(),
             })

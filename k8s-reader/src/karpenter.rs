@@ -331,6 +331,46 @@ pub fn node_pool(v: &Value) -> Result<pb::NodePool> {
     })
 }
 
+/// Converts a NodeOverlay (karpenter.sh/v1alpha1). The CRD's rules that its schema states
+/// (patterns of `price` and `priceAdjustment`, not both, weight 1–10000, no standard resource in
+/// `capacity`) are left to the planner, which names the field; quantities are checked here.
+///
+/// # Errors
+/// A field the planner cannot use, named by its path.
+pub fn node_overlay(v: &Value) -> Result<pb::NodeOverlay> {
+    let spec = at(v, &["spec"]);
+    let text = |field: &str| -> Result<Option<String>> {
+        match spec.and_then(|s| s.get(field)) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(field_err(
+                format!("spec.{field}"),
+                format!("expected a string, got {other}"),
+            )),
+        }
+    };
+    let weight = match spec.and_then(|s| s.get("weight")) {
+        None | Some(Value::Null) => None,
+        Some(w) => Some(
+            w.as_i64()
+                .and_then(|w| i32::try_from(w).ok())
+                .ok_or_else(|| field_err("spec.weight", format!("expected an integer, got {w}")))?,
+        ),
+    };
+    Ok(pb::NodeOverlay {
+        name: str_at(v, &["metadata", "name"]).unwrap_or_default().into(),
+        requirements: requirements(
+            spec.and_then(|s| s.get("requirements")),
+            "spec.requirements",
+        )?,
+        price: text("price")?,
+        price_adjustment: text("priceAdjustment")?,
+        capacity: resource_map(spec.and_then(|s| s.get("capacity")), "spec.capacity")?,
+        weight,
+        uid: str_at(v, &["metadata", "uid"]).unwrap_or_default().into(),
+    })
+}
+
 /// Converts a NodeClaim.
 ///
 /// # Errors
@@ -607,6 +647,43 @@ mod tests {
         assert_eq!(c.image_id.as_deref(), Some("ami-1"));
         assert_eq!(c.annotations["dovetail.io/subnet-id"], "subnet-1");
         assert_eq!(c.annotations["dovetail.io/security-group-ids"], "sg-1");
+    }
+
+    #[test]
+    fn a_node_overlay_keeps_its_spec_and_names_a_bad_quantity() {
+        let v = serde_json::json!({
+            "apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay",
+            "metadata": {"name": "preview-price", "uid": "u1"},
+            "spec": {
+                "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                  "values": ["p5e.48xlarge"]}],
+                "price": "98.32",
+                "capacity": {"example.com/widget": 4},
+                "weight": 10,
+            },
+        });
+        let o = node_overlay(&v).expect("converts");
+        assert_eq!(o.name, "preview-price");
+        assert_eq!(o.uid, "u1");
+        assert_eq!(o.price.as_deref(), Some("98.32"));
+        assert_eq!(o.price_adjustment, None);
+        assert_eq!(o.weight, Some(10));
+        assert_eq!(o.requirements[0].values, ["p5e.48xlarge"]);
+        assert_eq!(
+            o.capacity.get("example.com/widget").map(String::as_str),
+            Some("4")
+        );
+        let mut bad = v.clone();
+        bad["spec"]["capacity"] = serde_json::json!({"example.com/widget": "lots"});
+        let e = node_overlay(&bad).expect_err("bad quantity");
+        assert!(
+            e.to_string()
+                .starts_with("spec.capacity.example.com/widget:"),
+            "{e}"
+        );
+        bad["spec"] = serde_json::json!({"requirements": [], "price": 1.5});
+        let e = node_overlay(&bad).expect_err("price must be a string");
+        assert!(e.to_string().starts_with("spec.price:"), "{e}");
     }
 
     #[test]

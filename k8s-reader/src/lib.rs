@@ -25,7 +25,9 @@ use proto::v1 as pb;
 use thiserror::Error;
 
 pub use cluster::{PriorityClasses, namespace, node, pdb, priority_class, pv, pvc, storage_class};
-pub use karpenter::{DEFAULT_EXPIRE_AFTER, node_claim, node_class, node_pool, parse_duration};
+pub use karpenter::{
+    DEFAULT_EXPIRE_AFTER, node_claim, node_class, node_overlay, node_pool, parse_duration,
+};
 pub use pod::{daemon_set, pod};
 
 /// An object that cannot be converted.

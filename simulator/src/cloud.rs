@@ -391,9 +391,11 @@ impl SimCloud {
         !s.no_capacity.contains(key)
             && self.instance_type(&key.instance_type).is_some_and(|t| {
                 t.offerings.iter().any(|o| {
+                    // An unpriced offering (a preview type) has capacity; only its price is
+                    // unpublished.
                     o.zone == key.zone
                         && o.capacity_type == key.capacity_type.as_str()
-                        && o.available
+                        && (o.available || o.unpriced)
                 })
             })
     }

@@ -314,6 +314,7 @@ fn build() -> Result<Catalog, DataError> {
                     capacity_type: class.clone(),
                     price,
                     available: true,
+                    unpriced: false,
                 });
             }
         }
@@ -413,6 +414,7 @@ pub fn sample_catalog(region: &str) -> Catalog {
                         zone: z.clone(),
                         capacity_type: ct.into(),
                         price: p,
+                        unpriced: false,
                         available: true,
                     });
                 }

@@ -159,6 +159,7 @@ pub(super) fn run(args: &PlanArgs, clock_now: i64) -> Result<(), CliError> {
                 || args.feature_gates.spot_to_spot_consolidation,
             no_disruption: args.no_disruption,
             static_capacity: args.feature_gates.static_capacity,
+            node_overlay: args.feature_gates.node_overlay,
             reserved_enis: args.reserved_enis,
             vm_memory_overhead_percent: planner::model::VmMemoryOverhead(
                 args.vm_memory_overhead_percent,

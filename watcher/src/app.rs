@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::feedback;
-use crate::informers::{self, NAMES, Readiness, Sinks};
+use crate::informers::{self, Readiness, Sinks};
 use crate::leader;
 use crate::metrics::Metrics;
 use crate::mirror::Mirror;
@@ -121,7 +121,7 @@ pub fn start(
     metrics: Metrics,
 ) -> Running {
     let mirror = Mirror::new();
-    let readiness = Readiness::new(NAMES);
+    let readiness = Readiness::new(settings.informers.names());
     metrics.attach(mirror.clone(), readiness.clone());
     let (invalid_tx, mut invalid_rx) = mpsc::unbounded_channel();
     let (stop, stop_rx) = watch::channel(false);

@@ -73,9 +73,11 @@ async fn run(config: Config, planners: Arc<PlannerClient>) -> anyhow::Result<()>
         spot_to_spot_consolidation: config.feature_gates.spot_to_spot_consolidation,
         no_disruption: false,
         static_capacity: config.feature_gates.static_capacity,
+        node_overlay: config.feature_gates.node_overlay,
         reserved_enis: i32::try_from(config.reserved_enis).unwrap_or(i32::MAX),
         vm_memory_overhead_percent: Some(config.vm_memory_overhead_percent),
     };
+    settings.informers.node_overlays = config.feature_gates.node_overlay;
     settings.timings.batch_idle = config.batch_idle;
     settings.timings.batch_max = config.batch_max;
     settings.timings.consolidate_every = config.consolidation_interval;

@@ -3,14 +3,16 @@
 //! can never be planned), the status of NodePools (resources in use, node count, and the
 //! conditions Ready, ValidationSucceeded and NodeClassReady), the NodeClaim conditions
 //! Drifted and Consolidatable with the Events DisruptionBlocked and Unconsolidatable on Nodes
-//! and NodeClaims (`claims`), and `PlannerValidationSucceeded=False` / `Ready=False` on the
-//! EC2NodeClasses a plan left out.
+//! and NodeClaims (`claims`), `PlannerValidationSucceeded=False` / `Ready=False` on the
+//! EC2NodeClasses a plan left out, and NodeOverlays' `ValidationSucceeded` / `Ready`
+//! (`overlays`, under the `NodeOverlay` gate).
 //!
 //! Feedback only reports; it never changes what is planned.
 
 mod claims;
 mod events;
 mod node_class;
+mod overlays;
 mod status;
 
 use std::sync::Arc;
@@ -22,6 +24,7 @@ use tokio::sync::{mpsc, watch};
 pub use claims::{ClaimStatus, Wanted, disruption_events, merged_conditions, wanted};
 pub use events::{DisruptionEvent, Events, PodEvent, pod_events};
 pub use node_class::NodeClassStatus;
+pub use overlays::OverlayStatus;
 pub use status::{NodePoolStatus, desired_status};
 
 use crate::informers::Invalid;
@@ -61,6 +64,7 @@ pub async fn run(
     let mut events = Events::new(client.clone(), reporter);
     let mut status = NodePoolStatus::new(client.clone());
     let mut claims = ClaimStatus::new(client.clone());
+    let mut overlays = OverlayStatus::new(client.clone());
     let mut classes = NodeClassStatus::new(client);
     let mut left_out: Vec<proto::v1::ExcludedObject> = Vec::new();
     let mut tick = tokio::time::interval(status_every);
@@ -83,6 +87,7 @@ pub async fn run(
                     left_out.clone_from(&plan.excluded);
                     status.note_plan(&plan);
                     classes.note_plan(&plan);
+                    overlays.note_plan(&plan);
                     let todo = pod_events(&plan, &mirror);
                     events.publish_all(todo).await;
                     claims.note_plan(&plan, &mirror, &mut events).await;
@@ -90,6 +95,7 @@ pub async fn run(
                 status.reconcile(&mirror).await;
                 claims.reconcile().await;
                 classes.reconcile().await;
+                overlays.reconcile().await;
             }
             Some(bad) = invalid.recv() => {
                 if bad.kind == crate::mirror::Kind::Pod {
@@ -103,6 +109,7 @@ pub async fn run(
                 status.reconcile(&mirror).await;
                 claims.reconcile().await;
                 classes.reconcile().await;
+                overlays.reconcile().await;
             }
         }
     }

@@ -39,13 +39,15 @@ pub enum Kind {
     Pv,
     /// StorageClasses.
     StorageClass,
+    /// Karpenter NodeOverlays (watched under the `NodeOverlay` gate).
+    NodeOverlay,
 }
 
 // === impl Kind ===
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Pod,
         Kind::Node,
         Kind::NodeClaim,
@@ -57,6 +59,7 @@ impl Kind {
         Kind::Pvc,
         Kind::Pv,
         Kind::StorageClass,
+        Kind::NodeOverlay,
     ];
 
     /// The kind of a compact object.
@@ -73,6 +76,7 @@ impl Kind {
             Object::Pvc(_) => Kind::Pvc,
             Object::Pv(_) => Kind::Pv,
             Object::StorageClass(_) => Kind::StorageClass,
+            Object::NodeOverlay(_) => Kind::NodeOverlay,
         }
     }
 
@@ -90,6 +94,7 @@ impl Kind {
             Kind::Pvc => "PersistentVolumeClaim",
             Kind::Pv => "PersistentVolume",
             Kind::StorageClass => "StorageClass",
+            Kind::NodeOverlay => "NodeOverlay",
         }
     }
 
@@ -114,6 +119,7 @@ pub fn key(o: &Object) -> String {
         Object::Pvc(c) => k(&c.uid, Some(&c.namespace), &c.name),
         Object::Pv(v) => k(&v.uid, None, &v.name),
         Object::StorageClass(c) => k(&c.uid, None, &c.name),
+        Object::NodeOverlay(o) => k(&o.uid, None, &o.name),
     }
 }
 
@@ -124,7 +130,7 @@ fn is_pending(o: &Object) -> bool {
 /// The objects and the unsent changes.
 #[derive(Debug, Default)]
 pub struct State {
-    objects: [BTreeMap<String, Object>; 11],
+    objects: [BTreeMap<String, Object>; 12],
     delta: BTreeSet<(Kind, String)>,
     /// Pending pods by `namespace/name` → uid (plans name pods by `namespace/name`).
     pending: HashMap<String, String>,
@@ -259,6 +265,7 @@ impl State {
                     Object::Pvc(x) => s.pvcs.push(x),
                     Object::Pv(x) => s.pvs.push(x),
                     Object::StorageClass(x) => s.storage_classes.push(x),
+                    Object::NodeOverlay(x) => s.node_overlays.push(x),
                 }
             }
         }

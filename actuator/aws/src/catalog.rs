@@ -12,8 +12,9 @@
 //!   hours) over the region's built-in table (`common::ec2::prices`, us-east-1's for a region
 //!   Karpenter publishes none for, as Karpenter does); notes say which.
 //!
-//! A spot offering needs a spot price and an on-demand offering an on-demand price; offerings
-//! without one are left out and counted in a note. Types are sorted by name and offerings by
+//! A spot offering needs a spot price and an on-demand offering an on-demand price; an offering
+//! without one is carried unavailable and `unpriced` (counted in a note), so that a planner can
+//! price it from a NodeOverlay as Karpenter does for preview instance types. Types are sorted by name and offerings by
 //! zone then capacity type, so the same answers give the same catalog (and version).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -273,6 +274,31 @@ async fn spot_prices(
     Ok(latest.into_iter().map(|(k, (_, p))| (k, p)).collect())
 }
 
+/// An offering at a known price.
+fn priced(zone: &str, capacity_type: &str, price: f64) -> Offering {
+    Offering {
+        zone: zone.to_string(),
+        capacity_type: capacity_type.to_string(),
+        price,
+        available: true,
+        unpriced: false,
+    }
+}
+
+/// An offering no price source knows (a preview type, or a zone without spot price history):
+/// unavailable unless a NodeOverlay prices it (aws/karpenter-provider-aws
+/// `pkg/providers/instancetype/offering/base_resolver.go`: `Available` needs `hasPrice`, and
+/// `GetOverlayPrice` supplies one).
+fn unpriced(zone: &str, capacity_type: &str) -> Offering {
+    Offering {
+        zone: zone.to_string(),
+        capacity_type: capacity_type.to_string(),
+        price: 0.0,
+        available: false,
+        unpriced: true,
+    }
+}
+
 /// Puts the answers together (pure, so it is tested without EC2).
 pub fn assemble(
     region: &str,
@@ -296,24 +322,20 @@ pub fn assemble(
         for zone in zones {
             if info.usage_classes.iter().any(|c| c == CAPACITY_ON_DEMAND) {
                 match on_demand {
-                    Some(price) => offerings.push(Offering {
-                        zone: zone.clone(),
-                        capacity_type: CAPACITY_ON_DEMAND.to_string(),
-                        price,
-                        available: true,
-                    }),
-                    None => no_on_demand_price += 1,
+                    Some(price) => offerings.push(priced(zone, CAPACITY_ON_DEMAND, price)),
+                    None => {
+                        no_on_demand_price += 1;
+                        offerings.push(unpriced(zone, CAPACITY_ON_DEMAND));
+                    }
                 }
             }
             if info.usage_classes.iter().any(|c| c == CAPACITY_SPOT) {
                 match spot.get(&(info.name.clone(), zone.clone())) {
-                    Some(&price) => offerings.push(Offering {
-                        zone: zone.clone(),
-                        capacity_type: CAPACITY_SPOT.to_string(),
-                        price,
-                        available: true,
-                    }),
-                    None => no_spot_price += 1,
+                    Some(&price) => offerings.push(priced(zone, CAPACITY_SPOT, price)),
+                    None => {
+                        no_spot_price += 1;
+                        offerings.push(unpriced(zone, CAPACITY_SPOT));
+                    }
                 }
             }
         }
@@ -338,11 +360,13 @@ pub fn assemble(
         ),
         (
             no_on_demand_price,
-            "on-demand offerings have no price in the built-in table and are left out",
+            "on-demand offerings have no price in the built-in table or the Pricing API and are \
+             carried unavailable (unpriced: a NodeOverlay price makes them available)",
         ),
         (
             no_spot_price,
-            "spot offerings have no spot price history and are left out",
+            "spot offerings have no spot price history and are carried unavailable (unpriced: a \
+             NodeOverlay price makes them available)",
         ),
     ] {
         if n > 0 {
@@ -407,6 +431,7 @@ mod tests {
         let m5: Vec<(&str, &str, f64)> = facts.instance_types[0]
             .offerings
             .iter()
+            .filter(|o| !o.unpriced)
             .map(|o| (o.zone.as_str(), o.capacity_type.as_str(), o.price))
             .collect();
         assert_eq!(
@@ -417,7 +442,12 @@ mod tests {
                 ("us-east-1b", "on-demand", 0.096),
             ]
         );
-        assert!(facts.instance_types[1].offerings.is_empty());
+        let preview = &facts.instance_types[1].offerings;
+        assert_eq!(preview.len(), 1, "{preview:?}");
+        assert!(
+            preview[0].unpriced && !preview[0].available && preview[0].price == 0.0,
+            "a type no price source knows is carried unpriced and unavailable: {preview:?}"
+        );
         let notes = facts.notes.join("\n");
         assert!(
             notes.contains("1 instance types are offered in none"),

@@ -66,6 +66,7 @@ fn instance_type(t: &InstanceTypeFacts) -> pb::InstanceTypeFacts {
                 capacity_type: o.capacity_type.clone(),
                 price: o.price,
                 available: o.available,
+                unpriced: o.unpriced,
             })
             .collect(),
     }

@@ -347,6 +347,7 @@ mod tests {
                             capacity_type: "on-demand".into(),
                             price: 0.1 + i as f64 * 0.1 + j as f64 * 0.01,
                             available: true,
+                            unpriced: false,
                         })
                         .collect(),
                 })
@@ -406,6 +407,7 @@ mod tests {
                     zone: z.to_string(),
                     capacity_type: "on-demand".into(),
                     price: price + j as f64 * 0.01,
+                    unpriced: false,
                     available: true,
                 })
                 .collect(),

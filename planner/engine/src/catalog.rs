@@ -12,12 +12,15 @@
 //! - [`settings`]: Karpenter's `reservedENIs` and `vmMemoryOverheadPercent`, applied for one
 //!   plan from its options.
 //! - [`zonal_shift`]: zones under an ARC zonal shift: no offerings, no voluntary disruption.
+//! - [`overlay`]: Karpenter's NodeOverlays (prices, extended resources, preview types), per
+//!   NodePool, under the `NodeOverlay` gate.
 //! - [`mod@file`]: the `--instance-types` file format (`file::parse(text, source)`).
 //! - [`synthetic`]: Karpenter's scheduling-benchmark catalog, for benches and tests.
 
 pub mod aws;
 pub mod file;
 pub mod overhead;
+pub mod overlay;
 pub mod settings;
 pub mod synthetic;
 pub mod zonal_shift;
@@ -97,6 +100,7 @@ mod tests {
             capacity_type: "spot".to_string(),
             price,
             available,
+            unpriced: false,
         }
     }
 

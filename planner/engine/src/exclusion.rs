@@ -217,6 +217,8 @@ pub fn partition(s: &mut ClusterSnapshot) -> Vec<Exclusion> {
         .retain(|v| !dup("PersistentVolume", "", &v.name, &mut out));
     s.storage_classes
         .retain(|c| !dup("StorageClass", "", &c.name, &mut out));
+    s.node_overlays
+        .retain(|o| !dup("NodeOverlay", "", &o.name, &mut out));
     out
 }
 

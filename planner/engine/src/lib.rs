@@ -57,6 +57,10 @@ pub fn plan_cancellable(
         catalog::settings::for_options(catalog, options),
         &snapshot.shifted_zones,
     );
+    // NodeOverlays (gate `NodeOverlay`): preview types priced by an overlay become available;
+    // the per-NodePool changes are applied by the scheduler.
+    let overlays = catalog::overlay::Evaluation::of(snapshot, &adjusted, options);
+    let adjusted = overlays.price_previews(adjusted);
     let catalog: &Catalog = &adjusted;
     // The NodePool tables are built once for the launch plan and every state of the
     // disruption search (they all have the input's NodePools).
@@ -93,6 +97,7 @@ pub fn plan_cancellable(
         .map(|(pod, reason)| plan::Unschedulable { pod, reason })
         .collect();
     plan.options = Some(plan::OptionsUsed::of(options));
+    plan.node_overlays = overlays.statuses;
     plan.notes = results.notes;
     plan.notes.extend(statics.notes);
     // What Karpenter writes on the candidates (conditions, Events), whether or not disruption

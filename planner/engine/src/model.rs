@@ -8,6 +8,7 @@
 pub mod named;
 mod node;
 mod nodepool;
+mod overlay;
 mod pod;
 mod selectors;
 mod snapshot;
@@ -20,6 +21,7 @@ pub use node::{ClaimIndex, Node, NodeClaim};
 pub use nodepool::{
     Budget, BudgetNodes, ConsolidationPolicy, Disruption, KubeletConfig, NodeClass, NodePool,
 };
+pub use overlay::{NodeOverlay, PriceChange};
 pub use pod::{
     HostPort, NodeInclusionPolicy, OwnerRef, Pod, PodAffinityTerm, PodKey, PodPhase,
     TopologySpreadConstraint, WeightedPodAffinityTerm, WhenUnsatisfiable,

@@ -43,6 +43,10 @@ pub struct Plan {
     /// clock is not repeated: the request carries it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<OptionsUsed>,
+    /// Each NodeOverlay's `ValidationSucceeded`, by name (empty when the `NodeOverlay` gate is
+    /// off).
+    #[serde(default)]
+    pub node_overlays: Vec<crate::catalog::overlay::NodeOverlayStatus>,
 }
 
 /// The disruption facts of one node, in Karpenter's words
@@ -91,6 +95,9 @@ pub struct OptionsUsed {
     pub reserved_enis: u32,
     /// Karpenter's `vmMemoryOverheadPercent`.
     pub vm_memory_overhead_percent: f64,
+    /// The NodeOverlay feature gate.
+    #[serde(default)]
+    pub node_overlay: bool,
 }
 
 // === impl OptionsUsed ===
@@ -105,6 +112,7 @@ impl OptionsUsed {
             spot_to_spot_consolidation: o.spot_to_spot_consolidation,
             no_disruption: o.no_disruption,
             static_capacity: o.static_capacity,
+            node_overlay: o.node_overlay,
             reserved_enis: o.reserved_enis,
             vm_memory_overhead_percent: o.vm_memory_overhead_percent.0,
         }

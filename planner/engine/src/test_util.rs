@@ -28,11 +28,13 @@ pub fn instance_type(name: &str, cpu: i64, mem_gi: i64, pods: i64, price: f64) -
             capacity_type: labels::CAPACITY_ON_DEMAND.to_string(),
             price,
             available: true,
+            unpriced: false,
         });
         offerings.push(Offering {
             zone: zone.to_string(),
             capacity_type: labels::CAPACITY_SPOT.to_string(),
             price: price * 0.4,
+            unpriced: false,
             available: true,
         });
     }

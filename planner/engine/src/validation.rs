@@ -199,6 +199,12 @@ pub fn snapshot(s: &ClusterSnapshot) -> Result {
         let obj = format!("StorageClass {}", c.name);
         unique(&mut seen, &at, &obj, "StorageClass", "", &c.name)?;
     }
+    seen.clear();
+    for (i, o) in s.node_overlays.iter().enumerate() {
+        let at = format!("snapshot.node_overlays[{i}]");
+        let obj = format!("NodeOverlay {}", o.name);
+        unique(&mut seen, &at, &obj, "NodeOverlay", "", &o.name)?;
+    }
     Ok(())
 }
 

@@ -33,6 +33,7 @@ const KINDS: &[(&str, bool)] = &[
     ("NodePool", false),
     ("NodeClaim", false),
     ("EC2NodeClass", false),
+    ("NodeOverlay", false),
 ];
 
 fn is_known(kind: &str) -> bool {
@@ -62,6 +63,7 @@ pub(crate) struct Objects {
     pub(crate) node_pools: Vec<At<Value>>,
     pub(crate) node_claims: Vec<At<Value>>,
     pub(crate) node_classes: Vec<At<Value>>,
+    pub(crate) node_overlays: Vec<At<Value>>,
     pub(crate) warnings: Vec<String>,
     pub(crate) skipped: Vec<Skipped>,
     /// Pods so far: pods as given plus every controller's desired replicas.
@@ -338,6 +340,10 @@ impl Objects {
             ("karpenter.k8s.aws/v1", "EC2NodeClass") => {
                 karpenter_meta(value)?;
                 self.node_classes.push((value.clone(), here()));
+            }
+            ("karpenter.sh/v1alpha1", "NodeOverlay") => {
+                karpenter_meta(value)?;
+                self.node_overlays.push((value.clone(), here()));
             }
             _ => {
                 if let Some(warning) = legacy::legacy_kind(api_version, kind) {

@@ -118,6 +118,16 @@ const FIELDS: &[(&str, &[(&str, &str)])] = &[
             ("allowed_topologies", "allowedTopologies"),
         ],
     ),
+    (
+        "node_overlays",
+        &[
+            ("requirements", "spec.requirements"),
+            ("price_adjustment", "spec.priceAdjustment"),
+            ("price", "spec.price"),
+            ("capacity", "spec.capacity"),
+            ("weight", "spec.weight"),
+        ],
+    ),
 ];
 
 /// Fields every object has in its metadata.

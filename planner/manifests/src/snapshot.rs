@@ -300,6 +300,11 @@ fn others(
         objects.storage_classes,
         k8s_reader::storage_class
     );
+    convert!(
+        node_overlays,
+        objects.node_overlays,
+        k8s_reader::node_overlay
+    );
     Ok(())
 }
 

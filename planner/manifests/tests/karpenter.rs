@@ -142,6 +142,10 @@ struct Expect {
     /// Texts some plan note contains (case-insensitive).
     #[serde(default)]
     notes_contain: Vec<String>,
+    /// NodeOverlay → its `ValidationSucceeded` in the plan: `True`, or the False reason
+    /// (`Conflict`, `RuntimeValidation`, or an exclusion's reason such as `Invalid`).
+    #[serde(default)]
+    node_overlays: BTreeMap<String, String>,
     /// The positive twin of a "nothing happens" scenario: the same input without the blocker,
     /// which must act.
     unblocked: Option<Box<Unblocked>>,
@@ -809,6 +813,31 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot, contract: boo
             errs.push(format!(
                 "{node} is blocked, yet disrupted: {} {:?}",
                 d.reason, d.nodes
+            ));
+        }
+    }
+    for (name, want) in &expect.node_overlays {
+        let got = plan
+            .node_overlays
+            .iter()
+            .find(|o| &o.name == name)
+            .map(|o| {
+                if o.validation_succeeded {
+                    "True".to_string()
+                } else {
+                    o.reason.clone()
+                }
+            })
+            .or_else(|| {
+                plan.excluded
+                    .iter()
+                    .find(|e| e.kind == "NodeOverlay" && &e.name == name)
+                    .map(|e| e.reason.clone())
+            });
+        if got.as_deref() != Some(want.as_str()) {
+            errs.push(format!(
+                "NodeOverlay {name}: ValidationSucceeded {got:?}, expected {want:?}; statuses: {:?}",
+                plan.node_overlays
             ));
         }
     }

@@ -109,11 +109,13 @@ pub fn catalog() -> Catalog {
                 capacity_type: "on-demand".into(),
                 price: od,
                 available: true,
+                unpriced: false,
             });
             offerings.push(Offering {
                 zone: zone.into(),
                 capacity_type: "spot".into(),
                 price: od * 0.36,
+                unpriced: false,
                 available: true,
             });
         }
@@ -237,7 +239,14 @@ pub fn plan() -> Plan {
             min_values_policy: "Strict".into(),
             reserved_enis: 1,
             vm_memory_overhead_percent: 0.075,
+            node_overlay: true,
             ..planner::plan::OptionsUsed::default()
         }),
+        node_overlays: vec![planner::catalog::overlay::NodeOverlayStatus {
+            name: "preview-price".into(),
+            validation_succeeded: false,
+            reason: "Conflict".into(),
+            message: "conflict with another overlay".into(),
+        }],
     }
 }

@@ -149,7 +149,76 @@ fn rich_snapshot() -> ClusterSnapshot {
         volume_binding_mode: VolumeBindingMode::WaitForFirstConsumer,
         allowed_topologies: vec![],
     });
+    let mut widgets = Resources::default();
+    widgets.extended.insert("example.com/widget".into(), 4000);
+    for (name, price) in [
+        ("preview-price", Some(model::PriceChange::Price(98.32))),
+        ("discount", Some(model::PriceChange::Percent(-15.0))),
+        ("surcharge", Some(model::PriceChange::Add(0.1))),
+        ("widgets", None),
+    ] {
+        s.node_overlays.push(model::NodeOverlay {
+            name: name.into(),
+            requirements: vec![model::Requirement {
+                key: "node.kubernetes.io/instance-type".into(),
+                operator: Operator::In,
+                values: vec!["p5e.48xlarge".into()],
+                min_values: None,
+            }],
+            price,
+            capacity: if price.is_none() {
+                widgets.clone()
+            } else {
+                Resources::default()
+            },
+            weight: Some(10),
+        });
+    }
     s
+}
+
+/// NodeOverlays are refused by the CRD's rules, each error naming the field.
+#[test]
+fn node_overlay_rules_name_the_field() {
+    let overlay = |f: fn(&mut pb::NodeOverlay)| {
+        let mut o = pb::NodeOverlay {
+            name: "o".into(),
+            requirements: vec![pb::Requirement {
+                key: "node.kubernetes.io/instance-type".into(),
+                operator: "In".into(),
+                values: vec!["m5.large".into()],
+                min_values: None,
+            }],
+            ..pb::NodeOverlay::default()
+        };
+        f(&mut o);
+        to_model::node_overlay(o, At::ROOT).map(|_| ())
+    };
+    assert!(overlay(|o| o.price = Some("1.5".into())).is_ok());
+    let field = |r: crate::Result<()>| r.expect_err("refused").field().to_string();
+    assert_eq!(
+        field(overlay(|o| {
+            o.price = Some("1".into());
+            o.price_adjustment = Some("+1".into());
+        })),
+        "price_adjustment"
+    );
+    assert_eq!(field(overlay(|o| o.price = Some("-1".into()))), "price");
+    assert_eq!(
+        field(overlay(|o| o.price_adjustment = Some("-150%".into()))),
+        "price_adjustment"
+    );
+    assert_eq!(field(overlay(|o| o.weight = Some(0))), "weight");
+    assert_eq!(
+        field(overlay(|o| {
+            o.capacity.insert("cpu".into(), "1".into());
+        })),
+        "capacity.cpu"
+    );
+    assert_eq!(
+        field(overlay(|o| o.requirements[0].values.clear())),
+        "requirements[0].values"
+    );
 }
 
 #[test]
@@ -162,6 +231,7 @@ fn snapshot_round_trips_through_the_wire() {
         spot_to_spot_consolidation: true,
         no_disruption: false,
         static_capacity: true,
+        node_overlay: true,
         reserved_enis: 2,
         vm_memory_overhead_percent: planner::model::VmMemoryOverhead(0.05),
     };
@@ -356,6 +426,7 @@ fn live_type(name: &str, vcpu: i64, arch: &str) -> pb::InstanceTypeFacts {
             capacity_type: "spot".into(),
             price: 0.035,
             available: true,
+            unpriced: false,
         }],
         ..pb::InstanceTypeFacts::default()
     }

@@ -131,6 +131,7 @@ pub fn options(o: pb::PlanOptions, at: At<'_>) -> Result<PlanOptions> {
         spot_to_spot_consolidation: o.spot_to_spot_consolidation,
         no_disruption: o.no_disruption,
         static_capacity: o.static_capacity,
+        node_overlay: o.node_overlay,
         reserved_enis,
         vm_memory_overhead_percent,
     })
@@ -158,6 +159,7 @@ pub fn snapshot(s: pb::ClusterSnapshot, at: At<'_>) -> Result<ClusterSnapshot> {
             storage_class,
         )?,
         shifted_zones: shifted_zones(s.shifted_zones, at.field("shifted_zones"))?,
+        node_overlays: list(s.node_overlays, at.field("node_overlays"), node_overlay)?,
     })
 }
 
@@ -803,6 +805,62 @@ pub fn storage_class(s: pb::StorageClass, at: At<'_>) -> Result<model::StorageCl
     })
 }
 
+/// Decodes a wire `NodeOverlay` (the CRD's rules: price and priceAdjustment patterns, not
+/// both, weight 1-10000, extended resources only); errors name the field below `at`.
+pub fn node_overlay(o: pb::NodeOverlay, at: At<'_>) -> Result<model::NodeOverlay> {
+    let name = non_empty(o.name, at.field("name"))?;
+    let price = match (o.price, o.price_adjustment) {
+        (Some(_), Some(_)) => {
+            return Err(at
+                .field("price_adjustment")
+                .err("cannot set both 'price' and 'priceAdjustment'"));
+        }
+        (Some(p), None) => {
+            Some(model::PriceChange::price(&p).map_err(|e| at.field("price").err(e))?)
+        }
+        (None, Some(p)) => Some(
+            model::PriceChange::adjustment(&p).map_err(|e| at.field("price_adjustment").err(e))?,
+        ),
+        (None, None) => None,
+    };
+    if let Some(w) = o.weight
+        && !(1..=10_000).contains(&w)
+    {
+        return Err(at.field("weight").err(format!("must be 1-10000, got {w}")));
+    }
+    let caps = at.field("capacity");
+    for k in o.capacity.keys() {
+        if matches!(
+            k.as_str(),
+            names::CPU | names::MEMORY | names::EPHEMERAL_STORAGE | names::PODS
+        ) {
+            return Err(caps
+                .key(k)
+                .err("invalid resource restricted (capacity adds extended resources only)"));
+        }
+    }
+    let requirements = requirements(o.requirements, at.field("requirements"))?;
+    for (i, r) in requirements.iter().enumerate() {
+        if matches!(r.operator, Operator::In | Operator::NotIn) && r.values.is_empty() {
+            return Err(at
+                .field("requirements")
+                .index(i)
+                .field("values")
+                .err(format!(
+                    "requirements with operator '{:?}' must have a value defined",
+                    r.operator
+                )));
+        }
+    }
+    Ok(model::NodeOverlay {
+        name,
+        requirements,
+        price,
+        capacity: resources(o.capacity, caps)?,
+        weight: o.weight,
+    })
+}
+
 fn claim_in(c: pb::PlannedNodeClaim) -> PlannedNodeClaim {
     PlannedNodeClaim {
         name: c.name,
@@ -902,12 +960,23 @@ pub fn plan(p: pb::PlanResponse) -> Plan {
                     empty: n.empty,
                 })
                 .collect(),
+            node_overlays: p
+                .node_overlays
+                .into_iter()
+                .map(|o| planner::catalog::overlay::NodeOverlayStatus {
+                    name: o.name,
+                    validation_succeeded: o.validation_succeeded,
+                    reason: o.reason,
+                    message: o.message,
+                })
+                .collect(),
             options: p.options.map(|o| OptionsUsed {
                 preference_policy: o.preference_policy,
                 min_values_policy: o.min_values_policy,
                 spot_to_spot_consolidation: o.spot_to_spot_consolidation,
                 no_disruption: o.no_disruption,
                 static_capacity: o.static_capacity,
+                node_overlay: o.node_overlay,
                 reserved_enis: u32::try_from(o.reserved_enis).unwrap_or(0),
                 vm_memory_overhead_percent: o
                     .vm_memory_overhead_percent

@@ -355,6 +355,7 @@ pub fn snapshot(s: &ClusterSnapshot) -> pb::ClusterSnapshot {
             })
             .collect(),
         shifted_zones: s.shifted_zones.clone(),
+        node_overlays: s.node_overlays.iter().map(node_overlay_out).collect(),
         storage_classes: s
             .storage_classes
             .iter()
@@ -365,6 +366,32 @@ pub fn snapshot(s: &ClusterSnapshot) -> pb::ClusterSnapshot {
                 uid: String::new(),
             })
             .collect(),
+    }
+}
+
+/// A NodeOverlay as its wire message (`price` / `priceAdjustment` as the CRD spells them).
+fn node_overlay_out(o: &model::NodeOverlay) -> pb::NodeOverlay {
+    let signed = |v: f64| {
+        if v < 0.0 {
+            format!("{v}")
+        } else {
+            format!("+{v}")
+        }
+    };
+    let (price, price_adjustment) = match o.price {
+        None => (None, None),
+        Some(model::PriceChange::Price(p)) => (Some(format!("{p}")), None),
+        Some(model::PriceChange::Add(d)) => (None, Some(signed(d))),
+        Some(model::PriceChange::Percent(p)) => (None, Some(format!("{}%", signed(p)))),
+    };
+    pb::NodeOverlay {
+        name: o.name.clone(),
+        requirements: o.requirements.iter().map(requirement_out).collect(),
+        price,
+        price_adjustment,
+        capacity: quantities(&o.capacity),
+        weight: o.weight,
+        uid: String::new(),
     }
 }
 
@@ -392,6 +419,7 @@ pub fn catalog(c: &Catalog) -> pb::Catalog {
                         capacity_type: o.capacity_type.clone(),
                         price: o.price,
                         available: o.available,
+                        unpriced: o.unpriced,
                     })
                     .collect(),
             })
@@ -408,6 +436,7 @@ pub fn options(o: &PlanOptions) -> pb::PlanOptions {
         spot_to_spot_consolidation: o.spot_to_spot_consolidation,
         no_disruption: o.no_disruption,
         static_capacity: o.static_capacity,
+        node_overlay: o.node_overlay,
         reserved_enis: i32::try_from(o.reserved_enis).unwrap_or(i32::MAX),
         vm_memory_overhead_percent: Some(o.vm_memory_overhead_percent.0),
     }
@@ -546,9 +575,20 @@ pub fn plan_response(p: &Plan) -> pb::PlanResponse {
             spot_to_spot_consolidation: o.spot_to_spot_consolidation,
             no_disruption: o.no_disruption,
             static_capacity: o.static_capacity,
+            node_overlay: o.node_overlay,
             reserved_enis: i32::try_from(o.reserved_enis).unwrap_or(i32::MAX),
             vm_memory_overhead_percent: Some(o.vm_memory_overhead_percent),
         }),
+        node_overlays: p
+            .node_overlays
+            .iter()
+            .map(|o| pb::NodeOverlayStatus {
+                name: o.name.clone(),
+                validation_succeeded: o.validation_succeeded,
+                reason: o.reason.clone(),
+                message: o.message.clone(),
+            })
+            .collect(),
     }
 }
 

@@ -231,10 +231,11 @@ pub(crate) fn describe_spot_price_history(aws: &Aws, p: &Params, rid: &str) -> R
         if !types.is_empty() && !types.contains(&t.name) {
             continue;
         }
+        // An unpriced offering (a preview type) has no spot price history.
         for o in t
             .offerings
             .iter()
-            .filter(|o| o.capacity_type == labels::CAPACITY_SPOT)
+            .filter(|o| o.capacity_type == labels::CAPACITY_SPOT && !o.unpriced)
         {
             if zone.is_some_and(|z| z != o.zone) {
                 continue;

@@ -26,7 +26,8 @@ fn products(aws: &Aws) -> Vec<(Vec<(String, String)>, String)> {
         let Some(price) = t
             .offerings
             .iter()
-            .filter(|o| o.capacity_type == labels::CAPACITY_ON_DEMAND)
+            // An unpriced offering (a preview type) is in no price list.
+            .filter(|o| o.capacity_type == labels::CAPACITY_ON_DEMAND && !o.unpriced)
             .map(|o| o.price)
             .min_by(f64::total_cmp)
         else {

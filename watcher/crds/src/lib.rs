@@ -1,13 +1,15 @@
 //! dovetail's custom resources, compatible with Karpenter v1: [`NodePool`] and [`NodeClaim`]
-//! (`karpenter.sh/v1`) and [`EC2NodeClass`] (`karpenter.k8s.aws/v1`), with the schemas,
-//! defaults, CEL rules, printer columns and status subresources of Karpenter's own CRDs.
+//! (`karpenter.sh/v1`), [`EC2NodeClass`] (`karpenter.k8s.aws/v1`) and [`NodeOverlay`]
+//! (`karpenter.sh/v1alpha1`), with the schemas, defaults, CEL rules, printer columns and status
+//! subresources of Karpenter's own CRDs.
 //!
-//! [`crds`] gives the three `CustomResourceDefinition`s; [`render_yaml`] prints them as the
+//! [`crds`] gives the four `CustomResourceDefinition`s; [`render_yaml`] prints them as the
 //! multi-document YAML that `deploy/crds/` holds and `dovetail crds` prints.
 
 pub mod common;
 pub mod ec2nodeclass;
 pub mod nodeclaim;
+pub mod nodeoverlay;
 pub mod nodepool;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
@@ -22,6 +24,7 @@ pub use common::{
 };
 pub use ec2nodeclass::{EC2NodeClass, EC2NodeClassSpec, EC2NodeClassStatus};
 pub use nodeclaim::{NodeClaim, NodeClaimSpec, NodeClaimStatus};
+pub use nodeoverlay::{NodeOverlay, NodeOverlaySpec, NodeOverlayStatus};
 pub use nodepool::{
     Budget, ConsolidationPolicy, Disruption, NodePool, NodePoolSpec, NodePoolStatus,
 };
@@ -43,7 +46,7 @@ pub enum Error {
 /// Results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The three CRDs, in the order they are printed: NodePool, NodeClaim, EC2NodeClass.
+/// The CRDs, in the order they are printed: NodePool, NodeClaim, EC2NodeClass, NodeOverlay.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
         finish(
@@ -57,6 +60,10 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         finish(
             EC2NodeClass::crd(),
             "EC2NodeClass is the Schema for the EC2NodeClass API",
+        ),
+        finish(
+            NodeOverlay::crd(),
+            "NodeOverlay is the Schema for the NodeOverlays API",
         ),
     ]
 }

@@ -34,22 +34,47 @@ pub const NAMES: [&str; 12] = [
     "ec2nodeclasses",
 ];
 
+/// The NodeOverlay informer's name: it runs only under the `NodeOverlay` gate (Karpenter
+/// watches NodeOverlays only then, and a cluster without the CRD must still sync).
+pub const NODE_OVERLAYS: &str = "nodeoverlays";
+
 /// How the informers list and watch.
 #[derive(Clone, Debug)]
 pub struct Options {
     /// Page size of the initial lists.
     pub page_size: u32,
+    /// Watch NodeOverlays (the `NodeOverlay` feature gate).
+    pub node_overlays: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { page_size: 500 }
+        Self {
+            page_size: 500,
+            node_overlays: false,
+        }
     }
 }
 
-/// The API resource of a Karpenter kind.
+impl Options {
+    /// The informers readiness waits for: [`NAMES`], and [`NODE_OVERLAYS`] when watched.
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut names = NAMES.to_vec();
+        if self.node_overlays {
+            names.push(NODE_OVERLAYS);
+        }
+        names
+    }
+}
+
+/// The API resource of a Karpenter kind (`v1`; NodeOverlay is `karpenter.sh/v1alpha1`).
 pub fn karpenter_resource(group: &str, kind: &str) -> ApiResource {
-    let gvk = GroupVersionKind::gvk(group, "v1", kind);
+    let version = if kind == "NodeOverlay" {
+        "v1alpha1"
+    } else {
+        "v1"
+    };
+    let gvk = GroupVersionKind::gvk(group, version, kind);
     ApiResource::from_gvk(&gvk)
 }
 
@@ -208,6 +233,16 @@ pub fn spawn_all(client: kube::Client, options: &Options, sinks: Sinks) -> Vec<J
         sinks.clone(),
         |o: &DynamicObject| keep(convert::node_claim(&json(o)), Object::NodeClaim),
     )));
+    if options.node_overlays {
+        let stream = watcher(dynamic("karpenter.sh", "NodeOverlay"), cfg()).default_backoff();
+        tasks.push(tokio::spawn(reflect(
+            NODE_OVERLAYS,
+            Kind::NodeOverlay,
+            stream,
+            sinks.clone(),
+            |o: &DynamicObject| keep(convert::node_overlay(&json(o)), Object::NodeOverlay),
+        )));
+    }
     let stream = watcher(dynamic("karpenter.k8s.aws", "EC2NodeClass"), cfg()).default_backoff();
     tasks.push(tokio::spawn(reflect(
         "ec2nodeclasses",

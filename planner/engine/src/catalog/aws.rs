@@ -261,6 +261,7 @@ fn offerings(
                 capacity_type: class.to_string(),
                 price,
                 available: true,
+                unpriced: false,
             });
         }
     }

@@ -359,10 +359,26 @@ fn offerings(t: &RawType, at: &Field<'_>) -> Result<Vec<Offering>> {
                 CAPACITY_TYPES.join(", ")
             )));
         }
-        if !(o.price.is_finite() && o.price > 0.0) {
+        // An unpriced offering (a preview type no price source knows) has no price and is
+        // unavailable unless a NodeOverlay prices it.
+        let price = match (o.unpriced, o.price) {
+            (true, None) => 0.0,
+            (true, Some(p)) => {
+                return Err(f.child("price").invalid(format!(
+                    "{p}: an offering with `unpriced: true` has no price"
+                )));
+            }
+            (false, None) => {
+                return Err(f.child("price").invalid(
+                    "missing (every offering has a price, or `unpriced: true` for a preview type)",
+                ));
+            }
+            (false, Some(p)) => p,
+        };
+        if !(o.unpriced || price.is_finite() && price > 0.0) {
             return Err(f
                 .child("price")
-                .invalid(format!("{} is not a positive, finite price", o.price)));
+                .invalid(format!("{price} is not a positive, finite price")));
         }
         if !seen.insert((o.zone.as_str(), o.capacity_type.as_str())) {
             return Err(f.invalid(format!(
@@ -373,8 +389,9 @@ fn offerings(t: &RawType, at: &Field<'_>) -> Result<Vec<Offering>> {
         out.push(Offering {
             zone: o.zone.clone(),
             capacity_type: o.capacity_type.clone(),
-            price: o.price,
-            available: o.available,
+            price,
+            available: o.available && !o.unpriced,
+            unpriced: o.unpriced,
         });
     }
     Ok(out)
@@ -484,9 +501,12 @@ struct RawOverhead {
 struct RawOffering {
     zone: String,
     capacity_type: String,
-    price: f64,
+    #[serde(default)]
+    price: Option<f64>,
     #[serde(default = "available_default")]
     available: bool,
+    #[serde(default)]
+    unpriced: bool,
 }
 
 fn available_default() -> bool {

@@ -44,6 +44,7 @@ fn fake_type(i: usize) -> InstanceType {
         capacity_type: capacity_type.to_string(),
         price,
         available: true,
+        unpriced: false,
     };
     let offerings = vec![
         offering(ZONES[0], labels::CAPACITY_SPOT),

@@ -21,7 +21,7 @@ pub fn apply<'a>(catalog: Cow<'a, Catalog>, shifted: &[String]) -> Cow<'a, Catal
         .instance_types
         .iter()
         .flat_map(|t| &t.offerings)
-        .any(|o| o.available && hit(&o.zone));
+        .any(|o| (o.available || o.unpriced) && hit(&o.zone));
     if !touches {
         return catalog;
     }
@@ -29,6 +29,9 @@ pub fn apply<'a>(catalog: Cow<'a, Catalog>, shifted: &[String]) -> Cow<'a, Catal
     for o in out.instance_types.iter_mut().flat_map(|t| &mut t.offerings) {
         if hit(&o.zone) {
             o.available = false;
+            // Unavailable for the shift, not only for want of a price: an overlay price does
+            // not make it available.
+            o.unpriced = false;
         }
     }
     Cow::Owned(out)

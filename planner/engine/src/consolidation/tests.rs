@@ -47,11 +47,13 @@ pub(super) fn itype(name: &str, cpu: i64, price: f64) -> InstanceType {
                 capacity_type: "on-demand".into(),
                 price,
                 available: true,
+                unpriced: false,
             },
             Offering {
                 zone: "z1".into(),
                 capacity_type: "spot".into(),
                 price: price * 0.4,
+                unpriced: false,
                 available: true,
             },
         ],

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    DaemonSet, Namespace, Node, NodeClaim, NodeClass, NodePool, PersistentVolume,
+    DaemonSet, Namespace, Node, NodeClaim, NodeClass, NodeOverlay, NodePool, PersistentVolume,
     PersistentVolumeClaim, Pod, PodDisruptionBudget, StorageClass,
 };
 
@@ -42,6 +42,10 @@ pub struct ClusterSnapshot {
     /// ([`crate::catalog::zonal_shift`]).
     #[serde(default)]
     pub shifted_zones: Vec<String>,
+    /// NodeOverlays (karpenter.sh/v1alpha1), applied under the `NodeOverlay` gate
+    /// ([`PlanOptions::node_overlay`], [`crate::catalog::overlay`]).
+    #[serde(default)]
+    pub node_overlays: Vec<NodeOverlay>,
 }
 
 /// `--preference-policy`.
@@ -81,6 +85,11 @@ pub struct PlanOptions {
     /// scale. Off (Karpenter's default), a static NodePool launches nothing.
     #[serde(default)]
     pub static_capacity: bool,
+    /// Karpenter's `NodeOverlay` feature gate: the snapshot's NodeOverlays change the prices
+    /// and capacity of the instance types they select, and price preview types. Off
+    /// (Karpenter's default), overlays are ignored.
+    #[serde(default)]
+    pub node_overlay: bool,
     /// Karpenter's `reservedENIs` setting: ENIs of each type's default network card left out
     /// of its ENI-limited max pods (0, the default, leaves them all).
     #[serde(default)]

@@ -210,8 +210,28 @@ impl<'a> Pool<'a> {
                 .then_with(|| a.name.cmp(&b.name))
         });
         if pool.types.is_empty() {
+            // Types the pool allows whose only want is a price (preview types): say so, since
+            // a NodeOverlay price is what makes them usable.
+            let allowed = pool.reqs.get(labels::INSTANCE_TYPE);
+            let unpriced: Vec<&str> = catalog
+                .instance_types
+                .iter()
+                .filter(|it| it.offerings.iter().any(|o| o.unpriced))
+                .filter(|it| allowed.is_none_or(|r| r.has(&it.name)))
+                .map(|it| it.name.as_str())
+                .take(5)
+                .collect();
+            let hint = if unpriced.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({} {} no known price: a preview type is available once a NodeOverlay with the NodeOverlay feature gate prices it)",
+                    unpriced.join(", "),
+                    if unpriced.len() == 1 { "has" } else { "have" }
+                )
+            };
             pool.unusable = Some(format!(
-                "NodePool {} has no instance type with an available offering that matches its requirements",
+                "NodePool {} has no instance type with an available offering that matches its requirements{hint}",
                 np.name
             ));
             return pool;

@@ -94,13 +94,7 @@ impl<'a> Scheduler<'a> {
 
         let built: Arc<PoolTables<'a>> = match shared {
             Some(shared) => shared.get(snapshot, catalog, options, ext, &daemons, &d),
-            None => Arc::new(PoolTables::new(
-                snapshot,
-                catalog,
-                options.min_values_policy,
-                &daemons,
-                &d,
-            )),
+            None => Arc::new(PoolTables::new(snapshot, catalog, options, &daemons, &d)),
         };
         let mut notes = catalog.notes.clone();
         notes.extend(built.notes.iter().cloned());
@@ -314,15 +308,19 @@ impl<'a> PoolTables<'a> {
     fn new(
         snapshot: &ClusterSnapshot,
         catalog: &Catalog,
-        min_values: MinValuesPolicy,
+        options: &PlanOptions,
         daemons: &[DaemonInfo<'_>],
         d: &Dims,
     ) -> Self {
+        let min_values = options.min_values_policy;
         let mut node_pools: Vec<&crate::model::NodePool> = snapshot.node_pools.iter().collect();
         // Karpenter's OrderByWeight: weight descending, equal weights by name descending.
         node_pools.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| b.name.cmp(&a.name)));
         // Without a node class the catalog is used as it is (not copied).
         let mut class_catalogs: BTreeMap<String, Cow<'_, Catalog>> = BTreeMap::new();
+        // NodeOverlays: each pool's types with the overlays that select them (none when the
+        // gate is off or there is no overlay).
+        let overlays = crate::catalog::overlay::Evaluation::of(snapshot, catalog, options);
         let mut pools = Vec::new();
         let mut notes = Vec::new();
         for np in node_pools {
@@ -339,7 +337,8 @@ impl<'a> PoolTables<'a> {
                 None => Cow::Borrowed(catalog),
                 Some(_) => Cow::Owned(for_node_class(catalog, class)),
             });
-            let pool = Pool::new(np, cat, missing, daemons, d, min_values);
+            let cat = overlays.for_pool(&np.name, cat);
+            let pool = Pool::new(np, &cat, missing, daemons, d, min_values);
             notes.extend(pool.notes.iter().cloned());
             pools.push(pool);
         }
@@ -360,8 +359,9 @@ pub struct SharedTables<'o> {
     built: Mutex<Option<Built>>,
 }
 
-/// Shared NodePool tables, with the resources and minValues policy they were built for.
-type Built = (BTreeSet<String>, MinValuesPolicy, Arc<PoolTables<'static>>);
+/// Shared NodePool tables, with the resources, minValues policy and NodeOverlay gate they were
+/// built for.
+type Built = (BTreeSet<String>, MinValuesPolicy, bool, Arc<PoolTables<'static>>);
 
 // === impl SharedTables ===
 
@@ -388,27 +388,31 @@ impl<'o> SharedTables<'o> {
         d: &Dims,
     ) -> Arc<PoolTables<'a>> {
         let policy = options.min_values_policy;
+        let gate = options.node_overlay;
         let same_input = snapshot.node_pools == self.snapshot.node_pools
             && snapshot.node_classes == self.snapshot.node_classes
-            && snapshot.daemon_sets == self.snapshot.daemon_sets;
+            && snapshot.daemon_sets == self.snapshot.daemon_sets
+            && snapshot.node_overlays == self.snapshot.node_overlays;
         if !same_input || !std::ptr::eq(catalog, self.catalog) {
-            return Arc::new(PoolTables::new(snapshot, catalog, policy, daemons, d));
+            return Arc::new(PoolTables::new(snapshot, catalog, options, daemons, d));
         }
         let mut built = self
             .built
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match &*built {
-            Some((e, p, tables)) if *e == ext && *p == policy => Arc::clone(tables),
+            Some((e, p, g, tables)) if *e == ext && *p == policy && *g == gate => {
+                Arc::clone(tables)
+            }
             _ => {
                 let tables = Arc::new(PoolTables::new(
                     self.snapshot,
                     self.catalog,
-                    policy,
+                    options,
                     daemons,
                     d,
                 ));
-                *built = Some((ext, policy, Arc::clone(&tables)));
+                *built = Some((ext, policy, gate, Arc::clone(&tables)));
                 tables
             }
         }

@@ -215,6 +215,7 @@ fn instance_type(name: &str, cpu: i64, arch: &str) -> InstanceType {
             capacity_type: "on-demand".to_string(),
             price: 0.1,
             available: true,
+            unpriced: false,
         }],
     }
 }

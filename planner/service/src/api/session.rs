@@ -244,6 +244,7 @@ enum Kind {
     Pvc,
     Pv,
     StorageClass,
+    NodeOverlay,
 }
 
 // === impl Kind ===
@@ -263,6 +264,7 @@ impl Kind {
             Kind::Pvc => "pvcs",
             Kind::Pv => "pvs",
             Kind::StorageClass => "storage_classes",
+            Kind::NodeOverlay => "node_overlays",
         }
     }
 
@@ -280,6 +282,7 @@ impl Kind {
             Kind::Pvc => "pvc",
             Kind::Pv => "pv",
             Kind::StorageClass => "storage_class",
+            Kind::NodeOverlay => "node_overlay",
         }
     }
 
@@ -297,6 +300,7 @@ impl Kind {
             "PersistentVolumeClaim" => Kind::Pvc,
             "PersistentVolume" => Kind::Pv,
             "StorageClass" => Kind::StorageClass,
+            "NodeOverlay" => Kind::NodeOverlay,
             _ => return None,
         })
     }
@@ -315,6 +319,7 @@ impl Kind {
             Object::Pvc(_) => Kind::Pvc,
             Object::Pv(_) => Kind::Pv,
             Object::StorageClass(_) => Kind::StorageClass,
+            Object::NodeOverlay(_) => Kind::NodeOverlay,
         }
     }
 }
@@ -374,6 +379,7 @@ pub(crate) struct SessionState {
     pvcs: Store<model::PersistentVolumeClaim>,
     pvs: Store<model::PersistentVolume>,
     storage_classes: Store<model::StorageClass>,
+    node_overlays: Store<model::NodeOverlay>,
     /// Objects that cannot be decoded, by kind and key, each with why; left out of every batch
     /// until an upsert replaces them or a delete removes them.
     rejected: BTreeMap<(Kind, String), Exclusion>,
@@ -457,6 +463,7 @@ impl SessionState {
             pvcs: BTreeMap::new(),
             pvs: BTreeMap::new(),
             storage_classes: BTreeMap::new(),
+            node_overlays: BTreeMap::new(),
             rejected: BTreeMap::new(),
         }
     }
@@ -474,6 +481,7 @@ impl SessionState {
             + self.pvcs.len()
             + self.pvs.len()
             + self.storage_classes.len()
+            + self.node_overlays.len()
             + self.rejected.len()
     }
 
@@ -489,6 +497,7 @@ impl SessionState {
         self.pvcs.clear();
         self.pvs.clear();
         self.storage_classes.clear();
+        self.node_overlays.clear();
         self.rejected.clear();
     }
 
@@ -675,6 +684,7 @@ impl SessionState {
                 "PersistentVolumeClaim" => drop(self.pvcs.remove(uid)),
                 "PersistentVolume" => drop(self.pvs.remove(uid)),
                 "StorageClass" => drop(self.storage_classes.remove(uid)),
+                "NodeOverlay" => drop(self.node_overlays.remove(uid)),
                 // A kind this planner does not know holds nothing here.
                 other => tracing::debug!(kind = other, "Delete of an unknown kind ignored"),
             }
@@ -747,6 +757,13 @@ impl SessionState {
             sequence,
             Kind::StorageClass,
             Object::StorageClass,
+        );
+        each(
+            self,
+            s.node_overlays,
+            sequence,
+            Kind::NodeOverlay,
+            Object::NodeOverlay,
         );
     }
 
@@ -864,6 +881,14 @@ impl SessionState {
                     &mut s.storage_classes
                 });
             }
+            Object::NodeOverlay(o) => {
+                let (key, by_uid) = (key(&o.uid, None, &o.name), !o.uid.is_empty());
+                let id: Id = ("NodeOverlay", String::new(), o.name.clone());
+                let d = isolated::decode(o, id.0, "", &id.2, convert::node_overlay);
+                store(self, k, key, id, d, origin, by_uid, |s| {
+                    &mut s.node_overlays
+                });
+            }
         }
     }
 
@@ -889,6 +914,7 @@ impl SessionState {
             pvs: objects(&self.pvs),
             storage_classes: objects(&self.storage_classes),
             shifted_zones: base.map(|b| b.shifted_zones.clone()).unwrap_or_default(),
+            node_overlays: objects(&self.node_overlays),
         };
         let excluded = isolated::finish(&mut snapshot, self.rejected.values().cloned().collect());
         Batch {

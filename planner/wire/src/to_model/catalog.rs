@@ -165,5 +165,6 @@ fn offering(o: pb::Offering, at: At<'_>) -> Result<Offering> {
         .to_string(),
         price: o.price,
         available: o.available,
+        unpriced: o.unpriced,
     })
 }

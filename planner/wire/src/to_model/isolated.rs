@@ -196,6 +196,13 @@ pub fn snapshot(s: pb::ClusterSnapshot) -> (ClusterSnapshot, Vec<Exclusion>) {
         |c| ("StorageClass", String::new(), c.name.clone()),
         |c| decode(c, "StorageClass", "", "", super::storage_class),
     );
+    each(
+        s.node_overlays,
+        o,
+        &mut snap.node_overlays,
+        |v| ("NodeOverlay", String::new(), v.name.clone()),
+        |v| decode(v, "NodeOverlay", "", "", super::node_overlay),
+    );
     let out = finish(&mut snap, out);
     (snap, out)
 }

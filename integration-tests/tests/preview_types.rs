@@ -1,0 +1,224 @@
+//! Preview instance types through the live catalog, over real gRPC (aws/karpenter-provider-aws
+//! `pkg/providers/instancetype/suite_test.go`, Context "NodeOverlay Preview Instance Pricing").
+//!
+//! The simulator's EC2 describes a type (`m9p.large`) and offers it in every zone, but neither
+//! its spot price history nor its Pricing API nor the built-in table knows a price. The
+//! actuator's live catalog (the production `cloud-aws` reads: DescribeInstanceTypes,
+//! DescribeInstanceTypeOfferings, DescribeSpotPriceHistory, GetProducts) carries it with its
+//! offerings unpriced and unavailable; a planner with `--catalog-from-actuator` never picks it
+//! on its own, picks it once a NodeOverlay prices it under the `NodeOverlay` gate, and not
+//! when the gate is off.
+
+use std::sync::Arc;
+
+use actuator::api::ActuatorService;
+use actuator::catalog::{DEFAULT_TTL, LiveCatalog, UnavailableOfferings};
+use cloud::CloudProvider;
+use cloud_aws::{Cluster, Config as AwsConfig, Ec2Provider};
+use planner::model::{
+    ClusterSnapshot, NodeOverlay, NodePool, Operator, PlanOptions, Pod, PriceChange, Requirement,
+    Resources,
+};
+use planner_service::api::live_catalog::{self, Fetched};
+use planner_service::api::{PlannerService, ServiceOptions};
+use planner_service::config::Config;
+use planner_wire::CatalogChoice;
+use proto::v1 as pb;
+use service_shell::auth::AddBearer;
+use service_shell::clock::Clock;
+use simulator::{Config as SimConfig, Simulation};
+
+const PREVIEW: &str = "m9p.large";
+
+/// The simulator's sample catalog plus `m9p.large`: m5.large's shape, offered on demand and as
+/// spot in every zone, with no price anywhere.
+fn catalog() -> anyhow::Result<planner::catalog::Catalog> {
+    let mut c = simulator::instance_types::sample_catalog("us-east-1");
+    let m5 = c
+        .instance_types
+        .iter()
+        .find(|t| t.name == "m5.large")
+        .ok_or_else(|| anyhow::anyhow!("m5.large in the sample catalog"))?;
+    let mut preview = m5.clone();
+    preview.name = PREVIEW.into();
+    if let Some(v) = preview.labels.get_mut(planner::labels::INSTANCE_TYPE) {
+        *v = PREVIEW.into();
+    }
+    for o in &mut preview.offerings {
+        o.price = 0.0;
+        o.available = false;
+        o.unpriced = true;
+    }
+    c.instance_types.push(preview);
+    Ok(c)
+}
+
+fn requirement(key: &str, values: &[&str]) -> Requirement {
+    Requirement {
+        key: key.into(),
+        operator: Operator::In,
+        values: values.iter().map(|v| v.to_string()).collect(),
+        min_values: None,
+    }
+}
+
+/// One pending pod; a NodePool that may launch m5.large or the preview type on demand; the
+/// overlay when given.
+fn snapshot(overlay: Option<NodeOverlay>) -> ClusterSnapshot {
+    ClusterSnapshot {
+        pods: vec![Pod {
+            namespace: "default".into(),
+            name: "web-0".into(),
+            uid: "uid-web-0".into(),
+            requests: Resources {
+                pods: 1,
+                ..Resources::cpu_memory(500, 512 << 20)
+            },
+            ..Pod::default()
+        }],
+        node_pools: vec![NodePool {
+            name: "default".into(),
+            requirements: vec![
+                requirement(planner::labels::CAPACITY_TYPE, &["on-demand"]),
+                requirement(planner::labels::INSTANCE_TYPE, &["m5.large", PREVIEW]),
+            ],
+            ..NodePool::default()
+        }],
+        node_overlays: overlay.into_iter().collect(),
+        ..ClusterSnapshot::default()
+    }
+}
+
+fn preview_price() -> NodeOverlay {
+    NodeOverlay {
+        name: "preview-price".into(),
+        requirements: vec![requirement(planner::labels::INSTANCE_TYPE, &[PREVIEW])],
+        price: Some(PriceChange::Price(0.05)),
+        ..NodeOverlay::default()
+    }
+}
+
+async fn plan(
+    client: &mut pb::planner_client::PlannerClient<tonic::transport::Channel>,
+    snapshot: &ClusterSnapshot,
+    gate: bool,
+) -> anyhow::Result<pb::PlanResponse> {
+    let options = PlanOptions {
+        now: 1_700_000_000,
+        node_overlay: gate,
+        ..PlanOptions::default()
+    };
+    let req = planner_wire::to_wire::plan_request(snapshot, &CatalogChoice::Default, &options);
+    Ok(client.plan(req).await?.into_inner())
+}
+
+fn chosen(p: &pb::PlanResponse) -> Vec<String> {
+    p.node_claims
+        .iter()
+        .map(|c| c.instance_types.first().cloned().unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_preview_type_from_the_live_catalog_is_chosen_only_when_an_overlay_prices_it()
+-> anyhow::Result<()> {
+    let sim = Simulation::start(SimConfig {
+        catalog: catalog()?,
+        ..SimConfig::default()
+    })
+    .await?;
+    let provider = Arc::new(
+        Ec2Provider::new(
+            AwsConfig::new(
+                "us-east-1",
+                Cluster {
+                    name: "demo".into(),
+                    endpoint: "https://demo.example".into(),
+                    ca_bundle: Some("Y2EtYnVuZGxl".into()),
+                    service_cidr: Some("10.100.0.0/16".into()),
+                    kubernetes_version: "1.33".into(),
+                },
+            )
+            .with_endpoint_url(sim.aws_endpoint())
+            .with_static_credentials("simulated", "simulated"),
+        )
+        .await,
+    );
+
+    // The live catalog as the provider reads it from EC2: the preview type is there, unpriced.
+    let facts = provider.catalog_facts().await?;
+    let preview = facts
+        .instance_types
+        .iter()
+        .find(|t| t.info.name == PREVIEW)
+        .ok_or_else(|| anyhow::anyhow!("{PREVIEW} missing from the live catalog"))?;
+    assert!(!preview.offerings.is_empty());
+    assert!(
+        preview
+            .offerings
+            .iter()
+            .all(|o| o.unpriced && !o.available && o.price == 0.0),
+        "{:?}",
+        preview.offerings
+    );
+
+    // The actuator serves it; a planner fetches it.
+    let dir = std::env::temp_dir().join(format!("dovetail-preview-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let ledger = actuator::ledger::open(&format!("sqlite://{}", dir.join("ledger.db").display()))?;
+    ledger.migrate().await?;
+    let clock = Clock::new();
+    let ametrics = actuator::metrics::Metrics::new();
+    let marks = Arc::new(UnavailableOfferings::new(clock.clone(), DEFAULT_TTL));
+    let live = Arc::new(LiveCatalog::new(provider, marks, ametrics.clone()));
+    live.refresh().await?;
+    let svc = ActuatorService::new(ledger, clock, ametrics, Arc::default()).with_catalog(live);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let actuator_addr = listener.local_addr()?;
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(svc.into_server())
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    let pmetrics = planner_service::metrics::Metrics::new();
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("http://{actuator_addr}"))?.connect_lazy();
+    let fetcher = live_catalog::LiveCatalog::new(channel, AddBearer::new(None)?, pmetrics.clone());
+    let service = PlannerService::new(
+        Arc::new(|region: &str| planner::catalog::aws::builtin(region).map_err(|e| e.to_string())),
+        pmetrics.clone(),
+        ServiceOptions::default(),
+    )
+    .with_live_catalog(fetcher.clone());
+    let running =
+        planner_service::server::start(&Config::for_tests(), service, pmetrics.clone()).await?;
+    running.set_serving().await;
+    let mut client =
+        pb::planner_client::PlannerClient::connect(format!("http://{}", running.grpc_addr)).await?;
+    let Fetched::Updated { version } = fetcher.fetch().await? else {
+        anyhow::bail!("the first fetch downloads the catalog");
+    };
+
+    // No overlay: the preview type is never chosen.
+    let p = plan(&mut client, &snapshot(None), true).await?;
+    assert_eq!(p.catalog_version.as_deref(), Some(version.as_str()));
+    assert_eq!(chosen(&p), ["m5.large"], "{p:?}");
+
+    // An overlay prices it (NodeOverlay gate on): it is available, cheaper, and chosen.
+    let p = plan(&mut client, &snapshot(Some(preview_price())), true).await?;
+    assert_eq!(chosen(&p), [PREVIEW], "{p:?}");
+    assert!((p.node_claims[0].price - 0.05).abs() < 1e-9, "{p:?}");
+    assert_eq!(p.node_overlays.len(), 1, "{p:?}");
+    assert!(p.node_overlays[0].validation_succeeded, "{p:?}");
+
+    // The same overlay with the gate off changes nothing.
+    let p = plan(&mut client, &snapshot(Some(preview_price())), false).await?;
+    assert_eq!(chosen(&p), ["m5.large"], "{p:?}");
+    assert!(p.node_overlays.is_empty(), "{p:?}");
+
+    running.shutdown(std::time::Duration::ZERO).await?;
+    sim.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
