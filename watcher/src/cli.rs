@@ -73,6 +73,7 @@ async fn run(config: Config, planners: Arc<PlannerClient>) -> anyhow::Result<()>
         spot_to_spot_consolidation: config.feature_gates.spot_to_spot_consolidation,
         no_disruption: false,
         static_capacity: config.feature_gates.static_capacity,
+        capacity_buffer: config.feature_gates.capacity_buffer,
         reserved_enis: i32::try_from(config.reserved_enis).unwrap_or(i32::MAX),
         vm_memory_overhead_percent: Some(config.vm_memory_overhead_percent),
     };

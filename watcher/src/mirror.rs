@@ -39,13 +39,16 @@ pub enum Kind {
     Pv,
     /// StorageClasses.
     StorageClass,
+    /// CapacityBuffers with their resolved templates (mirrored while the CapacityBuffer
+    /// feature gate is on).
+    CapacityBuffer,
 }
 
 // === impl Kind ===
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Pod,
         Kind::Node,
         Kind::NodeClaim,
@@ -57,6 +60,7 @@ impl Kind {
         Kind::Pvc,
         Kind::Pv,
         Kind::StorageClass,
+        Kind::CapacityBuffer,
     ];
 
     /// The kind of a compact object.
@@ -73,6 +77,7 @@ impl Kind {
             Object::Pvc(_) => Kind::Pvc,
             Object::Pv(_) => Kind::Pv,
             Object::StorageClass(_) => Kind::StorageClass,
+            Object::CapacityBuffer(_) => Kind::CapacityBuffer,
         }
     }
 
@@ -90,6 +95,7 @@ impl Kind {
             Kind::Pvc => "PersistentVolumeClaim",
             Kind::Pv => "PersistentVolume",
             Kind::StorageClass => "StorageClass",
+            Kind::CapacityBuffer => "CapacityBuffer",
         }
     }
 
@@ -114,6 +120,7 @@ pub fn key(o: &Object) -> String {
         Object::Pvc(c) => k(&c.uid, Some(&c.namespace), &c.name),
         Object::Pv(v) => k(&v.uid, None, &v.name),
         Object::StorageClass(c) => k(&c.uid, None, &c.name),
+        Object::CapacityBuffer(b) => k(&b.uid, Some(&b.namespace), &b.name),
     }
 }
 
@@ -124,7 +131,7 @@ fn is_pending(o: &Object) -> bool {
 /// The objects and the unsent changes.
 #[derive(Debug, Default)]
 pub struct State {
-    objects: [BTreeMap<String, Object>; 11],
+    objects: [BTreeMap<String, Object>; 12],
     delta: BTreeSet<(Kind, String)>,
     /// Pending pods by `namespace/name` → uid (plans name pods by `namespace/name`).
     pending: HashMap<String, String>,
@@ -259,6 +266,7 @@ impl State {
                     Object::Pvc(x) => s.pvcs.push(x),
                     Object::Pv(x) => s.pvs.push(x),
                     Object::StorageClass(x) => s.storage_classes.push(x),
+                    Object::CapacityBuffer(x) => s.capacity_buffers.push(x),
                 }
             }
         }

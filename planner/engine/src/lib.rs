@@ -15,6 +15,7 @@
 //! several services share (resources, catalog data, well-known keys, drift hashes) live in
 //! `common` and are re-exported here.
 
+pub mod buffers;
 pub mod cancel;
 pub mod catalog;
 pub mod consolidation;
@@ -58,6 +59,9 @@ pub fn plan_cancellable(
         &snapshot.shifted_zones,
     );
     let catalog: &Catalog = &adjusted;
+    // CapacityBuffers' virtual pods join the pending pods (after every real pod).
+    let buffered = buffers::with_virtual_pods(snapshot, options);
+    let snapshot: &ClusterSnapshot = buffered.as_ref().map_or(snapshot, |b| &b.snapshot);
     let scheduler =
         scheduling::Scheduler::new(snapshot, catalog, options).with_cancel(cancel.clone());
     let results = scheduler.solve();
@@ -94,7 +98,8 @@ pub fn plan_cancellable(
     plan.notes.extend(statics.notes);
     // What Karpenter writes on the candidates (conditions, Events), whether or not disruption
     // is planned: its NodeClaim disruption controller runs regardless.
-    plan.node_status = consolidation::node_status(snapshot, catalog, options.now);
+    (plan.node_status, plan.node_pool_budgets) =
+        consolidation::disruption_status(snapshot, catalog, options.now);
     if !options.no_disruption {
         let launch: Vec<(String, Vec<model::PodKey>)> = plan
             .existing_nodes
@@ -115,6 +120,12 @@ pub fn plan_cancellable(
             }
             Err(e) => plan.notes.push(format!("disruption not planned: {e}")),
         }
+    }
+    if let Some(b) = &buffered {
+        let placed = b.finish(&mut plan, snapshot);
+        let less = |n: u32, by: usize| n.saturating_sub(u32::try_from(by).unwrap_or(u32::MAX));
+        plan.summary.pending_pods = less(plan.summary.pending_pods, b.virtual_count());
+        plan.summary.scheduled_pods = less(plan.summary.scheduled_pods, placed);
     }
     Ok(plan)
 }

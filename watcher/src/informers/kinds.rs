@@ -39,12 +39,27 @@ pub const NAMES: [&str; 12] = [
 pub struct Options {
     /// Page size of the initial lists.
     pub page_size: u32,
+    /// Mirror CapacityBuffers (Karpenter's `CapacityBuffer` feature gate).
+    pub capacity_buffers: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { page_size: 500 }
+        Self {
+            page_size: 500,
+            capacity_buffers: false,
+        }
     }
+}
+
+/// The informers that run with `options`: [`NAMES`], and the CapacityBuffer informer when
+/// buffers are mirrored.
+pub fn names(options: &Options) -> Vec<&'static str> {
+    let mut v = NAMES.to_vec();
+    if options.capacity_buffers {
+        v.push(super::buffers::NAME);
+    }
+    v
 }
 
 /// The API resource of a Karpenter kind.
@@ -208,6 +223,14 @@ pub fn spawn_all(client: kube::Client, options: &Options, sinks: Sinks) -> Vec<J
         sinks.clone(),
         |o: &DynamicObject| keep(convert::node_claim(&json(o)), Object::NodeClaim),
     )));
+    if options.capacity_buffers {
+        tasks.push(tokio::spawn(super::buffers::run(
+            client.clone(),
+            cfg(),
+            sinks.clone(),
+            classes.clone(),
+        )));
+    }
     let stream = watcher(dynamic("karpenter.k8s.aws", "EC2NodeClass"), cfg()).default_backoff();
     tasks.push(tokio::spawn(reflect(
         "ec2nodeclasses",

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    DaemonSet, Namespace, Node, NodeClaim, NodeClass, NodePool, PersistentVolume,
+    CapacityBuffer, DaemonSet, Namespace, Node, NodeClaim, NodeClass, NodePool, PersistentVolume,
     PersistentVolumeClaim, Pod, PodDisruptionBudget, StorageClass,
 };
 
@@ -42,6 +42,10 @@ pub struct ClusterSnapshot {
     /// ([`crate::catalog::zonal_shift`]).
     #[serde(default)]
     pub shifted_zones: Vec<String>,
+    /// CapacityBuffers, planned as virtual pods of the lowest priority while
+    /// [`PlanOptions::capacity_buffer`] is on ([`crate::buffers`]).
+    #[serde(default)]
+    pub capacity_buffers: Vec<CapacityBuffer>,
 }
 
 /// `--preference-policy`.
@@ -81,6 +85,10 @@ pub struct PlanOptions {
     /// scale. Off (Karpenter's default), a static NodePool launches nothing.
     #[serde(default)]
     pub static_capacity: bool,
+    /// Karpenter's `CapacityBuffer` feature gate: CapacityBuffers reserve capacity as virtual
+    /// pods. Off (Karpenter's default), buffers are ignored.
+    #[serde(default)]
+    pub capacity_buffer: bool,
     /// Karpenter's `reservedENIs` setting: ENIs of each type's default network card left out
     /// of its ENI-limited max pods (0, the default, leaves them all).
     #[serde(default)]

@@ -31,6 +31,9 @@ pub struct Options {
     /// The StaticCapacity feature gate (static NodePools).
     #[serde(default)]
     pub static_capacity: bool,
+    /// The CapacityBuffer feature gate (CapacityBuffers).
+    #[serde(default)]
+    pub capacity_buffer: bool,
     /// Zones under an ARC zonal shift (the snapshot's `shifted_zones`).
     #[serde(default)]
     pub shifted_zones: Vec<String>,
@@ -115,6 +118,7 @@ pub fn plan_options(options: &Options, default_now: &str) -> Result<PlanOptions,
         spot_to_spot_consolidation: options.spot_to_spot_consolidation,
         no_disruption: options.no_disruption,
         static_capacity: options.static_capacity,
+        capacity_buffer: options.capacity_buffer,
         reserved_enis: options.reserved_enis,
         vm_memory_overhead_percent: options
             .vm_memory_overhead_percent

@@ -224,6 +224,7 @@ enum Kind {
     Pvc,
     Pv,
     StorageClass,
+    CapacityBuffer,
 }
 
 // === impl Kind ===
@@ -243,6 +244,7 @@ impl Kind {
             Kind::Pvc => "pvcs",
             Kind::Pv => "pvs",
             Kind::StorageClass => "storage_classes",
+            Kind::CapacityBuffer => "capacity_buffers",
         }
     }
 
@@ -260,6 +262,7 @@ impl Kind {
             Kind::Pvc => "pvc",
             Kind::Pv => "pv",
             Kind::StorageClass => "storage_class",
+            Kind::CapacityBuffer => "capacity_buffer",
         }
     }
 
@@ -277,6 +280,7 @@ impl Kind {
             "PersistentVolumeClaim" => Kind::Pvc,
             "PersistentVolume" => Kind::Pv,
             "StorageClass" => Kind::StorageClass,
+            "CapacityBuffer" => Kind::CapacityBuffer,
             _ => return None,
         })
     }
@@ -295,6 +299,7 @@ impl Kind {
             Object::Pvc(_) => Kind::Pvc,
             Object::Pv(_) => Kind::Pv,
             Object::StorageClass(_) => Kind::StorageClass,
+            Object::CapacityBuffer(_) => Kind::CapacityBuffer,
         }
     }
 }
@@ -350,6 +355,7 @@ pub(crate) struct SessionState {
     pvcs: Store<model::PersistentVolumeClaim>,
     pvs: Store<model::PersistentVolume>,
     storage_classes: Store<model::StorageClass>,
+    capacity_buffers: Store<model::CapacityBuffer>,
     /// Objects that cannot be decoded, by kind and key, each with why; left out of every batch
     /// until an upsert replaces them or a delete removes them.
     rejected: BTreeMap<(Kind, String), Exclusion>,
@@ -410,6 +416,7 @@ impl SessionState {
             pvcs: BTreeMap::new(),
             pvs: BTreeMap::new(),
             storage_classes: BTreeMap::new(),
+            capacity_buffers: BTreeMap::new(),
             rejected: BTreeMap::new(),
         }
     }
@@ -427,6 +434,7 @@ impl SessionState {
             + self.pvcs.len()
             + self.pvs.len()
             + self.storage_classes.len()
+            + self.capacity_buffers.len()
             + self.rejected.len()
     }
 
@@ -442,6 +450,7 @@ impl SessionState {
         self.pvcs.clear();
         self.pvs.clear();
         self.storage_classes.clear();
+        self.capacity_buffers.clear();
         self.rejected.clear();
     }
 
@@ -580,6 +589,7 @@ impl SessionState {
                 "PersistentVolumeClaim" => drop(self.pvcs.remove(uid)),
                 "PersistentVolume" => drop(self.pvs.remove(uid)),
                 "StorageClass" => drop(self.storage_classes.remove(uid)),
+                "CapacityBuffer" => drop(self.capacity_buffers.remove(uid)),
                 // A kind this planner does not know holds nothing here.
                 other => tracing::debug!(kind = other, "Delete of an unknown kind ignored"),
             }
@@ -652,6 +662,13 @@ impl SessionState {
             sequence,
             Kind::StorageClass,
             Object::StorageClass,
+        );
+        each(
+            self,
+            s.capacity_buffers,
+            sequence,
+            Kind::CapacityBuffer,
+            Object::CapacityBuffer,
         );
     }
 
@@ -769,6 +786,14 @@ impl SessionState {
                     &mut s.storage_classes
                 });
             }
+            Object::CapacityBuffer(b) => {
+                let (key, by_uid) = (key(&b.uid, Some(&b.namespace), &b.name), !b.uid.is_empty());
+                let id: Id = ("CapacityBuffer", b.namespace.clone(), b.name.clone());
+                let d = isolated::decode(b, id.0, &id.1, &id.2, convert::capacity_buffer);
+                store(self, k, key, id, d, origin, by_uid, |s| {
+                    &mut s.capacity_buffers
+                });
+            }
         }
     }
 
@@ -791,6 +816,7 @@ impl SessionState {
             pvcs: objects(&self.pvcs),
             pvs: objects(&self.pvs),
             storage_classes: objects(&self.storage_classes),
+            capacity_buffers: objects(&self.capacity_buffers),
             shifted_zones: base.map(|b| b.shifted_zones.clone()).unwrap_or_default(),
         };
         let excluded = isolated::finish(&mut snapshot, self.rejected.values().cloned().collect());

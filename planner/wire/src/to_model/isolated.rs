@@ -196,6 +196,13 @@ pub fn snapshot(s: pb::ClusterSnapshot) -> (ClusterSnapshot, Vec<Exclusion>) {
         |c| ("StorageClass", String::new(), c.name.clone()),
         |c| decode(c, "StorageClass", "", "", super::storage_class),
     );
+    each(
+        s.capacity_buffers,
+        o,
+        &mut snap.capacity_buffers,
+        |b| ("CapacityBuffer", b.namespace.clone(), b.name.clone()),
+        |b| decode(b, "CapacityBuffer", "", "", super::capacity_buffer),
+    );
     let out = finish(&mut snap, out);
     (snap, out)
 }
