@@ -251,7 +251,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let repairs = match (&config.lifecycle, &lifecycle) {
         (Some(lc), Some(controller)) if lc.node_repair => {
             let repairer =
-                repair::Repairer::new(controller.kube_client(), clock.clone(), lc.interval);
+                repair::Repairer::new(controller.kube_client(), clock.clone(), lc.interval)
+                    .with_metrics(metrics.clone());
             let rx = stopped.clone();
             Some(tokio::spawn(async move { repairer.run(rx).await }))
         }

@@ -8,6 +8,7 @@
 //! knows (kubernetes-sigs/karpenter v1.14 `pkg/metrics/metrics.go`,
 //! `pkg/controllers/disruption/metrics.go`): `karpenter_nodeclaims_created_total`,
 //! `karpenter_nodeclaims_terminated_total`, `karpenter_nodeclaims_disrupted_total`,
+//! `karpenter_nodeclaims_unhealthy_disrupted_total`,
 //! `karpenter_nodes_created_total`, `karpenter_nodes_terminated_total`,
 //! `karpenter_voluntary_disruption_decisions_total` and
 //! `karpenter_voluntary_disruption_decisions_by_nodepool_total`. (The cluster-state gauges,
@@ -60,6 +61,7 @@ struct Karpenter {
     nodeclaims_created: Family<Labels, Counter>,
     nodeclaims_terminated: Family<Labels, Counter>,
     nodeclaims_disrupted: Family<Labels, Counter>,
+    nodeclaims_unhealthy_disrupted: Family<Labels, Counter>,
     nodes_created: Family<Labels, Counter>,
     nodes_terminated: Family<Labels, Counter>,
     decisions: Family<Labels, Counter>,
@@ -82,6 +84,11 @@ impl Karpenter {
             "nodeclaims_disrupted",
             "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the nodeclaim was disrupted, the owning nodepool, the capacity type, the consolidation policy, and the termination mode.",
             self.nodeclaims_disrupted.clone(),
+        );
+        k.register(
+            "nodeclaims_unhealthy_disrupted",
+            "Number of unhealthy nodeclaims disrupted in total by Karpenter. Labeled by condition on the node was disrupted, the owning nodepool, and the image ID.",
+            self.nodeclaims_unhealthy_disrupted.clone(),
         );
         k.register(
             "nodes_created",
@@ -323,6 +330,29 @@ impl Metrics {
                 ("capacity_type", capacity_type),
                 ("consolidation_policy", consolidation_policy),
                 ("termination_mode", termination_mode),
+            ]))
+            .inc();
+    }
+
+    /// A NodeClaim node repair deleted (kubernetes-sigs/karpenter
+    /// `pkg/controllers/node/health/controller.go`): `karpenter_nodeclaims_disrupted_total`
+    /// with reason `unhealthy` and `karpenter_nodeclaims_unhealthy_disrupted_total` {condition
+    /// (snake case), nodepool, capacity_type, image_id}.
+    pub fn nodeclaim_repaired(
+        &self,
+        condition: &str,
+        nodepool: &str,
+        capacity_type: &str,
+        image_id: &str,
+    ) {
+        self.nodeclaim_disrupted("unhealthy", nodepool, capacity_type, "", "");
+        self.karpenter
+            .nodeclaims_unhealthy_disrupted
+            .get_or_create(&labels(&[
+                ("condition", &snake_case(condition)),
+                ("nodepool", nodepool),
+                ("capacity_type", capacity_type),
+                ("image_id", image_id),
             ]))
             .inc();
     }

@@ -302,6 +302,8 @@ pub struct Repairer {
     interval: Duration,
     /// Last `NodeRepairBlocked` Event per Node (deduplication).
     blocked_events: Arc<Mutex<HashMap<String, Millis>>>,
+    /// Where repairs are counted (Karpenter's repair metrics).
+    metrics: Option<crate::metrics::Metrics>,
 }
 
 // === impl Repairer ===
@@ -314,7 +316,15 @@ impl Repairer {
             clock,
             interval,
             blocked_events: Arc::default(),
+            metrics: None,
         }
+    }
+
+    /// Counts every repair in `metrics`: `karpenter_nodeclaims_disrupted_total{reason="unhealthy"}`
+    /// and `karpenter_nodeclaims_unhealthy_disrupted_total`.
+    pub fn with_metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Passes until `shutdown` turns true.
@@ -326,6 +336,16 @@ impl Repairer {
             }
             match self.pass().await {
                 Ok(p) => {
+                    if let Some(m) = &self.metrics {
+                        for r in &p.repaired {
+                            m.nodeclaim_repaired(
+                                &r.condition,
+                                &r.nodepool,
+                                &r.capacity_type,
+                                &r.image_id,
+                            );
+                        }
+                    }
                     for (object, e) in &p.errors {
                         tracing::warn!(%object, error = %e, "Node repair step failed; retrying next pass");
                     }

@@ -105,3 +105,11 @@ pub const INSTANCE_SECURITY_GROUPS: &str = "dovetail.io/security-group-ids";
 
 /// Labels (or annotations) of an object: key to value, in key order.
 pub type Labels = std::collections::BTreeMap<String, String>;
+
+/// Annotation marking a CapacityBuffer's virtual pod (kubernetes-sigs/karpenter
+/// `pkg/apis/autoscaling/v1beta1/constants.go` `FakePodAnnotationKey`; value `"true"`).
+pub const CAPACITY_BUFFER_FAKE_POD: &str = "karpenter.sh/capacity-buffer-fake-pod";
+/// The name of the CapacityBuffer a virtual pod belongs to (`BufferNameAnnotation`).
+pub const CAPACITY_BUFFER_NAME: &str = "karpenter.sh/capacity-buffer-name";
+/// The namespace of the CapacityBuffer a virtual pod belongs to (`BufferNamespaceAnnotation`).
+pub const CAPACITY_BUFFER_NAMESPACE: &str = "karpenter.sh/capacity-buffer-namespace";

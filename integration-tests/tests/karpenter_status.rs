@@ -331,6 +331,19 @@ async fn scenario(sys: &System, kubectl: &PathBuf) -> anyhow::Result<()> {
             "{reason}: {watcher}"
         );
     }
+    // `pkg/controllers/disruption/helpers.go` `BuildDisruptionBudgetMapping`: the default pool's
+    // budget (Karpenter's default `nodes: 10%`, rounded up) per graceful reason.
+    for reason in ["Empty", "Drifted", "Underutilized"] {
+        assert!(
+            sample(
+                &watcher,
+                "karpenter_nodepools_allowed_disruptions",
+                &[r#"nodepool="default""#, &format!("reason=\"{reason}\"")]
+            )
+            .is_some(),
+            "{reason}: {watcher}"
+        );
+    }
     Ok(())
 }
 

@@ -198,6 +198,34 @@ async fn an_unhealthy_node_is_replaced_unless_too_many_of_its_pool_are() -> anyh
     let nodes_after: BTreeSet<String> = live_nodes(&sys).await?.iter().map(name).collect();
     assert!(nodes_after.contains(&name(well)), "{nodes_after:?}");
     assert!(!nodes_after.contains(&sick_name), "{nodes_after:?}");
+    // Karpenter's repair metrics (`pkg/controllers/node/health/controller.go`), on the
+    // actuator's scrape.
+    let text = integration_tests::process::scrape(sys.actuator_metrics.expect("metrics")).await?;
+    let counted = |family: &str, want: &[&str]| {
+        text.lines().any(|l| {
+            l.starts_with(family)
+                && want.iter().all(|w| l.contains(w))
+                && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) == Some(1.0)
+        })
+    };
+    assert!(
+        counted(
+            "karpenter_nodeclaims_unhealthy_disrupted_total{",
+            &[
+                r#"condition="kernel_ready""#,
+                r#"nodepool="default""#,
+                "image_id=\""
+            ]
+        ),
+        "{text}"
+    );
+    assert!(
+        counted(
+            "karpenter_nodeclaims_disrupted_total{",
+            &[r#"reason="unhealthy""#, r#"nodepool="default""#]
+        ),
+        "{text}"
+    );
     sys.finish().await
 }
 

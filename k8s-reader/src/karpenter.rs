@@ -29,11 +29,11 @@ pub fn parse_duration(s: &str) -> std::result::Result<Option<i64>, String> {
         .map_err(|e| e.to_string())
 }
 
-fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
+pub(crate) fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
     path.iter().try_fold(v, |v, k| v.get(k))?.as_str()
 }
 
-fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
+pub(crate) fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
     path.iter().try_fold(v, |v, k| v.get(k))
 }
 
@@ -169,7 +169,7 @@ fn requirements(v: Option<&Value>, base: &str) -> Result<Vec<pb::Requirement>> {
     Ok(out)
 }
 
-fn resource_map(v: Option<&Value>, base: &str) -> Result<BTreeMap<String, String>> {
+pub(crate) fn resource_map(v: Option<&Value>, base: &str) -> Result<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
     for (k, q) in v.and_then(Value::as_object).into_iter().flatten() {
         let text = match q {

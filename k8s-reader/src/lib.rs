@@ -12,6 +12,7 @@
 //! arrives, which is what keeps a 100,000-pod mirror small. A conversion that fails names the
 //! field at fault (e.g. `spec.containers[0].resources.requests.cpu: invalid quantity "lots"`).
 
+pub mod buffer;
 mod cluster;
 mod karpenter;
 mod pod;

@@ -107,6 +107,23 @@ pub fn daemon_set(d: &apps::DaemonSet, priorities: &PriorityClasses) -> Result<p
     })
 }
 
+/// Converts a pod template found at `base` (its spec's path) into the pod it describes: its
+/// labels and spec; namespace and name are the caller's.
+pub(crate) fn template_pod(
+    t: &core::PodTemplateSpec,
+    base: &str,
+    priorities: &PriorityClasses,
+) -> Result<pb::Pod> {
+    let mut out = match &t.spec {
+        Some(spec) => pod_spec(spec, base, priorities)?,
+        None => pb::Pod::default(),
+    };
+    if let Some(m) = &t.metadata {
+        out.labels = labels(m).into_iter().collect();
+    }
+    Ok(out)
+}
+
 /// Converts a pod spec found at `base`.
 fn pod_spec(spec: &core::PodSpec, base: &str, priorities: &PriorityClasses) -> Result<pb::Pod> {
     let mut pod = pb::Pod {

@@ -42,7 +42,8 @@ pub(crate) struct PlanArgs {
     /// Karpenter's feature gates, `Name=true|false` separated by commas, over Karpenter v1.14's
     /// defaults (NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,
     /// NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false). Plans read
-    /// SpotToSpotConsolidation and StaticCapacity (NodePools with spec.replicas).
+    /// SpotToSpotConsolidation, StaticCapacity (NodePools with spec.replicas) and
+    /// CapacityBuffer (CapacityBuffers reserve capacity).
     #[arg(long, value_name = "GATES", default_value = "", value_parser = feature_gates)]
     feature_gates: common::feature_gates::FeatureGates,
     /// ENIs of each type's default network card left out of its max pods (Karpenter's
@@ -160,6 +161,7 @@ pub(super) fn run(args: &PlanArgs, clock_now: i64) -> Result<(), CliError> {
             no_disruption: args.no_disruption,
             static_capacity: args.feature_gates.static_capacity,
             node_overlay: args.feature_gates.node_overlay,
+            capacity_buffer: args.feature_gates.capacity_buffer,
             reserved_enis: args.reserved_enis,
             vm_memory_overhead_percent: planner::model::VmMemoryOverhead(
                 args.vm_memory_overhead_percent,

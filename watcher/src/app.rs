@@ -121,7 +121,9 @@ pub fn start(
     metrics: Metrics,
 ) -> Running {
     let mirror = Mirror::new();
-    let readiness = Readiness::new(settings.informers.names());
+    let mut informer_options = settings.informers.clone();
+    informer_options.capacity_buffers = settings.base.options.capacity_buffer;
+    let readiness = Readiness::new(informer_options.names());
     metrics.attach(mirror.clone(), readiness.clone());
     let (invalid_tx, mut invalid_rx) = mpsc::unbounded_channel();
     let (stop, stop_rx) = watch::channel(false);
@@ -131,7 +133,7 @@ pub fn start(
         metrics: metrics.clone(),
         invalid: invalid_tx,
     };
-    let tasks = informers::spawn_all(client.clone(), &settings.informers, sinks);
+    let tasks = informers::spawn_all(client.clone(), &informer_options, sinks);
     let (leading_tx, leading) = watch::channel(settings.leader.is_none());
     let mut services = Vec::new();
     let lead_alone = match settings.leader.clone() {

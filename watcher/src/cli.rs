@@ -74,6 +74,7 @@ async fn run(config: Config, planners: Arc<PlannerClient>) -> anyhow::Result<()>
         no_disruption: false,
         static_capacity: config.feature_gates.static_capacity,
         node_overlay: config.feature_gates.node_overlay,
+        capacity_buffer: config.feature_gates.capacity_buffer,
         reserved_enis: i32::try_from(config.reserved_enis).unwrap_or(i32::MAX),
         vm_memory_overhead_percent: Some(config.vm_memory_overhead_percent),
     };

@@ -4,12 +4,14 @@
 //! conditions Ready, ValidationSucceeded and NodeClassReady), the NodeClaim conditions
 //! Drifted and Consolidatable with the Events DisruptionBlocked and Unconsolidatable on Nodes
 //! and NodeClaims (`claims`), `PlannerValidationSucceeded=False` / `Ready=False` on the
-//! EC2NodeClasses a plan left out, and NodeOverlays' `ValidationSucceeded` / `Ready`
-//! (`overlays`, under the `NodeOverlay` gate).
+//! EC2NodeClasses a plan left out, NodeOverlays' `ValidationSucceeded` / `Ready` (`overlays`,
+//! under the `NodeOverlay` gate) and the status of CapacityBuffers (`buffers`).
 //!
 //! Feedback only reports; it never changes what is planned.
 
+mod buffers;
 mod claims;
+mod conditions;
 mod events;
 mod node_class;
 mod overlays;
@@ -21,6 +23,7 @@ use std::time::Duration;
 use kube::runtime::events::Reporter;
 use tokio::sync::{mpsc, watch};
 
+pub use buffers::resource as buffer_resource;
 pub use claims::{ClaimStatus, Wanted, disruption_events, merged_conditions, wanted};
 pub use events::{DisruptionEvent, Events, PodEvent, pod_events};
 pub use node_class::NodeClassStatus;
@@ -65,7 +68,8 @@ pub async fn run(
     let mut status = NodePoolStatus::new(client.clone());
     let mut claims = ClaimStatus::new(client.clone());
     let mut overlays = OverlayStatus::new(client.clone());
-    let mut classes = NodeClassStatus::new(client);
+    let mut classes = NodeClassStatus::new(client.clone());
+    let mut buffers = buffers::BufferStatus::new(client);
     let mut left_out: Vec<proto::v1::ExcludedObject> = Vec::new();
     let mut tick = tokio::time::interval(status_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -80,6 +84,7 @@ pub async fn run(
                 if let Some(plan) = plan {
                     metrics.note_excluded(&plan.excluded);
                     metrics.karpenter.note_node_status(&plan.node_status);
+                    metrics.karpenter.note_budgets(&plan.node_pool_budgets);
                     // Logged when the set changes, not with every plan.
                     for e in plan.excluded.iter().filter(|e| !left_out.contains(e)) {
                         tracing::warn!(kind = %e.kind, namespace = %e.namespace, name = %e.name, reason = %e.reason, field = %e.field, message = %e.message, "Object left out of the plan");
@@ -88,6 +93,7 @@ pub async fn run(
                     status.note_plan(&plan);
                     classes.note_plan(&plan);
                     overlays.note_plan(&plan);
+                    buffers.note_plan(&plan);
                     let todo = pod_events(&plan, &mirror);
                     events.publish_all(todo).await;
                     claims.note_plan(&plan, &mirror, &mut events).await;
@@ -96,6 +102,7 @@ pub async fn run(
                 claims.reconcile().await;
                 classes.reconcile().await;
                 overlays.reconcile().await;
+                buffers.reconcile().await;
             }
             Some(bad) = invalid.recv() => {
                 if bad.kind == crate::mirror::Kind::Pod {
@@ -110,6 +117,7 @@ pub async fn run(
                 claims.reconcile().await;
                 classes.reconcile().await;
                 overlays.reconcile().await;
+                buffers.reconcile().await;
             }
         }
     }

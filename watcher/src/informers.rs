@@ -12,6 +12,7 @@
 //! namespaces metadata-only, and every object is dropped as soon as its compact form is
 //! taken.
 
+mod buffers;
 mod kinds;
 
 use std::collections::BTreeSet;
@@ -24,7 +25,7 @@ use kube::runtime::watcher;
 use proto::v1::upsert::Object;
 use tokio::sync::mpsc;
 
-pub use kinds::{NAMES, NODE_OVERLAYS, Options, karpenter_resource, spawn_all};
+pub use kinds::{NAMES, NODE_OVERLAYS, Options, karpenter_resource, names, spawn_all};
 
 use crate::metrics::Metrics;
 use crate::mirror::{Applied, Kind, Mirror};

@@ -12,7 +12,10 @@
 //! - `karpenter_voluntary_disruption_eligible_nodes` {reason} (`drifted`, `empty`,
 //!   `underutilized`), from the latest plan's candidates
 //!   (`pkg/controllers/disruption/controller.go`: the candidates each method's `ShouldDisrupt`
-//!   keeps, blocked ones excluded).
+//!   keeps, blocked ones excluded);
+//! - `karpenter_nodepools_allowed_disruptions` {nodepool, reason} (`Empty`, `Drifted`,
+//!   `Underutilized`), from the latest plan's `nodePoolBudgets`
+//!   (`pkg/controllers/disruption/helpers.go` `BuildDisruptionBudgetMapping`).
 //!
 //! Resource values are in base units (cores, bytes, pods), as Karpenter reports them. The
 //! gauges are rebuilt from scratch on every refresh, so objects that went away leave no series.
@@ -43,6 +46,7 @@ pub struct KarpenterMetrics {
     node_count: Gauge,
     synced: Gauge,
     eligible: Family<Labels, Gauge>,
+    allowed_disruptions: Family<Labels, Gauge>,
 }
 
 /// The node label keys Karpenter turns into metric labels (the well-known ones dashboards use).
@@ -112,6 +116,25 @@ impl KarpenterMetrics {
             "Number of nodes eligible for disruption by Karpenter. Labeled by disruption reason.",
             self.eligible.clone(),
         );
+        k.register(
+            "nodepools_allowed_disruptions",
+            "The number of nodes for a given NodePool that can be concurrently disrupting at a point in time. Labeled by NodePool. Note that allowed disruptions can change very rapidly, as new nodes may be created and others may be deleted at any point.",
+            self.allowed_disruptions.clone(),
+        );
+    }
+
+    /// Sets `karpenter_nodepools_allowed_disruptions` from a plan's budgets (pools gone since
+    /// the last plan leave no series).
+    pub fn note_budgets(&self, budgets: &[pb::NodePoolBudgetStatus]) {
+        self.allowed_disruptions.clear();
+        for b in budgets {
+            self.allowed_disruptions
+                .get_or_create(&vec![
+                    ("nodepool".to_string(), b.node_pool.clone()),
+                    ("reason".to_string(), b.reason.clone()),
+                ])
+                .set(i64::from(b.allowed));
+        }
     }
 
     /// Sets the eligible-node gauges from a plan's candidates: drifted, empty (consolidatable,

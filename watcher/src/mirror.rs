@@ -41,13 +41,16 @@ pub enum Kind {
     StorageClass,
     /// Karpenter NodeOverlays (watched under the `NodeOverlay` gate).
     NodeOverlay,
+    /// CapacityBuffers with their resolved templates (mirrored while the CapacityBuffer
+    /// feature gate is on).
+    CapacityBuffer,
 }
 
 // === impl Kind ===
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::Pod,
         Kind::Node,
         Kind::NodeClaim,
@@ -60,6 +63,7 @@ impl Kind {
         Kind::Pv,
         Kind::StorageClass,
         Kind::NodeOverlay,
+        Kind::CapacityBuffer,
     ];
 
     /// The kind of a compact object.
@@ -77,6 +81,7 @@ impl Kind {
             Object::Pv(_) => Kind::Pv,
             Object::StorageClass(_) => Kind::StorageClass,
             Object::NodeOverlay(_) => Kind::NodeOverlay,
+            Object::CapacityBuffer(_) => Kind::CapacityBuffer,
         }
     }
 
@@ -95,6 +100,7 @@ impl Kind {
             Kind::Pv => "PersistentVolume",
             Kind::StorageClass => "StorageClass",
             Kind::NodeOverlay => "NodeOverlay",
+            Kind::CapacityBuffer => "CapacityBuffer",
         }
     }
 
@@ -120,6 +126,7 @@ pub fn key(o: &Object) -> String {
         Object::Pv(v) => k(&v.uid, None, &v.name),
         Object::StorageClass(c) => k(&c.uid, None, &c.name),
         Object::NodeOverlay(o) => k(&o.uid, None, &o.name),
+        Object::CapacityBuffer(b) => k(&b.uid, Some(&b.namespace), &b.name),
     }
 }
 
@@ -266,6 +273,7 @@ impl State {
                     Object::Pv(x) => s.pvs.push(x),
                     Object::StorageClass(x) => s.storage_classes.push(x),
                     Object::NodeOverlay(x) => s.node_overlays.push(x),
+                    Object::CapacityBuffer(x) => s.capacity_buffers.push(x),
                 }
             }
         }

@@ -28,7 +28,7 @@ pub use common::cron;
 mod evaluation;
 mod status;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use thiserror::Error;
 
@@ -37,7 +37,7 @@ pub use candidate::{
     eviction_cost, is_reschedulable, lifetime_remaining, offering_price, pod_do_not_disrupt,
 };
 pub use evaluation::{Command, Evaluation, MIN_REPACK_SAVING, MIN_SPOT_TO_SPOT_TYPES, Rejection};
-pub use status::{drift_reason, node_status};
+pub use status::{disruption_status, drift_reason, node_status};
 
 use crate::catalog::Catalog;
 use crate::model::{ClusterSnapshot, PlanOptions, Pod, PodKey};
@@ -287,6 +287,12 @@ impl<'a> Candidates<'a> {
     /// (see [`node_status`]).
     pub fn node_status(&self) -> Vec<crate::plan::NodeDisruptionStatus> {
         status::of_candidates(self)
+    }
+
+    /// Each NodePool's allowed disruptions per graceful reason (see
+    /// [`disruption_status`]).
+    pub fn budget_status(&self) -> Vec<crate::plan::NodePoolBudgetStatus> {
+        status::budgets_of_candidates(self)
     }
 }
 

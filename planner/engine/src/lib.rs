@@ -15,6 +15,7 @@
 //! several services share (resources, catalog data, well-known keys, drift hashes) live in
 //! `common` and are re-exported here.
 
+pub mod buffers;
 pub mod cancel;
 pub mod catalog;
 pub mod consolidation;
@@ -62,6 +63,9 @@ pub fn plan_cancellable(
     let overlays = catalog::overlay::Evaluation::of(snapshot, &adjusted, options);
     let adjusted = overlays.price_previews(adjusted);
     let catalog: &Catalog = &adjusted;
+    // CapacityBuffers' virtual pods join the pending pods (after every real pod).
+    let buffered = buffers::with_virtual_pods(snapshot, options);
+    let snapshot: &ClusterSnapshot = buffered.as_ref().map_or(snapshot, |b| &b.snapshot);
     // The NodePool tables are built once for the launch plan and every state of the
     // disruption search (they all have the input's NodePools).
     let shared = scheduling::SharedTables::new(snapshot, catalog);
@@ -102,9 +106,10 @@ pub fn plan_cancellable(
     plan.notes.extend(statics.notes);
     // What Karpenter writes on the candidates (conditions, Events), whether or not disruption
     // is planned: its NodeClaim disruption controller runs regardless.
-    // One set of candidates serves the status and the disruption search.
+    // One set of candidates serves the status, the budgets and the disruption search.
     let candidates = consolidation::Candidates::new(snapshot, catalog, options.now);
     plan.node_status = candidates.node_status();
+    plan.node_pool_budgets = candidates.budget_status();
     if !options.no_disruption {
         let launch: Vec<(String, Vec<model::PodKey>)> = plan
             .existing_nodes
@@ -126,6 +131,12 @@ pub fn plan_cancellable(
             }
             Err(e) => plan.notes.push(format!("disruption not planned: {e}")),
         }
+    }
+    if let Some(b) = &buffered {
+        let placed = b.finish(&mut plan, snapshot);
+        let less = |n: u32, by: usize| n.saturating_sub(u32::try_from(by).unwrap_or(u32::MAX));
+        plan.summary.pending_pods = less(plan.summary.pending_pods, b.virtual_count());
+        plan.summary.scheduled_pods = less(plan.summary.scheduled_pods, placed);
     }
     Ok(plan)
 }

@@ -5,6 +5,7 @@
 //! `planner-manifests`). Units are fixed by
 //! [`Resources`]; time is [`Timestamp`] seconds.
 
+mod buffer;
 pub mod named;
 mod node;
 mod nodepool;
@@ -14,6 +15,7 @@ mod selectors;
 mod snapshot;
 mod workloads;
 
+pub use buffer::CapacityBuffer;
 pub use common::quantity;
 pub use common::resources::{Resources, format_bytes, format_cpu, names};
 pub use named::Named;

@@ -47,6 +47,92 @@ pub struct Plan {
     /// off).
     #[serde(default)]
     pub node_overlays: Vec<crate::catalog::overlay::NodeOverlayStatus>,
+    /// What each CapacityBuffer's status says after this plan (sorted by namespace and name);
+    /// empty while the `CapacityBuffer` feature gate is off.
+    #[serde(default)]
+    pub capacity_buffers: Vec<CapacityBufferStatus>,
+    /// Each NodePool's allowed disruptions per graceful reason (`Empty`, `Drifted`,
+    /// `Underutilized`), sorted by pool and reason order.
+    #[serde(default)]
+    pub node_pool_budgets: Vec<NodePoolBudgetStatus>,
+}
+
+/// The allowed disruptions of one NodePool for one reason, as Karpenter's
+/// `BuildDisruptionBudgetMapping` (`pkg/controllers/disruption/helpers.go`) computes them: its
+/// `karpenter_nodepools_allowed_disruptions` gauge, and the NodePool's `DisruptionBlocked`
+/// Event when the pool has nodes and none may be disrupted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePoolBudgetStatus {
+    /// The NodePool.
+    pub node_pool: String,
+    /// `Empty`, `Drifted` or `Underutilized`.
+    pub reason: String,
+    /// The least `nodes` of the budgets active now for the reason, scaled to the pool's nodes
+    /// (2147483647, Go's `math.MaxInt32`, when no budget limits it), before the nodes already
+    /// disrupting are taken off.
+    pub allowed: i32,
+    /// The pool's managed, initialized nodes.
+    pub nodes: u32,
+    /// Of them, the NotReady or disrupting ones.
+    pub disrupting: u32,
+}
+
+// === impl NodePoolBudgetStatus ===
+
+impl NodePoolBudgetStatus {
+    /// Karpenter publishes `DisruptionBlocked` on the NodePool when it has nodes and its budgets
+    /// allow none for the reason.
+    pub fn is_blocked(&self) -> bool {
+        self.nodes != 0 && self.allowed == 0
+    }
+
+    /// The Event's message (`NodePoolBlockedForDisruptionReason`).
+    pub fn blocked_message(&self) -> String {
+        format!(
+            "No allowed disruptions for disruption reason {} due to blocking budget",
+            self.reason
+        )
+    }
+}
+
+/// The status of one CapacityBuffer as Karpenter v1.14 writes it
+/// (kubernetes-sigs/karpenter `pkg/controllers/capacitybuffer/controller.go` and
+/// `pkg/controllers/provisioning/buffers.go`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityBufferStatus {
+    /// The buffer's namespace.
+    pub namespace: String,
+    /// The buffer's name.
+    pub name: String,
+    /// The `ReadyForProvisioning` condition: its template resolved.
+    pub ready_for_provisioning: bool,
+    /// Its reason (`Resolved`, `PodTemplateNotFound`, `ScalableRefNotFound`,
+    /// `ResolutionFailed`).
+    pub ready_reason: String,
+    /// Its message.
+    pub ready_message: String,
+    /// `status.replicas`: the chunks planned; absent when the template did not resolve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// `status.podTemplateRef.name` (empty for a scalableRef).
+    pub pod_template: String,
+    /// `status.podTemplateGeneration` (a string in JSON, as proto3 JSON writes 64-bit integers).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "int64_text")]
+    pub pod_template_generation: Option<i64>,
+    /// `status.provisioningStrategy` (the spec's, empty when unset).
+    pub provisioning_strategy: String,
+    /// The `Provisioning` condition's status: `True` (every chunk fits on existing capacity)
+    /// or `False`.
+    pub provisioning: String,
+    /// Its reason (`FitsExistingCapacity`, `RequiresNewCapacity`, `NotReadyForProvisioning`,
+    /// `BufferEmpty`).
+    pub provisioning_reason: String,
+    /// Its message.
+    pub provisioning_message: String,
+    /// The existing Nodes (or in-flight NodeClaims) its chunks are placed on.
+    pub nodes: Vec<String>,
 }
 
 /// The disruption facts of one node, in Karpenter's words
@@ -98,6 +184,9 @@ pub struct OptionsUsed {
     /// The NodeOverlay feature gate.
     #[serde(default)]
     pub node_overlay: bool,
+    /// The CapacityBuffer feature gate.
+    #[serde(default)]
+    pub capacity_buffer: bool,
 }
 
 // === impl OptionsUsed ===
@@ -113,6 +202,7 @@ impl OptionsUsed {
             no_disruption: o.no_disruption,
             static_capacity: o.static_capacity,
             node_overlay: o.node_overlay,
+            capacity_buffer: o.capacity_buffer,
             reserved_enis: o.reserved_enis,
             vm_memory_overhead_percent: o.vm_memory_overhead_percent.0,
         }
@@ -239,4 +329,31 @@ pub struct Summary {
     pub cost_per_hour: f64,
     /// A proven lower bound on the hourly cost of new capacity for the placed pods.
     pub lower_bound_cost_per_hour: f64,
+}
+
+/// An optional 64-bit integer as proto3 JSON writes it: a string (read from a string or a
+/// number).
+mod int64_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(v: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(n) => s.serialize_str(&n.to_string()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Text(String),
+            Number(i64),
+        }
+        match Option::<Either>::deserialize(d)? {
+            None => Ok(None),
+            Some(Either::Number(n)) => Ok(Some(n)),
+            Some(Either::Text(t)) => t.parse().map(Some).map_err(serde::de::Error::custom),
+        }
+    }
 }

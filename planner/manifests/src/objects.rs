@@ -34,6 +34,8 @@ const KINDS: &[(&str, bool)] = &[
     ("NodeClaim", false),
     ("EC2NodeClass", false),
     ("NodeOverlay", false),
+    ("PodTemplate", true),
+    ("CapacityBuffer", true),
 ];
 
 fn is_known(kind: &str) -> bool {
@@ -64,6 +66,8 @@ pub(crate) struct Objects {
     pub(crate) node_claims: Vec<At<Value>>,
     pub(crate) node_classes: Vec<At<Value>>,
     pub(crate) node_overlays: Vec<At<Value>>,
+    pub(crate) pod_templates: Vec<At<core::PodTemplate>>,
+    pub(crate) capacity_buffers: Vec<At<Value>>,
     pub(crate) warnings: Vec<String>,
     pub(crate) skipped: Vec<Skipped>,
     /// Pods so far: pods as given plus every controller's desired replicas.
@@ -344,6 +348,24 @@ impl Objects {
             ("karpenter.sh/v1alpha1", "NodeOverlay") => {
                 karpenter_meta(value)?;
                 self.node_overlays.push((value.clone(), here()));
+            }
+            ("v1", "PodTemplate") => {
+                let mut t: core::PodTemplate = typed(value, api_version)?;
+                require_name(&t.metadata)?;
+                default_namespace(&mut t.metadata);
+                self.pod_templates.push((t, here()));
+            }
+            ("autoscaling.x-k8s.io/v1beta1", "CapacityBuffer") => {
+                karpenter_meta(value)?;
+                let mut v = value.clone();
+                if v.pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                    && let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut)
+                {
+                    m.insert("namespace".into(), Value::String("default".into()));
+                }
+                self.capacity_buffers.push((v, here()));
             }
             _ => {
                 if let Some(warning) = legacy::legacy_kind(api_version, kind) {

@@ -206,6 +206,53 @@ fn pods(
     })
 }
 
+/// A CapacityBuffer with its reference resolved among the input's PodTemplates and workloads,
+/// as the watcher resolves it against the API (a missing referent is reported as the API
+/// would: `podtemplates "x" not found`).
+fn capacity_buffer(
+    objects: &Objects,
+    b: &Value,
+    classes: &PriorityClasses,
+) -> std::result::Result<pb::CapacityBuffer, k8s_reader::Error> {
+    use k8s_reader::buffer::{Reference, Referent};
+    let namespace = b
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    let missing;
+    let referent = match k8s_reader::buffer::reference(b) {
+        Reference::PodTemplate(name) => match objects.pod_templates.iter().find(|(t, _)| {
+            t.metadata.namespace.as_deref() == Some(namespace)
+                && t.metadata.name.as_deref() == Some(name.as_str())
+        }) {
+            Some((t, _)) => Referent::PodTemplate(t),
+            None => {
+                missing = format!("podtemplates {name:?} not found");
+                Referent::Unresolved(&missing)
+            }
+        },
+        Reference::Workload { kind, name } => match objects
+            .controllers
+            .iter()
+            .find(|(c, _)| c.kind == kind && c.namespace == namespace && c.name == name)
+        {
+            Some((c, _)) => Referent::Workload {
+                template: &c.template,
+                replicas: Some(i32::try_from(c.desired).unwrap_or(i32::MAX)),
+            },
+            None => {
+                missing = format!("{}s.apps {name:?} not found", kind.to_lowercase());
+                Referent::Unresolved(&missing)
+            }
+        },
+        Reference::Unsupported(why) => {
+            missing = why;
+            Referent::Unresolved(&missing)
+        }
+    };
+    k8s_reader::buffer::capacity_buffer(b, referent, classes)
+}
+
 /// Converts every other kind, in the order of the wire snapshot's lists.
 fn others(
     objects: &Objects,
@@ -293,6 +340,12 @@ fn others(
                 from_template: false,
             },
         );
+    }
+    for (b, origin) in &objects.capacity_buffers {
+        let converted =
+            capacity_buffer(objects, b, classes).map_err(|e| reader_error(origin, &e))?;
+        out.capacity_buffers.push(converted);
+        origins.push("capacity_buffers", origin.clone());
     }
     convert!(pvs, objects.pvs, k8s_reader::pv);
     convert!(

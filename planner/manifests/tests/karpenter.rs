@@ -146,11 +146,28 @@ struct Expect {
     /// (`Conflict`, `RuntimeValidation`, or an exclusion's reason such as `Invalid`).
     #[serde(default)]
     node_overlays: BTreeMap<String, String>,
+    /// CapacityBuffer (`namespace/name`) → what its status says.
+    #[serde(default)]
+    buffers: BTreeMap<String, BufferExpect>,
     /// The positive twin of a "nothing happens" scenario: the same input without the blocker,
     /// which must act.
     unblocked: Option<Box<Unblocked>>,
     cost_per_hour: Option<f64>,
     cost_per_hour_max: Option<f64>,
+}
+
+/// What a CapacityBuffer's status says after the plan.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct BufferExpect {
+    /// The `ReadyForProvisioning` reason.
+    ready: Option<String>,
+    /// The `Provisioning` reason.
+    provisioning: Option<String>,
+    /// `status.replicas`.
+    replicas: Option<i32>,
+    /// The existing nodes its chunks are on (exact set).
+    nodes: Option<Vec<String>>,
 }
 
 /// A scenario's positive twin: its `input.yaml` with the blocker edited out.
@@ -851,6 +868,45 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot, contract: boo
                 "no note mentions {text:?}; notes: {:?}",
                 plan.notes
             ));
+        }
+    }
+    for (key, want) in &expect.buffers {
+        let Some(got) = plan
+            .capacity_buffers
+            .iter()
+            .find(|b| common::key::namespaced(&b.namespace, &b.name) == *key)
+        else {
+            errs.push(format!(
+                "no status for CapacityBuffer {key}: {:?}",
+                plan.capacity_buffers
+            ));
+            continue;
+        };
+        if let Some(r) = &want.ready
+            && *r != got.ready_reason
+        {
+            errs.push(format!(
+                "{key}: ReadyForProvisioning is {got:?}, expected {r}"
+            ));
+        }
+        if let Some(r) = &want.provisioning
+            && *r != got.provisioning_reason
+        {
+            errs.push(format!("{key}: Provisioning is {got:?}, expected {r}"));
+        }
+        if want.replicas.is_some() && want.replicas != got.replicas {
+            errs.push(format!(
+                "{key}: replicas {:?}, expected {:?}",
+                got.replicas, want.replicas
+            ));
+        }
+        if let Some(n) = &want.nodes {
+            let (mut a, mut b) = (n.clone(), got.nodes.clone());
+            a.sort();
+            b.sort();
+            if a != b {
+                errs.push(format!("{key}: chunks on {b:?}, expected {a:?}"));
+            }
         }
     }
     // Contract invariant: every pending pod in exactly one place.

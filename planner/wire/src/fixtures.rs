@@ -248,5 +248,27 @@ pub fn plan() -> Plan {
             reason: "Conflict".into(),
             message: "conflict with another overlay".into(),
         }],
+        capacity_buffers: vec![planner::plan::CapacityBufferStatus {
+            namespace: "default".into(),
+            name: "spare".into(),
+            ready_for_provisioning: true,
+            ready_reason: "Resolved".into(),
+            ready_message: "Pod template resolved successfully".into(),
+            replicas: Some(2),
+            pod_template: "spare-chunk".into(),
+            pod_template_generation: Some(1),
+            provisioning_strategy: String::new(),
+            provisioning: "True".into(),
+            provisioning_reason: "FitsExistingCapacity".into(),
+            provisioning_message: "All 2 virtual pods fit on existing capacity".into(),
+            nodes: vec!["ip-10-0-1-5.ec2.internal".into()],
+        }],
+        node_pool_budgets: vec![planner::plan::NodePoolBudgetStatus {
+            node_pool: "default".into(),
+            reason: "Empty".into(),
+            allowed: 1,
+            nodes: 3,
+            disrupting: 0,
+        }],
     }
 }

@@ -174,6 +174,35 @@ fn rich_snapshot() -> ClusterSnapshot {
             weight: Some(10),
         });
     }
+    let mut chunk = s.pods[0].clone();
+    chunk.node_name = None;
+    s.capacity_buffers.push(model::CapacityBuffer {
+        namespace: "default".into(),
+        name: "spare".into(),
+        uid: "uid-spare".into(),
+        provisioning_strategy: Some("buffer.x-k8s.io/active-capacity".into()),
+        pod_template_ref: Some("spare-chunk".into()),
+        scalable_ref: None,
+        replicas: Some(2),
+        percentage: None,
+        limits: Some(model::Resources::cpu_memory(4000, 0)),
+        template: Some(chunk),
+        pod_template_generation: Some(3),
+        scalable_replicas: None,
+        unresolved: None,
+    });
+    s.capacity_buffers.push(model::CapacityBuffer {
+        namespace: "default".into(),
+        name: "lost".into(),
+        uid: "uid-lost".into(),
+        scalable_ref: Some("Deployment/gone".into()),
+        percentage: Some(10),
+        unresolved: Some((
+            "ScalableRefNotFound".into(),
+            "deployments.apps \"gone\" not found".into(),
+        )),
+        ..model::CapacityBuffer::default()
+    });
     s
 }
 
@@ -232,6 +261,7 @@ fn snapshot_round_trips_through_the_wire() {
         no_disruption: false,
         static_capacity: true,
         node_overlay: true,
+        capacity_buffer: true,
         reserved_enis: 2,
         vm_memory_overhead_percent: planner::model::VmMemoryOverhead(0.05),
     };

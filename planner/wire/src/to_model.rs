@@ -132,6 +132,7 @@ pub fn options(o: pb::PlanOptions, at: At<'_>) -> Result<PlanOptions> {
         no_disruption: o.no_disruption,
         static_capacity: o.static_capacity,
         node_overlay: o.node_overlay,
+        capacity_buffer: o.capacity_buffer,
         reserved_enis,
         vm_memory_overhead_percent,
     })
@@ -160,6 +161,11 @@ pub fn snapshot(s: pb::ClusterSnapshot, at: At<'_>) -> Result<ClusterSnapshot> {
         )?,
         shifted_zones: shifted_zones(s.shifted_zones, at.field("shifted_zones"))?,
         node_overlays: list(s.node_overlays, at.field("node_overlays"), node_overlay)?,
+        capacity_buffers: list(
+            s.capacity_buffers,
+            at.field("capacity_buffers"),
+            capacity_buffer,
+        )?,
     })
 }
 
@@ -782,6 +788,43 @@ pub fn pv(v: pb::PersistentVolume, at: At<'_>) -> Result<model::PersistentVolume
     })
 }
 
+/// Decodes a wire `CapacityBuffer`; errors name the field below `at`.
+pub fn capacity_buffer(b: pb::CapacityBuffer, at: At<'_>) -> Result<model::CapacityBuffer> {
+    let namespace = non_empty(b.namespace, at.field("namespace"))?;
+    let name = non_empty(b.name, at.field("name"))?;
+    let uid = common::key::object(&b.uid, Some(&namespace), &name);
+    let opt = |s: String| (!s.is_empty()).then_some(s);
+    for (v, field) in [(b.replicas, "replicas"), (b.percentage, "percentage")] {
+        if let Some(v) = v
+            && v < 0
+        {
+            return Err(at
+                .field(field)
+                .err(format!("{v} is negative; the CRD's minimum is 0")));
+        }
+    }
+    let template = b
+        .template
+        .map(|t| pod(t, at.field("template")))
+        .transpose()?;
+    let unresolved = opt(b.unresolved_reason).map(|r| (r, b.unresolved_message));
+    Ok(model::CapacityBuffer {
+        namespace,
+        name,
+        uid,
+        provisioning_strategy: opt(b.provisioning_strategy),
+        pod_template_ref: opt(b.pod_template_ref),
+        scalable_ref: opt(b.scalable_ref),
+        replicas: b.replicas,
+        percentage: b.percentage,
+        limits: resource_list(b.limits, at.field("limits"))?,
+        template,
+        pod_template_generation: b.pod_template_generation,
+        scalable_replicas: b.scalable_replicas,
+        unresolved,
+    })
+}
+
 /// Decodes a wire `StorageClass`; errors name the field below `at`.
 pub fn storage_class(s: pb::StorageClass, at: At<'_>) -> Result<model::StorageClass> {
     let volume_binding_mode = match s.volume_binding_mode.as_str() {
@@ -977,11 +1020,42 @@ pub fn plan(p: pb::PlanResponse) -> Plan {
                 no_disruption: o.no_disruption,
                 static_capacity: o.static_capacity,
                 node_overlay: o.node_overlay,
+                capacity_buffer: o.capacity_buffer,
                 reserved_enis: u32::try_from(o.reserved_enis).unwrap_or(0),
                 vm_memory_overhead_percent: o
                     .vm_memory_overhead_percent
                     .unwrap_or(VmMemoryOverhead::DEFAULT),
             }),
+            capacity_buffers: p
+                .capacity_buffers
+                .into_iter()
+                .map(|b| planner::plan::CapacityBufferStatus {
+                    namespace: b.namespace,
+                    name: b.name,
+                    ready_for_provisioning: b.ready_for_provisioning,
+                    ready_reason: b.ready_reason,
+                    ready_message: b.ready_message,
+                    replicas: b.replicas,
+                    pod_template: b.pod_template,
+                    pod_template_generation: b.pod_template_generation,
+                    provisioning_strategy: b.provisioning_strategy,
+                    provisioning: b.provisioning,
+                    provisioning_reason: b.provisioning_reason,
+                    provisioning_message: b.provisioning_message,
+                    nodes: b.nodes,
+                })
+                .collect(),
+            node_pool_budgets: p
+                .node_pool_budgets
+                .into_iter()
+                .map(|b| planner::plan::NodePoolBudgetStatus {
+                    node_pool: b.node_pool,
+                    reason: b.reason,
+                    allowed: b.allowed,
+                    nodes: b.nodes,
+                    disrupting: b.disrupting,
+                })
+                .collect(),
         }
     }
 }

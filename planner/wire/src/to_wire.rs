@@ -356,6 +356,7 @@ pub fn snapshot(s: &ClusterSnapshot) -> pb::ClusterSnapshot {
             .collect(),
         shifted_zones: s.shifted_zones.clone(),
         node_overlays: s.node_overlays.iter().map(node_overlay_out).collect(),
+        capacity_buffers: s.capacity_buffers.iter().map(capacity_buffer).collect(),
         storage_classes: s
             .storage_classes
             .iter()
@@ -392,6 +393,29 @@ fn node_overlay_out(o: &model::NodeOverlay) -> pb::NodeOverlay {
         capacity: quantities(&o.capacity),
         weight: o.weight,
         uid: String::new(),
+    }
+}
+
+/// A `CapacityBuffer` as its wire message.
+pub fn capacity_buffer(b: &planner::model::CapacityBuffer) -> pb::CapacityBuffer {
+    let (unresolved_reason, unresolved_message) = b.unresolved.clone().unwrap_or_default();
+    pb::CapacityBuffer {
+        namespace: b.namespace.clone(),
+        name: b.name.clone(),
+        uid: b.uid.clone(),
+        provisioning_strategy: b.provisioning_strategy.clone().unwrap_or_default(),
+        pod_template_ref: b.pod_template_ref.clone().unwrap_or_default(),
+        scalable_ref: b.scalable_ref.clone().unwrap_or_default(),
+        replicas: b.replicas,
+        percentage: b.percentage,
+        limits: b.limits.as_ref().map(|l| pb::ResourceList {
+            quantities: quantities(l),
+        }),
+        template: b.template.as_ref().map(pod),
+        pod_template_generation: b.pod_template_generation,
+        scalable_replicas: b.scalable_replicas,
+        unresolved_reason,
+        unresolved_message,
     }
 }
 
@@ -437,6 +461,7 @@ pub fn options(o: &PlanOptions) -> pb::PlanOptions {
         no_disruption: o.no_disruption,
         static_capacity: o.static_capacity,
         node_overlay: o.node_overlay,
+        capacity_buffer: o.capacity_buffer,
         reserved_enis: i32::try_from(o.reserved_enis).unwrap_or(i32::MAX),
         vm_memory_overhead_percent: Some(o.vm_memory_overhead_percent.0),
     }
@@ -576,6 +601,7 @@ pub fn plan_response(p: &Plan) -> pb::PlanResponse {
             no_disruption: o.no_disruption,
             static_capacity: o.static_capacity,
             node_overlay: o.node_overlay,
+            capacity_buffer: o.capacity_buffer,
             reserved_enis: i32::try_from(o.reserved_enis).unwrap_or(i32::MAX),
             vm_memory_overhead_percent: Some(o.vm_memory_overhead_percent),
         }),
@@ -587,6 +613,36 @@ pub fn plan_response(p: &Plan) -> pb::PlanResponse {
                 validation_succeeded: o.validation_succeeded,
                 reason: o.reason.clone(),
                 message: o.message.clone(),
+            })
+            .collect(),
+        capacity_buffers: p
+            .capacity_buffers
+            .iter()
+            .map(|b| pb::CapacityBufferStatus {
+                namespace: b.namespace.clone(),
+                name: b.name.clone(),
+                ready_for_provisioning: b.ready_for_provisioning,
+                ready_reason: b.ready_reason.clone(),
+                ready_message: b.ready_message.clone(),
+                replicas: b.replicas,
+                pod_template: b.pod_template.clone(),
+                pod_template_generation: b.pod_template_generation,
+                provisioning_strategy: b.provisioning_strategy.clone(),
+                provisioning: b.provisioning.clone(),
+                provisioning_reason: b.provisioning_reason.clone(),
+                provisioning_message: b.provisioning_message.clone(),
+                nodes: b.nodes.clone(),
+            })
+            .collect(),
+        node_pool_budgets: p
+            .node_pool_budgets
+            .iter()
+            .map(|b| pb::NodePoolBudgetStatus {
+                node_pool: b.node_pool.clone(),
+                reason: b.reason.clone(),
+                allowed: b.allowed,
+                nodes: b.nodes,
+                disrupting: b.disrupting,
             })
             .collect(),
     }

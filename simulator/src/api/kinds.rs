@@ -145,6 +145,7 @@ impl Kinds {
                 &["pv"],
             ),
             b("", "v1", "configmaps", "ConfigMap", true, false, &["cm"]),
+            b("", "v1", "podtemplates", "PodTemplate", true, false, &[]),
             b("", "v1", "services", "Service", true, true, &["svc"]),
             b("apps", "v1", "daemonsets", "DaemonSet", true, true, &["ds"]),
             b(
@@ -452,8 +453,8 @@ fn group_doc(group: &str, versions: &[String]) -> Value {
     })
 }
 
-/// The CustomResourceDefinitions stored at start: NodePool and NodeClaim (`karpenter.sh/v1`) and
-/// EC2NodeClass (`karpenter.k8s.aws/v1`), exactly as `dovetail crds` prints them (crate `crds`):
+/// The CustomResourceDefinitions stored at start: NodePool and NodeClaim (`karpenter.sh/v1`),
+/// EC2NodeClass (`karpenter.k8s.aws/v1`) and CapacityBuffer (`autoscaling.x-k8s.io/v1beta1`), exactly as `dovetail crds` prints them (crate `crds`):
 /// their schemas are published in `/openapi/v3` and check `fieldValidation=Strict` requests, and
 /// their printer columns lay out `kubectl get`. Defaults and CEL rules are not applied here.
 pub fn karpenter_crds() -> Vec<Value> {

@@ -1,11 +1,13 @@
 //! dovetail's custom resources, compatible with Karpenter v1: [`NodePool`] and [`NodeClaim`]
-//! (`karpenter.sh/v1`), [`EC2NodeClass`] (`karpenter.k8s.aws/v1`) and [`NodeOverlay`]
-//! (`karpenter.sh/v1alpha1`), with the schemas, defaults, CEL rules, printer columns and status
-//! subresources of Karpenter's own CRDs.
+//! (`karpenter.sh/v1`), [`EC2NodeClass`] (`karpenter.k8s.aws/v1`), [`NodeOverlay`]
+//! (`karpenter.sh/v1alpha1`) and Karpenter v1.14's [`CapacityBuffer`]
+//! (`autoscaling.x-k8s.io/v1beta1`), with the schemas, defaults, CEL rules, printer columns and
+//! status subresources of Karpenter's own CRDs.
 //!
 //! [`crds`] gives the four `CustomResourceDefinition`s; [`render_yaml`] prints them as the
 //! multi-document YAML that `deploy/crds/` holds and `dovetail crds` prints.
 
+pub mod capacitybuffer;
 pub mod common;
 pub mod ec2nodeclass;
 pub mod nodeclaim;
@@ -18,6 +20,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::CustomResourceExt;
 use thiserror::Error;
 
+pub use capacitybuffer::{CapacityBuffer, CapacityBufferSpec, CapacityBufferStatus};
 pub use common::{
     Condition, ConditionStatus, NodeClassReference, NodeSelectorRequirementWithMinValues, Operator,
     Quantity, ResourceList, Taint, TaintEffect,
@@ -46,7 +49,8 @@ pub enum Error {
 /// Results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The CRDs, in the order they are printed: NodePool, NodeClaim, EC2NodeClass, NodeOverlay.
+/// The CRDs, in the order they are printed: NodePool, NodeClaim, EC2NodeClass, NodeOverlay,
+/// CapacityBuffer.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
         finish(
@@ -64,6 +68,10 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         finish(
             NodeOverlay::crd(),
             "NodeOverlay is the Schema for the NodeOverlays API",
+        ),
+        finish(
+            CapacityBuffer::crd(),
+            "CapacityBuffer is the configuration that an autoscaler can use to provision buffer capacity within a cluster.",
         ),
     ]
 }
@@ -127,7 +135,7 @@ pub fn file_name(crd: &CustomResourceDefinition) -> String {
     format!("{}_{}.yaml", crd.spec.group, crd.spec.names.plural)
 }
 
-/// All three CRDs as one multi-document YAML text, each document starting with `---`.
+/// All four CRDs as one multi-document YAML text, each document starting with `---`.
 ///
 /// # Errors
 /// [`Error::Yaml`] if serialization fails.

@@ -24,6 +24,7 @@ use proto::v1 as pb;
 use proto::v1::upsert::Object;
 use serde_json::{Value, json};
 
+use super::conditions::{condition, conditions_of};
 use super::events::{DisruptionEvent, Events};
 use crate::informers::karpenter_resource;
 use crate::mirror::{Kind, Mirror};
@@ -72,7 +73,31 @@ pub fn disruption_events(plan: &pb::PlanResponse, mirror: &Mirror) -> Vec<Disrup
             _ => None,
         })
     };
+    let pool_uid = |name: &str| {
+        state.iter(Kind::NodePool).find_map(|o| match o {
+            Object::NodePool(p) if p.name == name => Some(p.uid.clone()),
+            _ => None,
+        })
+    };
     let mut out = Vec::new();
+    // Karpenter's `NodePoolBlockedForDisruptionReason` (`BuildDisruptionBudgetMapping`): the
+    // pool has nodes and its budgets allow none for the reason.
+    for b in plan
+        .node_pool_budgets
+        .iter()
+        .filter(|b| b.nodes != 0 && b.allowed == 0)
+    {
+        if let Some(uid) = pool_uid(&b.node_pool) {
+            out.push(DisruptionEvent {
+                object: reference("karpenter.sh/v1", "NodePool", &b.node_pool, &uid),
+                reason: "DisruptionBlocked",
+                note: format!(
+                    "No allowed disruptions for disruption reason {} due to blocking budget",
+                    b.reason
+                ),
+            });
+        }
+    }
     for n in &plan.node_status {
         let (reason, note) = if !n.blocked.is_empty() {
             ("DisruptionBlocked", &n.blocked)
@@ -126,22 +151,9 @@ pub fn merged_conditions(
         .cloned()
         .collect();
     let mut set = |type_: &str, reason: &str, message: &str| {
-        let since = current
-            .iter()
-            .find(|c| c["type"] == type_ && c["status"] == "True")
-            .and_then(|c| c.get("lastTransitionTime").cloned())
-            .unwrap_or_else(|| Value::String(now.to_string()));
-        let mut c = json!({
-            "type": type_,
-            "status": "True",
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": since,
-        });
-        if let Some(g) = generation {
-            c["observedGeneration"] = json!(g);
-        }
-        out.push(c);
+        out.push(condition(
+            current, type_, "True", reason, message, generation, now,
+        ));
     };
     if let Some(reason) = &want.drifted {
         set("Drifted", reason, reason);
@@ -166,14 +178,6 @@ fn shown(conditions: &[Value]) -> Wanted {
         drifted: is_true("Drifted").map(|c| c["reason"].as_str().unwrap_or_default().to_string()),
         consolidatable: is_true("Consolidatable").is_some(),
     }
-}
-
-fn conditions_of(o: &DynamicObject) -> Vec<Value> {
-    o.data
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
 }
 
 /// How often the written state is checked against a fresh list of the claims.
@@ -365,6 +369,71 @@ mod tests {
             ]
         );
         assert_eq!(ev[3].object.api_version.as_deref(), Some("karpenter.sh/v1"));
+    }
+
+    /// kubernetes-sigs/karpenter `pkg/controllers/disruption/helpers.go`
+    /// `BuildDisruptionBudgetMapping`: a pool with nodes whose budget allows none for a reason
+    /// gets `DisruptionBlocked` with `NodePoolBlockedForDisruptionReason`'s message; a pool
+    /// without nodes, or with room, gets nothing.
+    #[test]
+    fn a_budget_that_allows_nothing_blocks_its_node_pool() {
+        let mirror = Mirror::new();
+        mirror.update(|s| {
+            for pool in ["frozen", "open", "idle"] {
+                s.upsert(Object::NodePool(pb::NodePool {
+                    name: pool.into(),
+                    uid: format!("u-{pool}"),
+                    ..Default::default()
+                }));
+            }
+        });
+        let budget =
+            |pool: &str, reason: &str, allowed: i32, nodes: u32| pb::NodePoolBudgetStatus {
+                node_pool: pool.into(),
+                reason: reason.into(),
+                allowed,
+                nodes,
+                disrupting: 0,
+            };
+        let plan = pb::PlanResponse {
+            node_pool_budgets: vec![
+                budget("frozen", "Empty", 0, 3),
+                budget("frozen", "Drifted", 1, 3),
+                budget("frozen", "Underutilized", 0, 3),
+                budget("open", "Empty", 2_147_483_647, 3),
+                budget("idle", "Empty", 0, 0),
+            ],
+            ..Default::default()
+        };
+        let ev = disruption_events(&plan, &mirror);
+        let got: Vec<(Option<String>, Option<String>, &str, &str)> = ev
+            .iter()
+            .map(|e| {
+                (
+                    e.object.kind.clone(),
+                    e.object.uid.clone(),
+                    e.reason,
+                    e.note.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    Some("NodePool".into()),
+                    Some("u-frozen".into()),
+                    "DisruptionBlocked",
+                    "No allowed disruptions for disruption reason Empty due to blocking budget"
+                ),
+                (
+                    Some("NodePool".into()),
+                    Some("u-frozen".into()),
+                    "DisruptionBlocked",
+                    "No allowed disruptions for disruption reason Underutilized due to blocking budget"
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -76,7 +76,8 @@ pub fn pod_events(plan: &pb::PlanResponse, mirror: &Mirror) -> Vec<PodEvent> {
     out
 }
 
-/// One Event on a Node or a NodeClaim (`DisruptionBlocked` or `Unconsolidatable`).
+/// One Event on a Node, a NodeClaim (`DisruptionBlocked` or `Unconsolidatable`) or a NodePool
+/// (`DisruptionBlocked` by its budgets).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DisruptionEvent {
     /// The object.
@@ -148,12 +149,17 @@ impl Events {
             let kind = e.object.kind.clone().unwrap_or_default();
             let name = e.object.name.clone().unwrap_or_default();
             let uid = e.object.uid.clone().unwrap_or_default();
-            // One slot per object and reason, so that each reason dedupes on its own.
-            let key = format!(
+            // One slot per object and reason, so that each reason dedupes on its own; a
+            // NodePool's budget Events also per message (one per disruption reason, as
+            // Karpenter dedupes them by pool and reason).
+            let mut key = format!(
                 "{kind}/{}/{}",
                 common::key::object(&uid, None, &name),
                 e.reason
             );
+            if kind == "NodePool" {
+                key = format!("{key}/{}", e.note);
+            }
             self.send(
                 key,
                 e.object,

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use super::conditions::{condition, conditions_of};
 use crate::informers::karpenter_resource;
 
 /// The condition type the watcher writes.
@@ -40,36 +41,14 @@ pub(super) fn merged_conditions(
         .filter(|c| c["type"] != CONDITION)
         .cloned()
         .collect();
-    let stamp = |mut c: Value| {
-        if let Some(g) = generation {
-            c["observedGeneration"] = json!(g);
-        }
-        c
-    };
-    let since = |type_: &str, status: &str| {
-        current
-            .iter()
-            .find(|c| c["type"] == type_ && c["status"] == status)
-            .and_then(|c| c.get("lastTransitionTime").cloned())
-            .unwrap_or_else(|| Value::String(now.to_string()))
+    let set = |type_: &str, status: &str, reason: &str, message: &str| {
+        condition(current, type_, status, reason, message, generation, now)
     };
     let ready_at = out.iter().position(|c| c["type"] == "Ready");
     match excluded {
         Some((reason, message)) => {
-            out.push(stamp(json!({
-                "type": CONDITION,
-                "status": "False",
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": since(CONDITION, "False"),
-            })));
-            let ready = stamp(json!({
-                "type": "Ready",
-                "status": "False",
-                "reason": "NotReady",
-                "message": ready_message(),
-                "lastTransitionTime": since("Ready", "False"),
-            }));
+            out.push(set(CONDITION, "False", reason, message));
+            let ready = set("Ready", "False", "NotReady", &ready_message());
             match ready_at {
                 Some(i) if out[i]["status"] == "False" => {}
                 Some(i) => out[i] = ready,
@@ -84,25 +63,11 @@ pub(super) fn merged_conditions(
                     .iter()
                     .any(|c| c["type"] != "Ready" && c["status"] == "False")
             {
-                out[i] = stamp(json!({
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "Ready",
-                    "message": "",
-                    "lastTransitionTime": since("Ready", "True"),
-                }));
+                out[i] = set("Ready", "True", "Ready", "");
             }
         }
     }
     (out != current).then_some(out)
-}
-
-fn conditions_of(o: &DynamicObject) -> Vec<Value> {
-    o.data
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
 }
 
 /// Writes the verdict on EC2NodeClasses.

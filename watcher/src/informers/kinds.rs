@@ -45,6 +45,8 @@ pub struct Options {
     pub page_size: u32,
     /// Watch NodeOverlays (the `NodeOverlay` feature gate).
     pub node_overlays: bool,
+    /// Mirror CapacityBuffers (Karpenter's `CapacityBuffer` feature gate).
+    pub capacity_buffers: bool,
 }
 
 impl Default for Options {
@@ -52,19 +54,29 @@ impl Default for Options {
         Self {
             page_size: 500,
             node_overlays: false,
+            capacity_buffers: false,
         }
     }
 }
 
 impl Options {
-    /// The informers readiness waits for: [`NAMES`], and [`NODE_OVERLAYS`] when watched.
+    /// The informers readiness waits for: [`NAMES`], [`NODE_OVERLAYS`] when NodeOverlays are
+    /// watched and the CapacityBuffer informer when buffers are mirrored.
     pub fn names(&self) -> Vec<&'static str> {
         let mut names = NAMES.to_vec();
         if self.node_overlays {
             names.push(NODE_OVERLAYS);
         }
+        if self.capacity_buffers {
+            names.push(super::buffers::NAME);
+        }
         names
     }
+}
+
+/// The informers that run with `options` ([`Options::names`]).
+pub fn names(options: &Options) -> Vec<&'static str> {
+    options.names()
 }
 
 /// The API resource of a Karpenter kind (`v1`; NodeOverlay is `karpenter.sh/v1alpha1`).
@@ -241,6 +253,14 @@ pub fn spawn_all(client: kube::Client, options: &Options, sinks: Sinks) -> Vec<J
             stream,
             sinks.clone(),
             |o: &DynamicObject| keep(convert::node_overlay(&json(o)), Object::NodeOverlay),
+        )));
+    }
+    if options.capacity_buffers {
+        tasks.push(tokio::spawn(super::buffers::run(
+            client.clone(),
+            cfg(),
+            sinks.clone(),
+            classes.clone(),
         )));
     }
     let stream = watcher(dynamic("karpenter.k8s.aws", "EC2NodeClass"), cfg()).default_backoff();

@@ -43,18 +43,10 @@ impl Budgets {
         let mut out = Self::default();
         for pool in pools {
             let (nodes, disrupting) = counts.get(&pool.name).copied().unwrap_or((0, 0));
-            let mut allowed = BTreeMap::new();
-            for reason in [Reason::Empty, Reason::Underutilized, Reason::Drifted] {
-                let mut min: Option<u32> = None;
-                for budget in &pool.disruption.budgets {
-                    if !applies(budget, reason) || !is_active(budget, now, &pool.name)? {
-                        continue;
-                    }
-                    let n = scaled(budget.nodes, nodes);
-                    min = Some(min.map_or(n, |m| m.min(n)));
-                }
-                allowed.insert(reason, min.map(|m| m.saturating_sub(disrupting)));
-            }
+            let allowed = allowed_by_reason(pool, nodes, now)?
+                .into_iter()
+                .map(|(reason, min)| (reason, min.map(|m| m.saturating_sub(disrupting))))
+                .collect();
             out.pools
                 .insert(pool.name.clone(), PoolBudget { allowed, used: 0 });
         }
@@ -82,6 +74,71 @@ impl Budgets {
             p.used += n;
         }
     }
+}
+
+/// The graceful reasons budgets limit, in Karpenter's order of disruption methods.
+pub(crate) const GRACEFUL: [Reason; 3] = [Reason::Empty, Reason::Drifted, Reason::Underutilized];
+
+/// Per graceful reason, the least `nodes` of the pool's budgets active at `now` that apply to
+/// it, scaled to the pool's `nodes` (Karpenter's `GetAllowedDisruptionsByReason`, before nodes
+/// already disrupting are taken off); `None` when no budget limits it.
+///
+/// # Errors
+/// [`Error::Schedule`] when a budget's cron schedule cannot be parsed.
+pub(crate) fn allowed_by_reason(
+    pool: &NodePool,
+    nodes: u32,
+    now: Timestamp,
+) -> Result<BTreeMap<Reason, Option<u32>>, Error> {
+    let mut allowed = BTreeMap::new();
+    for reason in GRACEFUL {
+        let mut min: Option<u32> = None;
+        for budget in &pool.disruption.budgets {
+            if !applies(budget, reason) || !is_active(budget, now, &pool.name)? {
+                continue;
+            }
+            let n = scaled(budget.nodes, nodes);
+            min = Some(min.map_or(n, |m| m.min(n)));
+        }
+        allowed.insert(reason, min);
+    }
+    Ok(allowed)
+}
+
+/// What Karpenter's `BuildDisruptionBudgetMapping` reports per NodePool and graceful reason:
+/// the allowed disruptions (its `karpenter_nodepools_allowed_disruptions` gauge; Go's
+/// `math.MaxInt32` when no budget limits them, 0 when a schedule cannot be read, as Karpenter
+/// fails closed), and the pool's counted and disrupting nodes. Sorted by pool, then reason.
+pub(crate) fn status(
+    pools: &[NodePool],
+    counts: &BTreeMap<String, (u32, u32)>,
+    now: Timestamp,
+) -> Vec<crate::plan::NodePoolBudgetStatus> {
+    let mut pools: Vec<&NodePool> = pools.iter().collect();
+    pools.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut out = Vec::new();
+    for pool in pools {
+        let (nodes, disrupting) = counts.get(&pool.name).copied().unwrap_or((0, 0));
+        let allowed = allowed_by_reason(pool, nodes, now).ok();
+        for reason in GRACEFUL {
+            let a = match &allowed {
+                None => 0,
+                Some(m) => m
+                    .get(&reason)
+                    .copied()
+                    .flatten()
+                    .map_or(i32::MAX, |n| i32::try_from(n).unwrap_or(i32::MAX)),
+            };
+            out.push(crate::plan::NodePoolBudgetStatus {
+                node_pool: pool.name.clone(),
+                reason: reason.as_str().to_string(),
+                allowed: a,
+                nodes,
+                disrupting,
+            });
+        }
+    }
+    out
 }
 
 fn applies(budget: &Budget, reason: Reason) -> bool {

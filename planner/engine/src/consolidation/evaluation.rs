@@ -231,7 +231,22 @@ impl<'a> Evaluation<'a> {
                 p.node_name = Some(n.to_string());
             }
         }
-        self.receiving.extend(launch.iter().map(|(n, _)| n.clone()));
+        // A node that receives only CapacityBuffer virtual pods stays a candidate: its buffer
+        // pods are displaced with it and must fit elsewhere (Karpenter nominates nodes for real
+        // pods only, `scheduler.go`).
+        let virtual_pods: BTreeSet<PodKey> = self
+            .working
+            .pods
+            .iter()
+            .filter(|p| crate::buffers::is_virtual(p))
+            .map(Pod::key)
+            .collect();
+        self.receiving.extend(
+            launch
+                .iter()
+                .filter(|(_, pods)| pods.iter().any(|p| !virtual_pods.contains(p)))
+                .map(|(n, _)| n.clone()),
+        );
         self.pods_on = candidate::pods_by_node(&self.working);
     }
 
@@ -284,6 +299,15 @@ impl<'a> Evaluation<'a> {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// Whether the only pods to move off the candidate are CapacityBuffer virtual pods:
+    /// Karpenter's consolidation never picks such a node (it has no reschedulable pods) and its
+    /// emptiness check keeps it for the buffer (`emptiness.go`, `consolidation_test.go` "should
+    /// skip buffer-only nodes in single-node consolidation but protect via emptiness").
+    fn hosts_only_buffer_pods(&self, c: usize) -> bool {
+        let d = self.displaced(&self.candidates[c].name);
+        !d.is_empty() && d.iter().all(|p| crate::buffers::is_virtual(p))
     }
 
     /// True when the candidate has no reschedulable pods.
@@ -405,7 +429,7 @@ impl<'a> Evaluation<'a> {
                 && c.price.is_some()
         })
         .into_iter()
-        .filter(|&i| !self.is_empty(i))
+        .filter(|&i| !self.is_empty(i) && !self.hosts_only_buffer_pods(i))
         .filter(|&i| self.can_pass_balanced(i))
         .filter(|&i| {
             let pool = self.candidates[i].node_pool.as_str();

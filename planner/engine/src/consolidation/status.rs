@@ -16,7 +16,7 @@ use super::candidate::{self, Candidate};
 use crate::catalog::Catalog;
 use crate::labels;
 use crate::model::{ClusterSnapshot, ConsolidationPolicy, Pod, Timestamp};
-use crate::plan::NodeDisruptionStatus;
+use crate::plan::{NodeDisruptionStatus, NodePoolBudgetStatus};
 
 /// The status of every candidate of `snapshot` at `now` with something to say, sorted by node.
 /// (A plan builds its candidates once, [`Candidates::new`], and asks them instead.)
@@ -26,6 +26,22 @@ pub fn node_status(
     now: Timestamp,
 ) -> Vec<NodeDisruptionStatus> {
     Candidates::new(snapshot, catalog, now).node_status()
+}
+
+/// [`node_status`] and each NodePool's allowed disruptions per reason (Karpenter's
+/// `BuildDisruptionBudgetMapping`), from one set of candidates.
+pub fn disruption_status(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    now: Timestamp,
+) -> (Vec<NodeDisruptionStatus>, Vec<NodePoolBudgetStatus>) {
+    let set = Candidates::new(snapshot, catalog, now);
+    (set.node_status(), set.budget_status())
+}
+
+/// Each NodePool's allowed disruptions per reason, from candidates already built.
+pub(super) fn budgets_of_candidates(set: &Candidates<'_>) -> Vec<NodePoolBudgetStatus> {
+    super::budgets::status(&set.snapshot.node_pools, &set.counts, set.now)
 }
 
 /// [`node_status`] from candidates already built.
@@ -221,6 +237,57 @@ mod tests {
         st.iter()
             .find(|n| n.node == node)
             .unwrap_or_else(|| panic!("{node} not in {st:?}"))
+    }
+
+    /// kubernetes-sigs/karpenter `pkg/controllers/disruption/consolidation_test.go` ("should only
+    /// allow 3 empty nodes to be disrupted": 30% of 10 is 3; "should allow no empty nodes to be
+    /// disrupted": 0%) and `helpers.go` `BuildDisruptionBudgetMapping` (no active budget:
+    /// `math.MaxInt32`; a budget for one reason leaves the others unbounded).
+    #[test]
+    fn allowed_disruptions_per_pool_and_reason_as_karpenter_counts_them() {
+        use crate::model::{Budget, BudgetNodes};
+        let loads: Vec<&[i64]> = vec![&[]; 10];
+        let mut s = cluster(&loads);
+        s.node_pools[0].disruption.budgets[0].nodes = BudgetNodes::Percent(30);
+        let (_, b) = disruption_status(&s, &catalog(), NOW);
+        let got: Vec<(&str, i32, u32)> = b
+            .iter()
+            .map(|b| (b.reason.as_str(), b.allowed, b.nodes))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("Empty", 3, 10),
+                ("Drifted", 3, 10),
+                ("Underutilized", 3, 10)
+            ]
+        );
+        assert!(
+            b.iter()
+                .all(|b| b.node_pool == "default" && !b.is_blocked())
+        );
+
+        s.node_pools[0].disruption.budgets = vec![Budget {
+            nodes: BudgetNodes::Percent(0),
+            reasons: vec!["Empty".into()],
+            schedule: None,
+            duration: None,
+        }];
+        let (_, b) = disruption_status(&s, &catalog(), NOW);
+        assert_eq!(b[0].allowed, 0);
+        assert!(b[0].is_blocked());
+        assert_eq!(
+            b[0].blocked_message(),
+            "No allowed disruptions for disruption reason Empty due to blocking budget"
+        );
+        assert_eq!(b[1].allowed, i32::MAX);
+        assert!(!b[2].is_blocked());
+
+        // A pool without nodes is never blocked.
+        let mut empty = cluster(&[]);
+        empty.node_pools[0].disruption.budgets[0].nodes = BudgetNodes::Count(0);
+        let (_, b) = disruption_status(&empty, &catalog(), NOW);
+        assert!(b.iter().all(|b| b.allowed == 0 && !b.is_blocked()));
     }
 
     #[test]

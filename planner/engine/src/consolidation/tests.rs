@@ -17,12 +17,12 @@ use crate::model::{
     Resources, Timestamp,
 };
 
-pub(super) const NOW: Timestamp = 1_795_996_800 + 10 * 3600;
+pub(crate) const NOW: Timestamp = 1_795_996_800 + 10 * 3600;
 const GI: i64 = 1 << 30;
 
 // === fixtures ===
 
-pub(super) fn itype(name: &str, cpu: i64, price: f64) -> InstanceType {
+pub(crate) fn itype(name: &str, cpu: i64, price: f64) -> InstanceType {
     let mut l = Labels::new();
     l.insert(labels::INSTANCE_TYPE.into(), name.into());
     l.insert(labels::ARCH.into(), "amd64".into());
@@ -60,7 +60,7 @@ pub(super) fn itype(name: &str, cpu: i64, price: f64) -> InstanceType {
     }
 }
 
-pub(super) fn catalog() -> Catalog {
+pub(crate) fn catalog() -> Catalog {
     Catalog {
         instance_types: vec![
             itype("m.small", 2, 0.1),
@@ -72,7 +72,7 @@ pub(super) fn catalog() -> Catalog {
     }
 }
 
-pub(super) fn pool(name: &str) -> NodePool {
+pub(crate) fn pool(name: &str) -> NodePool {
     NodePool {
         name: name.into(),
         disruption: Disruption {
@@ -89,7 +89,7 @@ pub(super) fn pool(name: &str) -> NodePool {
     }
 }
 
-pub(super) fn node(name: &str, it: &InstanceType, ct: &str) -> Node {
+pub(crate) fn node(name: &str, it: &InstanceType, ct: &str) -> Node {
     let mut l = it.labels.clone();
     l.insert(labels::NODEPOOL.into(), "default".into());
     l.insert(labels::ZONE.into(), "z1".into());
@@ -107,7 +107,7 @@ pub(super) fn node(name: &str, it: &InstanceType, ct: &str) -> Node {
     }
 }
 
-pub(super) fn pod(name: &str, node: &str, cpu_m: i64) -> Pod {
+pub(crate) fn pod(name: &str, node: &str, cpu_m: i64) -> Pod {
     Pod {
         namespace: "default".into(),
         name: name.into(),
@@ -134,7 +134,7 @@ pub(super) fn pod(name: &str, node: &str, cpu_m: i64) -> Pod {
     }
 }
 
-pub(super) fn opts() -> PlanOptions {
+pub(crate) fn opts() -> PlanOptions {
     PlanOptions {
         now: NOW,
         ..PlanOptions::default()
@@ -142,7 +142,7 @@ pub(super) fn opts() -> PlanOptions {
 }
 
 /// A cluster of `m.large` on-demand nodes, node i carrying pods of the given cpu (millicores).
-pub(super) fn cluster(loads: &[&[i64]]) -> ClusterSnapshot {
+pub(crate) fn cluster(loads: &[&[i64]]) -> ClusterSnapshot {
     let cat = catalog();
     let large = &cat.instance_types[2];
     let mut s = ClusterSnapshot {

@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    DaemonSet, Namespace, Node, NodeClaim, NodeClass, NodeOverlay, NodePool, PersistentVolume,
+    CapacityBuffer, DaemonSet, Namespace, Node, NodeClaim, NodeClass, NodeOverlay, NodePool,
+    PersistentVolume,
     PersistentVolumeClaim, Pod, PodDisruptionBudget, StorageClass,
 };
 
@@ -46,6 +47,10 @@ pub struct ClusterSnapshot {
     /// ([`PlanOptions::node_overlay`], [`crate::catalog::overlay`]).
     #[serde(default)]
     pub node_overlays: Vec<NodeOverlay>,
+    /// CapacityBuffers, planned as virtual pods of the lowest priority while
+    /// [`PlanOptions::capacity_buffer`] is on ([`crate::buffers`]).
+    #[serde(default)]
+    pub capacity_buffers: Vec<CapacityBuffer>,
 }
 
 /// `--preference-policy`.
@@ -90,6 +95,10 @@ pub struct PlanOptions {
     /// (Karpenter's default), overlays are ignored.
     #[serde(default)]
     pub node_overlay: bool,
+    /// Karpenter's `CapacityBuffer` feature gate: CapacityBuffers reserve capacity as virtual
+    /// pods. Off (Karpenter's default), buffers are ignored.
+    #[serde(default)]
+    pub capacity_buffer: bool,
     /// Karpenter's `reservedENIs` setting: ENIs of each type's default network card left out
     /// of its ENI-limited max pods (0, the default, leaves them all).
     #[serde(default)]

@@ -8,7 +8,18 @@ use crate::model::Pod;
 
 /// Karpenter's order: cpu descending, memory descending, then creation time and uid (and
 /// `namespace/name`, so that the order never depends on input order).
+///
+/// CapacityBuffer virtual pods come after every real pod (Karpenter v1.14 sorts them among the
+/// real pods by size, `VirtualPodPriority`'s note in `pkg/apis/autoscaling/v1beta1/constants.go`;
+/// their lowest priority means they never take room from a real pod, as the cluster
+/// autoscaler's buffers do).
 pub(crate) fn compare(a: &Pod, b: &Pod) -> Ordering {
+    crate::buffers::is_virtual(a)
+        .cmp(&crate::buffers::is_virtual(b))
+        .then_with(|| by_size(a, b))
+}
+
+fn by_size(a: &Pod, b: &Pod) -> Ordering {
     b.requests
         .cpu
         .cmp(&a.requests.cpu)

@@ -241,22 +241,29 @@ impl<'s, 'a> Run<'s, 'a> {
             answers: Vec::new(),
         };
         let mut errors: Vec<Option<String>> = vec![None; n_items];
-        let mut q = Queue::new(0..n_items as u32);
-        while let Some(i) = q.pop() {
-            if s.cancel.is_cancelled() {
-                q.push(i, false);
-                break;
-            }
-            match run.add(i) {
-                Ok(()) => errors[i as usize] = None,
-                Err(reason) => {
-                    errors[i as usize] = Some(reason);
-                    let relaxed = run.relax(i);
-                    q.push(i, relaxed);
+        // Real pods first, to the end of their retries; CapacityBuffer virtual pods (the lowest
+        // priority) then take what is left, so a buffer never takes room a real pod could use.
+        let (real, buffer): (Vec<u32>, Vec<u32>) = (0..n_items as u32)
+            .partition(|&i| !crate::buffers::is_virtual(&run.items[i as usize].pod));
+        let mut left: Vec<u32> = Vec::new();
+        for phase in [real, buffer] {
+            let mut q = Queue::new(phase);
+            while let Some(i) = q.pop() {
+                if s.cancel.is_cancelled() {
+                    q.push(i, false);
+                    break;
+                }
+                match run.add(i) {
+                    Ok(()) => errors[i as usize] = None,
+                    Err(reason) => {
+                        errors[i as usize] = Some(reason);
+                        let relaxed = run.relax(i);
+                        q.push(i, relaxed);
+                    }
                 }
             }
+            left.extend(q.remaining());
         }
-        let mut left: Vec<u32> = q.remaining().collect();
         left.sort_unstable();
         for i in left {
             let reason = errors[i as usize]

@@ -34,6 +34,9 @@ pub struct Options {
     /// The NodeOverlay feature gate (NodeOverlays apply).
     #[serde(default)]
     pub node_overlay: bool,
+    /// The CapacityBuffer feature gate (CapacityBuffers).
+    #[serde(default)]
+    pub capacity_buffer: bool,
     /// Zones under an ARC zonal shift (the snapshot's `shifted_zones`).
     #[serde(default)]
     pub shifted_zones: Vec<String>,
@@ -119,6 +122,7 @@ pub fn plan_options(options: &Options, default_now: &str) -> Result<PlanOptions,
         no_disruption: options.no_disruption,
         static_capacity: options.static_capacity,
         node_overlay: options.node_overlay,
+        capacity_buffer: options.capacity_buffer,
         reserved_enis: options.reserved_enis,
         vm_memory_overhead_percent: options
             .vm_memory_overhead_percent

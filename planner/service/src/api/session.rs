@@ -245,6 +245,7 @@ enum Kind {
     Pv,
     StorageClass,
     NodeOverlay,
+    CapacityBuffer,
 }
 
 // === impl Kind ===
@@ -265,6 +266,7 @@ impl Kind {
             Kind::Pv => "pvs",
             Kind::StorageClass => "storage_classes",
             Kind::NodeOverlay => "node_overlays",
+            Kind::CapacityBuffer => "capacity_buffers",
         }
     }
 
@@ -283,6 +285,7 @@ impl Kind {
             Kind::Pv => "pv",
             Kind::StorageClass => "storage_class",
             Kind::NodeOverlay => "node_overlay",
+            Kind::CapacityBuffer => "capacity_buffer",
         }
     }
 
@@ -301,6 +304,7 @@ impl Kind {
             "PersistentVolume" => Kind::Pv,
             "StorageClass" => Kind::StorageClass,
             "NodeOverlay" => Kind::NodeOverlay,
+            "CapacityBuffer" => Kind::CapacityBuffer,
             _ => return None,
         })
     }
@@ -320,6 +324,7 @@ impl Kind {
             Object::Pv(_) => Kind::Pv,
             Object::StorageClass(_) => Kind::StorageClass,
             Object::NodeOverlay(_) => Kind::NodeOverlay,
+            Object::CapacityBuffer(_) => Kind::CapacityBuffer,
         }
     }
 }
@@ -380,6 +385,7 @@ pub(crate) struct SessionState {
     pvs: Store<model::PersistentVolume>,
     storage_classes: Store<model::StorageClass>,
     node_overlays: Store<model::NodeOverlay>,
+    capacity_buffers: Store<model::CapacityBuffer>,
     /// Objects that cannot be decoded, by kind and key, each with why; left out of every batch
     /// until an upsert replaces them or a delete removes them.
     rejected: BTreeMap<(Kind, String), Exclusion>,
@@ -464,6 +470,7 @@ impl SessionState {
             pvs: BTreeMap::new(),
             storage_classes: BTreeMap::new(),
             node_overlays: BTreeMap::new(),
+            capacity_buffers: BTreeMap::new(),
             rejected: BTreeMap::new(),
         }
     }
@@ -482,6 +489,7 @@ impl SessionState {
             + self.pvs.len()
             + self.storage_classes.len()
             + self.node_overlays.len()
+            + self.capacity_buffers.len()
             + self.rejected.len()
     }
 
@@ -498,6 +506,7 @@ impl SessionState {
         self.pvs.clear();
         self.storage_classes.clear();
         self.node_overlays.clear();
+        self.capacity_buffers.clear();
         self.rejected.clear();
     }
 
@@ -685,6 +694,7 @@ impl SessionState {
                 "PersistentVolume" => drop(self.pvs.remove(uid)),
                 "StorageClass" => drop(self.storage_classes.remove(uid)),
                 "NodeOverlay" => drop(self.node_overlays.remove(uid)),
+                "CapacityBuffer" => drop(self.capacity_buffers.remove(uid)),
                 // A kind this planner does not know holds nothing here.
                 other => tracing::debug!(kind = other, "Delete of an unknown kind ignored"),
             }
@@ -764,6 +774,13 @@ impl SessionState {
             sequence,
             Kind::NodeOverlay,
             Object::NodeOverlay,
+        );
+        each(
+            self,
+            s.capacity_buffers,
+            sequence,
+            Kind::CapacityBuffer,
+            Object::CapacityBuffer,
         );
     }
 
@@ -889,6 +906,14 @@ impl SessionState {
                     &mut s.node_overlays
                 });
             }
+            Object::CapacityBuffer(b) => {
+                let (key, by_uid) = (key(&b.uid, Some(&b.namespace), &b.name), !b.uid.is_empty());
+                let id: Id = ("CapacityBuffer", b.namespace.clone(), b.name.clone());
+                let d = isolated::decode(b, id.0, &id.1, &id.2, convert::capacity_buffer);
+                store(self, k, key, id, d, origin, by_uid, |s| {
+                    &mut s.capacity_buffers
+                });
+            }
         }
     }
 
@@ -913,6 +938,7 @@ impl SessionState {
             pvcs: objects(&self.pvcs),
             pvs: objects(&self.pvs),
             storage_classes: objects(&self.storage_classes),
+            capacity_buffers: objects(&self.capacity_buffers),
             shifted_zones: base.map(|b| b.shifted_zones.clone()).unwrap_or_default(),
             node_overlays: objects(&self.node_overlays),
         };

@@ -203,6 +203,13 @@ pub fn snapshot(s: pb::ClusterSnapshot) -> (ClusterSnapshot, Vec<Exclusion>) {
         |v| ("NodeOverlay", String::new(), v.name.clone()),
         |v| decode(v, "NodeOverlay", "", "", super::node_overlay),
     );
+    each(
+        s.capacity_buffers,
+        o,
+        &mut snap.capacity_buffers,
+        |b| ("CapacityBuffer", b.namespace.clone(), b.name.clone()),
+        |b| decode(b, "CapacityBuffer", "", "", super::capacity_buffer),
+    );
     let out = finish(&mut snap, out);
     (snap, out)
 }
