@@ -375,9 +375,11 @@ impl Config {
                         ENV_RESERVED_ENIS,
                     ) {
                         None => 0,
-                        Some(i) => i.value.trim().parse::<u32>().map_err(|_| {
-                            i.invalid("expected a whole number of ENIs, 0 or more")
-                        })?,
+                        Some(i) => {
+                            i.value.trim().parse::<u32>().map_err(|_| {
+                                i.invalid("expected a whole number of ENIs, 0 or more")
+                            })?
+                        }
                     },
                     cluster_endpoint: cluster_endpoint.value,
                     cluster_ca_bundle: s
@@ -695,7 +697,13 @@ mod tests {
         let mut enis = base.to_vec();
         enis.push((ENV_RESERVED_ENIS, "1"));
         let c = Config::load(flags(&args), &env(&enis)).expect("valid");
-        assert!(matches!(c.cloud, CloudChoice::Aws(AwsSettings { reserved_enis: 1, .. })));
+        assert!(matches!(
+            c.cloud,
+            CloudChoice::Aws(AwsSettings {
+                reserved_enis: 1,
+                ..
+            })
+        ));
         let mut bad = base.to_vec();
         bad.push((ENV_RESERVED_ENIS, "-1"));
         let e = Config::load(flags(&args), &env(&bad)).expect_err("negative");

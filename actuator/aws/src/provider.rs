@@ -23,8 +23,8 @@ use cloud::{
     ListFilter, NodeSpec, OfferingKey, ProviderId, Result, TAG_CLUSTER_PREFIX,
     TAG_EKS_CLUSTER_NAME, TAG_NODECLASS, Tags,
 };
-use sha2::{Digest, Sha256};
 use common::ec2::overhead;
+use sha2::{Digest, Sha256};
 
 use crate::config::Config;
 use crate::error::{FleetError, from_fleet_errors, from_sdk};

@@ -746,13 +746,21 @@ async fn al2_launch_templates_carry_each_types_max_pods() -> Result<()> {
         .await?;
     assert_eq!(max_pods_by_template(&provider, "eni").await?, vec![29, 58]);
     provider
-        .create(&request("fixed", offerings(), al2(&world, "fixed", Some(42))))
+        .create(&request(
+            "fixed",
+            offerings(),
+            al2(&world, "fixed", Some(42)),
+        ))
         .await?;
     assert_eq!(max_pods_by_template(&provider, "fixed").await?, vec![42]);
 
     let reserving = Ec2Provider::new(config.with_reserved_enis(1)).await;
     reserving
-        .create(&request("reserved", offerings(), al2(&world, "reserved", None)))
+        .create(&request(
+            "reserved",
+            offerings(),
+            al2(&world, "reserved", None),
+        ))
         .await?;
     assert_eq!(
         max_pods_by_template(&reserving, "reserved").await?,

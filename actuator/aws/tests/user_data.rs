@@ -157,7 +157,13 @@ fn al2_alone_defaults_max_pods() {
 #[test]
 fn each_family_passes_the_templates_max_pods() {
     check_max_pods("al2-max-pods.txt", AmiFamily::Al2, None, false, Some(29));
-    check_max_pods("al2023-max-pods.txt", AmiFamily::Al2023, None, false, Some(29));
+    check_max_pods(
+        "al2023-max-pods.txt",
+        AmiFamily::Al2023,
+        None,
+        false,
+        Some(29),
+    );
     check_max_pods(
         "bottlerocket-max-pods.toml",
         AmiFamily::Bottlerocket,

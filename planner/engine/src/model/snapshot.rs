@@ -4,8 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     CapacityBuffer, DaemonSet, Namespace, Node, NodeClaim, NodeClass, NodeOverlay, NodePool,
-    PersistentVolume,
-    PersistentVolumeClaim, Pod, PodDisruptionBudget, StorageClass,
+    PersistentVolume, PersistentVolumeClaim, Pod, PodDisruptionBudget, StorageClass,
 };
 
 pub use common::Timestamp;

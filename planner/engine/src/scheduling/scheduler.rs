@@ -361,7 +361,12 @@ pub struct SharedTables<'o> {
 
 /// Shared NodePool tables, with the resources, minValues policy and NodeOverlay gate they were
 /// built for.
-type Built = (BTreeSet<String>, MinValuesPolicy, bool, Arc<PoolTables<'static>>);
+type Built = (
+    BTreeSet<String>,
+    MinValuesPolicy,
+    bool,
+    Arc<PoolTables<'static>>,
+);
 
 // === impl SharedTables ===
 
