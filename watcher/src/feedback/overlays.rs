@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use super::conditions::conditions_of;
 use crate::informers::karpenter_resource;
 
 /// The condition Karpenter's NodeOverlay controller writes.
@@ -28,25 +29,8 @@ pub(super) fn merged_conditions(
     generation: Option<i64>,
     now: &str,
 ) -> Option<Vec<Value>> {
-    let since = |type_: &str, status: &str| {
-        current
-            .iter()
-            .find(|c| c["type"] == type_ && c["status"] == status)
-            .and_then(|c| c.get("lastTransitionTime").cloned())
-            .unwrap_or_else(|| Value::String(now.to_string()))
-    };
     let condition = |type_: &str, status: &str, reason: &str, message: &str| {
-        let mut c = json!({
-            "type": type_,
-            "status": status,
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": since(type_, status),
-        });
-        if let Some(g) = generation {
-            c["observedGeneration"] = json!(g);
-        }
-        c
+        super::conditions::condition(current, type_, status, reason, message, generation, now)
     };
     let (validation, ready) = match verdict {
         None => (
@@ -74,14 +58,6 @@ pub(super) fn merged_conditions(
     let mut sorted_current = current.to_vec();
     sorted_current.sort_by(|a, b| a["type"].as_str().cmp(&b["type"].as_str()));
     (out != sorted_current).then_some(out)
-}
-
-fn conditions_of(o: &DynamicObject) -> Vec<Value> {
-    o.data
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
 }
 
 /// Writes NodeOverlay status.
