@@ -209,7 +209,7 @@ fn a_bad_document_on_stdin_is_named_stdin() {
 }
 
 #[test]
-fn crds_prints_the_three_crds_exactly_as_deploy_holds_them() {
+fn crds_prints_the_crds_exactly_as_deploy_holds_them() {
     let o = dovetail(&["crds"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let printed = String::from_utf8(o.stdout).expect("utf-8");
@@ -218,6 +218,8 @@ fn crds_prints_the_three_crds_exactly_as_deploy_holds_them() {
         "karpenter.sh_nodepools.yaml",
         "karpenter.sh_nodeclaims.yaml",
         "karpenter.k8s.aws_ec2nodeclasses.yaml",
+        "karpenter.sh_nodeoverlays.yaml",
+        "autoscaling.x-k8s.io_capacitybuffers.yaml",
     ] {
         deployed.push_str(
             &std::fs::read_to_string(repo(&format!("deploy/crds/{name}"))).expect("deploy/crds"),
@@ -228,7 +230,7 @@ fn crds_prints_the_three_crds_exactly_as_deploy_holds_them() {
         printed
             .matches("\nkind: CustomResourceDefinition\n")
             .count(),
-        3
+        5
     );
 }
 
@@ -241,6 +243,8 @@ fn crds_output_dir_writes_one_file_per_crd() {
         "karpenter.sh_nodepools.yaml",
         "karpenter.sh_nodeclaims.yaml",
         "karpenter.k8s.aws_ec2nodeclasses.yaml",
+        "karpenter.sh_nodeoverlays.yaml",
+        "autoscaling.x-k8s.io_capacitybuffers.yaml",
     ] {
         let written = std::fs::read_to_string(dir.join(name)).expect("written");
         let deployed =

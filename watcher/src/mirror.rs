@@ -137,7 +137,7 @@ fn is_pending(o: &Object) -> bool {
 /// The objects and the unsent changes.
 #[derive(Debug, Default)]
 pub struct State {
-    objects: [BTreeMap<String, Object>; 12],
+    objects: [BTreeMap<String, Object>; Kind::ALL.len()],
     delta: BTreeSet<(Kind, String)>,
     /// Pending pods by `namespace/name` → uid (plans name pods by `namespace/name`).
     pending: HashMap<String, String>,
