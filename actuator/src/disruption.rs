@@ -232,6 +232,23 @@ impl Executor {
                 if let Some(o) = outcome {
                     self.ctl.metrics.disruption(&d.reason, o);
                 }
+                // Karpenter's names: a decision found invalid before it ran failed validation; one
+                // that failed while it ran is a queue failure.
+                if let Some(t) = consolidation_type(d) {
+                    match step.to {
+                        DisruptionState::Rejected => self.ctl.metrics.failed_validation(t),
+                        DisruptionState::Aborted => self.ctl.metrics.queue_failure(
+                            &d.reason.to_lowercase(),
+                            t,
+                            if d.launches().is_empty() {
+                                "delete"
+                            } else {
+                                "replace"
+                            },
+                        ),
+                        _ => {}
+                    }
+                }
                 Ok(true)
             }
             Err(ledger::Error::DisruptionLost { .. }) => Ok(false),
@@ -545,13 +562,8 @@ impl Executor {
 
     /// `karpenter_voluntary_disruption_decisions_total` for a disruption that starts.
     fn count_decision(&self, d: &DisruptionRecord, view: &View) {
-        let consolidation_type = match d.reason.as_str() {
-            "Empty" => "empty",
-            "Underutilized" if d.candidates.len() > 1 => "multi",
-            "Underutilized" => "single",
-            "Drifted" => "",
-            // Expiry and static scale-down are not voluntary disruption methods in Karpenter.
-            _ => return,
+        let Some(consolidation_type) = consolidation_type(d) else {
+            return;
         };
         let decision = if d.launches().is_empty() {
             "delete"
@@ -794,5 +806,17 @@ impl Executor {
             ),
         )
         .await
+    }
+}
+
+/// Karpenter's `consolidation_type` of a disruption (`empty`, `multi`, `single`, empty for drift);
+/// `None` for expiry and static scale-down, which are not voluntary disruption methods there.
+fn consolidation_type(d: &DisruptionRecord) -> Option<&'static str> {
+    match d.reason.as_str() {
+        "Empty" => Some("empty"),
+        "Underutilized" if d.candidates.len() > 1 => Some("multi"),
+        "Underutilized" => Some("single"),
+        "Drifted" => Some(""),
+        _ => None,
     }
 }

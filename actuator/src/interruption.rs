@@ -285,11 +285,26 @@ impl Interruptions {
     pub async fn process(&self, queue: &dyn InterruptionQueue, m: &Message) -> Outcome {
         let (kind, outcome) = self.handle(m).await;
         self.metrics.interruption_message(kind, outcome.as_str());
-        if outcome.deletes()
-            && let Err(e) = queue.delete(&m.receipt_handle).await
-        {
-            // It comes back after its visibility timeout and is handled again, harmlessly.
-            tracing::warn!(message = %m.id, error = %error_chain(&e), "Deleting an interruption message failed");
+        // Karpenter's names: a message it can parse is received (an unknown kind is its
+        // `no_op`); how long it waited counts once it was handled.
+        match &m.content {
+            Ok(n) => {
+                let waited = (outcome != Outcome::Failed)
+                    .then(|| self.clock.since_epoch().as_secs_f64() - n.time as f64);
+                self.metrics
+                    .interruption_received(n.kind.karpenter_kind(), waited);
+            }
+            Err(Unreadable::Unknown { .. }) => self.metrics.interruption_received("no_op", None),
+            Err(Unreadable::Garbled { .. }) => {}
+        }
+        if outcome.deletes() {
+            match queue.delete(&m.receipt_handle).await {
+                Ok(()) => self.metrics.interruption_deleted(),
+                // It comes back after its visibility timeout and is handled again, harmlessly.
+                Err(e) => {
+                    tracing::warn!(message = %m.id, error = %error_chain(&e), "Deleting an interruption message failed")
+                }
+            }
         }
         outcome
     }

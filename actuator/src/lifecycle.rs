@@ -1076,6 +1076,27 @@ impl Controller {
                         &label("karpenter.sh/capacity-type"),
                         &label("topology.kubernetes.io/zone"),
                     );
+                    let now = self.clock.since_epoch().as_secs_f64();
+                    let secs =
+                        |t: &k8s_openapi::jiff::Timestamp| t.as_millisecond() as f64 / 1000.0;
+                    let terminating = nc
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .and_then(|cs| cs.iter().find(|c| c.type_ == INSTANCE_TERMINATING))
+                        .and_then(|c| {
+                            c.last_transition_time
+                                .parse::<k8s_openapi::jiff::Timestamp>()
+                                .ok()
+                        });
+                    self.metrics.nodeclaim_termination_times(
+                        &label(common::labels::NODEPOOL),
+                        nc.metadata
+                            .deletion_timestamp
+                            .as_ref()
+                            .map(|t| now - secs(&t.0)),
+                        terminating.map(|t| now - secs(&t)),
+                    );
                     tracing::info!(nodeclaim = %name, "Released the NodeClaim")
                 }
                 Err(kube::Error::Api(s)) if s.code == 404 => {}

@@ -10,8 +10,21 @@
 //! `karpenter_nodeclaims_terminated_total`, `karpenter_nodeclaims_disrupted_total`,
 //! `karpenter_nodeclaims_unhealthy_disrupted_total`,
 //! `karpenter_nodes_created_total`, `karpenter_nodes_terminated_total`,
-//! `karpenter_voluntary_disruption_decisions_total` and
-//! `karpenter_voluntary_disruption_decisions_by_nodepool_total`. (The cluster-state gauges,
+//! `karpenter_voluntary_disruption_decisions_total`,
+//! `karpenter_voluntary_disruption_decisions_by_nodepool_total`; of node termination
+//! (`pkg/controllers/node/termination`, `pkg/controllers/nodeclaim/lifecycle/metrics.go`):
+//! `karpenter_pods_eviction_requests_total{code}`, `karpenter_pods_drained_total{reason}`,
+//! `karpenter_nodes_drained_total{nodepool}`, `karpenter_nodes_termination_duration_seconds`
+//! (a summary), `karpenter_nodes_lifetime_duration_seconds`,
+//! `karpenter_nodeclaims_termination_duration_seconds`,
+//! `karpenter_nodeclaims_instance_termination_duration_seconds`; of interruption
+//! (aws/karpenter-provider-aws `pkg/controllers/interruption/metrics.go`):
+//! `karpenter_interruption_received_messages_total{message_type}`,
+//! `karpenter_interruption_deleted_messages_total`,
+//! `karpenter_interruption_message_queue_duration_seconds`; and of launches
+//! (`pkg/providers/instance/metrics.go`):
+//! `karpenter_cloudprovider_instance_launch_failures_total{zone,zone_id,capacity_type,reason}`.
+//! (The cluster-state gauges,
 //! `karpenter_voluntary_disruption_eligible_nodes` among them, are the watcher's.)
 
 use std::collections::BTreeMap;
@@ -55,8 +68,8 @@ pub struct Metrics {
     karpenter: Karpenter,
 }
 
-/// Karpenter's counters (label names and values as Karpenter's).
-#[derive(Clone, Default)]
+/// Karpenter's metrics (names, label names and values as Karpenter's).
+#[derive(Clone)]
 struct Karpenter {
     nodeclaims_created: Family<Labels, Counter>,
     nodeclaims_terminated: Family<Labels, Counter>,
@@ -66,10 +79,156 @@ struct Karpenter {
     nodes_terminated: Family<Labels, Counter>,
     decisions: Family<Labels, Counter>,
     decisions_by_nodepool: Family<Labels, Counter>,
+    eviction_requests: Family<Labels, Counter>,
+    pods_drained: Family<Labels, Counter>,
+    nodes_drained: Family<Labels, Counter>,
+    node_lifetime: Family<Labels, Histogram, fn() -> Histogram>,
+    nodeclaim_termination: Family<Labels, Histogram, fn() -> Histogram>,
+    instance_termination: Family<Labels, Histogram, fn() -> Histogram>,
+    interruption_received: Family<Labels, Counter>,
+    interruption_deleted: Counter,
+    interruption_latency: Histogram,
+    launch_failures: Family<Labels, Counter>,
+    failed_validations: Family<Labels, Counter>,
+    queue_failures: Family<Labels, Counter>,
+    /// `karpenter_nodes_termination_duration_seconds`, a summary (rendered after the registry).
+    node_termination: service_shell::metrics::Summary,
+}
+
+/// Karpenter's `DurationBuckets()` (kubernetes-sigs/karpenter `pkg/metrics/constants.go`).
+const DURATION_BUCKETS: [f64; 45] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
+];
+
+/// `karpenter_nodes_lifetime_duration_seconds`' buckets: 15 min to 10 days.
+fn lifetime_histogram() -> Histogram {
+    const H: f64 = 3600.0;
+    Histogram::new([
+        0.25 * H,
+        0.5 * H,
+        0.75 * H,
+        H,
+        2.0 * H,
+        4.0 * H,
+        6.0 * H,
+        8.0 * H,
+        10.0 * H,
+        12.0 * H,
+        16.0 * H,
+        20.0 * H,
+        24.0 * H,
+        48.0 * H,
+        72.0 * H,
+        120.0 * H,
+        240.0 * H,
+    ])
+}
+
+/// 1, 2, 4 … 2048 s (`ExponentialBuckets(1, 2, 12)`).
+fn nodeclaim_termination_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 2.0, 12))
+}
+
+/// 1, 2, 4 … 1024 s (`ExponentialBuckets(1, 2, 11)`).
+fn instance_termination_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 2.0, 11))
+}
+
+impl Default for Karpenter {
+    fn default() -> Self {
+        Self {
+            nodeclaims_created: Family::default(),
+            nodeclaims_terminated: Family::default(),
+            nodeclaims_disrupted: Family::default(),
+            nodeclaims_unhealthy_disrupted: Family::default(),
+            nodes_created: Family::default(),
+            nodes_terminated: Family::default(),
+            decisions: Family::default(),
+            decisions_by_nodepool: Family::default(),
+            eviction_requests: Family::default(),
+            pods_drained: Family::default(),
+            nodes_drained: Family::default(),
+            node_lifetime: Family::new_with_constructor(lifetime_histogram),
+            nodeclaim_termination: Family::new_with_constructor(nodeclaim_termination_histogram),
+            instance_termination: Family::new_with_constructor(instance_termination_histogram),
+            interruption_received: Family::default(),
+            interruption_deleted: Counter::default(),
+            interruption_latency: Histogram::new(DURATION_BUCKETS),
+            launch_failures: Family::default(),
+            failed_validations: Family::default(),
+            queue_failures: Family::default(),
+            node_termination: service_shell::metrics::Summary::new(
+                "karpenter_nodes_termination_duration_seconds",
+                "The time taken between a node's deletion request and the removal of its finalizer",
+            ),
+        }
+    }
 }
 
 impl Karpenter {
     fn register(&self, k: &mut Registry) {
+        k.register(
+            "pods_eviction_requests",
+            "The total number of pod eviction requests made by Karpenter, labeled by response code",
+            self.eviction_requests.clone(),
+        );
+        k.register(
+            "pods_drained",
+            "The total number of pods drained during node termination by Karpenter, labeled by reason",
+            self.pods_drained.clone(),
+        );
+        k.register(
+            "nodes_drained",
+            "The total number of nodes drained by Karpenter",
+            self.nodes_drained.clone(),
+        );
+        k.register(
+            "nodes_lifetime_duration_seconds",
+            "The lifetime duration of the nodes since creation.",
+            self.node_lifetime.clone(),
+        );
+        k.register(
+            "nodeclaims_termination_duration_seconds",
+            "Duration of NodeClaim termination in seconds.",
+            self.nodeclaim_termination.clone(),
+        );
+        k.register(
+            "nodeclaims_instance_termination_duration_seconds",
+            "Duration of CloudProvider Instance termination in seconds.",
+            self.instance_termination.clone(),
+        );
+        k.register(
+            "interruption_received_messages",
+            "Count of messages received from the SQS queue. Broken down by message type and whether the message was actionable.",
+            self.interruption_received.clone(),
+        );
+        k.register(
+            "interruption_deleted_messages",
+            "Count of messages deleted from the SQS queue.",
+            self.interruption_deleted.clone(),
+        );
+        k.register(
+            "interruption_message_queue_duration_seconds",
+            "Amount of time an interruption message is on the queue before it is processed by karpenter.",
+            self.interruption_latency.clone(),
+        );
+        k.register(
+            "voluntary_disruption_failed_validations",
+            "Number of candidates that were selected for disruption but failed validation. Labeled by consolidation type.",
+            self.failed_validations.clone(),
+        );
+        k.register(
+            "voluntary_disruption_queue_failures",
+            "The number of times that an enqueued disruption decision failed. Labeled by disruption method.",
+            self.queue_failures.clone(),
+        );
+        k.register(
+            "cloudprovider_instance_launch_failures",
+            "Number of instance launch (CreateFleet offering) failures, dimensioned by availability zone, zone ID, capacity type, and launch failure reason.",
+            self.launch_failures.clone(),
+        );
         k.register(
             "nodeclaims_created",
             "Number of nodeclaims created in total by Karpenter. Labeled by reason the nodeclaim was created, the owning nodepool, and if min values was relaxed for this nodeclaim.",
@@ -404,6 +563,139 @@ impl Metrics {
         }
     }
 
+    /// `karpenter_pods_eviction_requests_total{code}`: an answer of the Eviction API (200 when
+    /// the pod was evicted).
+    pub fn eviction_request(&self, code: u16) {
+        self.karpenter
+            .eviction_requests
+            .get_or_create(&label("code", &code.to_string()))
+            .inc();
+    }
+
+    /// `karpenter_pods_drained_total{reason}`: a pod evicted by a drain; `reason` is the
+    /// NodeClaim's `DisruptionReason` condition's reason, else `Forceful Termination`.
+    pub fn pod_drained(&self, reason: &str) {
+        self.karpenter
+            .pods_drained
+            .get_or_create(&label("reason", reason))
+            .inc();
+    }
+
+    /// `karpenter_nodes_drained_total{nodepool}`: a node's drain finished.
+    pub fn node_drained(&self, nodepool: &str) {
+        self.karpenter
+            .nodes_drained
+            .get_or_create(&label("nodepool", nodepool))
+            .inc();
+    }
+
+    /// A Node released (its finalizer removed): seconds since its deletion was requested
+    /// (`karpenter_nodes_termination_duration_seconds`) and since it was created
+    /// (`karpenter_nodes_lifetime_duration_seconds`), when known.
+    pub fn node_termination_times(
+        &self,
+        nodepool: &str,
+        since_deletion: Option<f64>,
+        lifetime: Option<f64>,
+    ) {
+        if let Some(s) = since_deletion {
+            self.karpenter
+                .node_termination
+                .observe(&[("nodepool", nodepool)], s);
+        }
+        if let Some(s) = lifetime {
+            self.karpenter
+                .node_lifetime
+                .get_or_create(&label("nodepool", nodepool))
+                .observe(s);
+        }
+    }
+
+    /// A NodeClaim released: seconds since its deletion was requested
+    /// (`karpenter_nodeclaims_termination_duration_seconds`) and since its instance's
+    /// termination began (`karpenter_nodeclaims_instance_termination_duration_seconds`).
+    pub fn nodeclaim_termination_times(
+        &self,
+        nodepool: &str,
+        since_deletion: Option<f64>,
+        since_instance_terminating: Option<f64>,
+    ) {
+        let l = label("nodepool", nodepool);
+        if let Some(s) = since_deletion {
+            self.karpenter
+                .nodeclaim_termination
+                .get_or_create(&l)
+                .observe(s);
+        }
+        if let Some(s) = since_instance_terminating {
+            self.karpenter
+                .instance_termination
+                .get_or_create(&l)
+                .observe(s);
+        }
+    }
+
+    /// `karpenter_interruption_received_messages_total{message_type}` (Karpenter's message kinds:
+    /// `spot_interrupted`, `rebalance_recommendation`, `scheduled_change`, `instance_stopped`,
+    /// `instance_terminated`, `no_op`, ...), and the seconds the message waited since its event
+    /// (`karpenter_interruption_message_queue_duration_seconds`), when known.
+    pub fn interruption_received(&self, message_type: &str, waited: Option<f64>) {
+        self.karpenter
+            .interruption_received
+            .get_or_create(&label("message_type", message_type))
+            .inc();
+        if let Some(w) = waited {
+            self.karpenter.interruption_latency.observe(w.max(0.0));
+        }
+    }
+
+    /// `karpenter_interruption_deleted_messages_total`.
+    pub fn interruption_deleted(&self) {
+        self.karpenter.interruption_deleted.inc();
+    }
+
+    /// `karpenter_cloudprovider_instance_launch_failures_total`: one offering of a create call
+    /// that failed (`reason` as AWS names the error, e.g. `InsufficientInstanceCapacity`).
+    pub fn instance_launch_failure(
+        &self,
+        zone: &str,
+        zone_id: &str,
+        capacity_type: &str,
+        reason: &str,
+    ) {
+        self.karpenter
+            .launch_failures
+            .get_or_create(&labels(&[
+                ("zone", zone),
+                ("zone_id", zone_id),
+                ("capacity_type", capacity_type),
+                ("reason", reason),
+            ]))
+            .inc();
+    }
+
+    /// `karpenter_voluntary_disruption_failed_validations_total{consolidation_type}`: a decision
+    /// found invalid before it ran (its candidates no longer disruptable, or a budget).
+    pub fn failed_validation(&self, consolidation_type: &str) {
+        self.karpenter
+            .failed_validations
+            .get_or_create(&label("consolidation_type", consolidation_type))
+            .inc();
+    }
+
+    /// `karpenter_voluntary_disruption_queue_failures_total{decision,reason,consolidation_type}`:
+    /// a decision that failed while it ran (aborted).
+    pub fn queue_failure(&self, reason: &str, consolidation_type: &str, decision: &str) {
+        self.karpenter
+            .queue_failures
+            .get_or_create(&labels(&[
+                ("decision", decision),
+                ("reason", reason),
+                ("consolidation_type", consolidation_type),
+            ]))
+            .inc();
+    }
+
     /// Counts one eviction attempt by outcome.
     pub fn eviction(&self, outcome: &str) {
         self.evictions
@@ -497,7 +789,10 @@ impl Metrics {
 
 impl Render for Metrics {
     fn render(&self) -> String {
-        service_shell::metrics::encode(&self.registry)
+        service_shell::metrics::insert_before_eof(
+            service_shell::metrics::encode(&self.registry),
+            &self.karpenter.node_termination.render(),
+        )
     }
 }
 
@@ -568,6 +863,43 @@ mod tests {
         ] {
             assert!(text.contains(want), "{want} missing from:\n{text}");
         }
+        m.eviction_request(200);
+        m.eviction_request(429);
+        m.pod_drained("Underutilized");
+        m.node_drained("default");
+        m.node_termination_times("default", Some(12.0), Some(7200.0));
+        m.nodeclaim_termination_times("default", Some(20.0), Some(3.0));
+        m.interruption_received("spot_interrupted", Some(1.5));
+        m.interruption_deleted();
+        m.instance_launch_failure(
+            "us-east-1a",
+            "use1-az1",
+            "spot",
+            "InsufficientInstanceCapacity",
+        );
+        m.failed_validation("single");
+        m.queue_failure("underutilized", "multi", "replace");
+        let text = m.render();
+        for want in [
+            r#"karpenter_pods_eviction_requests_total{code="200"} 1"#,
+            r#"karpenter_pods_eviction_requests_total{code="429"} 1"#,
+            r#"karpenter_pods_drained_total{reason="Underutilized"} 1"#,
+            r#"karpenter_nodes_drained_total{nodepool="default"} 1"#,
+            r#"karpenter_nodes_termination_duration_seconds_sum{nodepool="default"} 12"#,
+            "# TYPE karpenter_nodes_termination_duration_seconds summary",
+            r#"karpenter_nodes_lifetime_duration_seconds_sum{nodepool="default"} 7200.0"#,
+            r#"karpenter_nodeclaims_termination_duration_seconds_sum{nodepool="default"} 20.0"#,
+            r#"karpenter_nodeclaims_instance_termination_duration_seconds_sum{nodepool="default"} 3.0"#,
+            r#"karpenter_interruption_received_messages_total{message_type="spot_interrupted"} 1"#,
+            "karpenter_interruption_deleted_messages_total 1",
+            "karpenter_interruption_message_queue_duration_seconds_sum 1.5",
+            r#"karpenter_voluntary_disruption_failed_validations_total{consolidation_type="single"} 1"#,
+            r#"karpenter_voluntary_disruption_queue_failures_total{decision="replace",reason="underutilized",consolidation_type="multi"} 1"#,
+            r#"karpenter_cloudprovider_instance_launch_failures_total{zone="us-east-1a",zone_id="use1-az1",capacity_type="spot",reason="InsufficientInstanceCapacity"} 1"#,
+        ] {
+            assert!(text.contains(want), "{want} missing from:\n{text}");
+        }
+        assert!(text.trim_end().ends_with("# EOF"), "{text}");
         m.interruption_message("garbled", "dropped");
         m.interruption_message("garbled", "dropped");
         let text = m.render();

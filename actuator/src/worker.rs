@@ -729,6 +729,19 @@ impl Worker {
             }
         };
         self.metrics.failure(reason);
+        if let E::InsufficientCapacity { offerings } = &e {
+            // Karpenter counts each offering a create call failed, and names insufficient
+            // capacity `LaunchFailed` (aws/karpenter-provider-aws `pkg/errors` `ToReasonMessage`).
+            // The zone ID is not known here.
+            for o in offerings {
+                self.metrics.instance_launch_failure(
+                    &o.zone,
+                    "",
+                    o.capacity_type.as_str(),
+                    "LaunchFailed",
+                );
+            }
+        }
         let give_up = !fatal && claim.attempts + 1 >= self.options.max_attempts;
         if fatal || give_up {
             // The last create may have made an instance whose answer was lost: adopt it

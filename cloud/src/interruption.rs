@@ -51,6 +51,21 @@ impl InterruptionKind {
         }
     }
 
+    /// Karpenter's message kind (aws/karpenter-provider-aws `pkg/controllers/interruption/
+    /// messages/types.go`), the `message_type` of `karpenter_interruption_received_messages_total`.
+    pub fn karpenter_kind(&self) -> &'static str {
+        match self {
+            InterruptionKind::SpotInterruptionWarning => "spot_interrupted",
+            InterruptionKind::RebalanceRecommendation => "rebalance_recommendation",
+            InterruptionKind::ScheduledChange => "scheduled_change",
+            InterruptionKind::StateChange(
+                InstanceState::ShuttingDown | InstanceState::Terminated,
+            ) => "instance_terminated",
+            InterruptionKind::StateChange(_) => "no_op",
+            InterruptionKind::Stopped { .. } => "instance_stopped",
+        }
+    }
+
     /// True when the instance is going away (everything but a rebalance recommendation, which
     /// is only a risk).
     pub fn is_going(&self) -> bool {

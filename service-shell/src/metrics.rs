@@ -3,6 +3,10 @@
 
 use std::sync::Arc;
 
+pub mod summary;
+
+pub use summary::Summary;
+
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -19,6 +23,16 @@ pub fn encode(registry: &Registry) -> String {
     // Writing into a String cannot fail.
     let _ = prometheus_client::encoding::text::encode(&mut out, registry);
     out
+}
+
+/// Inserts `extra` (more families, e.g. [`Summary::render`]) before the OpenMetrics `# EOF`
+/// line of `text`, or appends it.
+pub fn insert_before_eof(mut text: String, extra: &str) -> String {
+    match text.rfind("# EOF") {
+        Some(i) => text.insert_str(i, extra),
+        None => text.push_str(extra),
+    }
+    text
 }
 
 /// Serves `GET /metrics` on `listener` until `stop` turns true.

@@ -85,6 +85,11 @@ pub async fn run(
                     metrics.note_excluded(&plan.excluded);
                     metrics.karpenter.note_node_status(&plan.node_status);
                     metrics.karpenter.note_budgets(&plan.node_pool_budgets);
+                    metrics.karpenter.note_scheduling(&plan);
+                    metrics.karpenter.pods.note_plan(
+                        &plan,
+                        service_shell::clock::Clock::new().since_epoch().as_secs_f64(),
+                    );
                     // Logged when the set changes, not with every plan.
                     for e in plan.excluded.iter().filter(|e| !left_out.contains(e)) {
                         tracing::warn!(kind = %e.kind, namespace = %e.namespace, name = %e.name, reason = %e.reason, field = %e.field, message = %e.message, "Object left out of the plan");

@@ -17,6 +17,22 @@
 //!   `Underutilized`), from the latest plan's `nodePoolBudgets`
 //!   (`pkg/controllers/disruption/helpers.go` `BuildDisruptionBudgetMapping`).
 //!
+//! - `karpenter_nodes_current_lifetime_seconds` {node_name, nodepool, ...}, node age;
+//! - `karpenter_cluster_utilization_percent` {resource_type}: pod requests of bound pods over the
+//!   nodes' allocatable, in percent (`pkg/controllers/metrics/node/controller.go`);
+//! - `karpenter_cluster_state_unsynced_time_seconds`: 0 once every informer has listed, else the
+//!   seconds since the watcher first saw itself unsynced;
+//! - `karpenter_nodepools_nodes_consuming_budgets` {nodepool, reason}, from the latest plan's
+//!   `nodePoolBudgets` (NotReady or disrupting nodes, `helpers.go`);
+//! - `karpenter_scheduler_queue_depth` {controller, scheduling_id} (the pending pods waiting for
+//!   the next plan), `karpenter_scheduler_unschedulable_pods_count` {controller} and
+//!   `karpenter_scheduler_ignored_pods_count` (pods the latest plan left out as invalid), with
+//!   `controller="provisioner"` (`pkg/controllers/provisioning/scheduling/metrics.go`);
+//! - `karpenter_build_info` {version, goversion, goarch, commit} = 1 (`goversion` holds the Rust
+//!   edition's toolchain family, `rust`; `commit` is empty unless built with `DOVETAIL_COMMIT`);
+//! - the pod latency metrics of [`pods`] (`karpenter_pods_*_duration_seconds`,
+//!   `karpenter_pods_*_time_seconds`).
+//!
 //! Resource values are in base units (cores, bytes, pods), as Karpenter reports them. The
 //! gauges are rebuilt from scratch on every refresh, so objects that went away leave no series.
 
@@ -29,6 +45,8 @@ use proto::v1 as pb;
 use proto::v1::upsert::Object;
 
 use crate::mirror::{Kind, State};
+
+pub mod pods;
 
 type Labels = Vec<(String, String)>;
 type FGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
@@ -47,6 +65,17 @@ pub struct KarpenterMetrics {
     synced: Gauge,
     eligible: Family<Labels, Gauge>,
     allowed_disruptions: Family<Labels, Gauge>,
+    consuming_budgets: Family<Labels, Gauge>,
+    lifetime: Family<Labels, FGauge>,
+    utilization: Family<Labels, FGauge>,
+    unsynced: FGauge,
+    unsynced_since: std::sync::Arc<std::sync::Mutex<Option<f64>>>,
+    queue_depth: Family<Labels, Gauge>,
+    unschedulable: Family<Labels, Gauge>,
+    ignored: Gauge,
+    build_info: Family<Labels, Gauge>,
+    /// Karpenter's pod latency metrics.
+    pub pods: pods::PodLatency,
 }
 
 /// The node label keys Karpenter turns into metric labels (the well-known ones dashboards use).
@@ -121,19 +150,88 @@ impl KarpenterMetrics {
             "The number of nodes for a given NodePool that can be concurrently disrupting at a point in time. Labeled by NodePool. Note that allowed disruptions can change very rapidly, as new nodes may be created and others may be deleted at any point.",
             self.allowed_disruptions.clone(),
         );
+        let k = registry.sub_registry_with_prefix("karpenter");
+        k.register(
+            "nodepools_nodes_consuming_budgets",
+            "The number of nodes consuming the budget of a nodepool at a point in time. Labeled by NodePool.",
+            self.consuming_budgets.clone(),
+        );
+        k.register(
+            "nodes_current_lifetime_seconds",
+            "Node age in seconds",
+            self.lifetime.clone(),
+        );
+        k.register(
+            "cluster_utilization_percent",
+            "Utilization of allocatable resources by pod requests",
+            self.utilization.clone(),
+        );
+        k.register(
+            "cluster_state_unsynced_time_seconds",
+            "The time for which cluster state is not synced",
+            self.unsynced.clone(),
+        );
+        k.register(
+            "scheduler_queue_depth",
+            "The number of pods currently waiting to be scheduled.",
+            self.queue_depth.clone(),
+        );
+        k.register(
+            "scheduler_unschedulable_pods_count",
+            "The number of unschedulable Pods.",
+            self.unschedulable.clone(),
+        );
+        k.register(
+            "scheduler_ignored_pods_count",
+            "Number of pods ignored during scheduling by Karpenter",
+            self.ignored.clone(),
+        );
+        k.register(
+            "build_info",
+            "A metric with a constant '1' value labeled by version from which karpenter was built.",
+            self.build_info.clone(),
+        );
+        self.build_info
+            .get_or_create(&vec![
+                ("version".to_string(), env!("CARGO_PKG_VERSION").to_string()),
+                ("goversion".to_string(), "rust".to_string()),
+                ("goarch".to_string(), std::env::consts::ARCH.to_string()),
+                (
+                    "commit".to_string(),
+                    option_env!("DOVETAIL_COMMIT")
+                        .unwrap_or_default()
+                        .to_string(),
+                ),
+            ])
+            .set(1);
+        self.pods.register(registry);
+    }
+
+    /// Sets the scheduler gauges from a plan: its unschedulable pods and the pods it left out.
+    pub fn note_scheduling(&self, plan: &pb::PlanResponse) {
+        self.unschedulable
+            .get_or_create(&vec![("controller".to_string(), "provisioner".to_string())])
+            .set(plan.unschedulable.len() as i64);
+        self.ignored
+            .set(plan.excluded.iter().filter(|e| e.kind == "Pod").count() as i64);
     }
 
     /// Sets `karpenter_nodepools_allowed_disruptions` from a plan's budgets (pools gone since
     /// the last plan leave no series).
     pub fn note_budgets(&self, budgets: &[pb::NodePoolBudgetStatus]) {
         self.allowed_disruptions.clear();
+        self.consuming_budgets.clear();
         for b in budgets {
+            let labels = vec![
+                ("nodepool".to_string(), b.node_pool.clone()),
+                ("reason".to_string(), b.reason.clone()),
+            ];
             self.allowed_disruptions
-                .get_or_create(&vec![
-                    ("nodepool".to_string(), b.node_pool.clone()),
-                    ("reason".to_string(), b.reason.clone()),
-                ])
+                .get_or_create(&labels)
                 .set(i64::from(b.allowed));
+            self.consuming_budgets
+                .get_or_create(&labels)
+                .set(i64::from(b.disrupting));
         }
     }
 
@@ -163,8 +261,11 @@ impl KarpenterMetrics {
         }
     }
 
-    /// Rebuilds every gauge from the mirror; `synced`: every informer has listed once.
-    pub fn refresh(&self, state: &State, synced: bool) {
+    /// Rebuilds every gauge from the mirror at `now` (Unix seconds); `synced`: every informer
+    /// has listed once.
+    pub fn refresh(&self, state: &State, synced: bool, now: f64) {
+        self.pods
+            .refresh(now, |key| state.get(Kind::Pod, key).is_some());
         for f in [
             &self.nodes_allocatable,
             &self.nodes_pod_requests,
@@ -173,10 +274,32 @@ impl KarpenterMetrics {
             &self.pods_state,
             &self.nodepools_usage,
             &self.nodepools_limit,
+            &self.lifetime,
+            &self.utilization,
         ] {
             f.clear();
         }
         self.synced.set(i64::from(synced));
+        {
+            let mut since = self
+                .unsynced_since
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if synced {
+                *since = None;
+                self.unsynced.set(0.0);
+            } else {
+                let first = *since.get_or_insert(now);
+                self.unsynced.set(now - first);
+            }
+        }
+        self.queue_depth.clear();
+        self.queue_depth
+            .get_or_create(&vec![
+                ("controller".to_string(), "provisioner".to_string()),
+                ("scheduling_id".to_string(), String::new()),
+            ])
+            .set(state.pending_pods() as i64);
         let nodes: BTreeMap<&str, &pb::Node> = state
             .iter(Kind::Node)
             .filter_map(|o| match o {
@@ -202,11 +325,21 @@ impl KarpenterMetrics {
             }
         }
         let mut usage: BTreeMap<String, Resources> = BTreeMap::new();
+        let (mut all_alloc, mut all_requested) = (Resources::new(), Resources::new());
         for n in nodes.values() {
             let base = node_labels(n);
+            if let Some(created) = n.creation_time {
+                self.lifetime.get_or_create(&base).set(now - created as f64);
+            }
             let alloc = to_base(&n.allocatable);
+            for (resource, v) in &alloc {
+                *all_alloc.entry(resource.clone()).or_default() += v;
+            }
             let cap = to_base(&n.capacity);
             let (pods, daemons) = requests.get(n.name.as_str()).cloned().unwrap_or_default();
+            for (resource, v) in &pods {
+                *all_requested.entry(resource.clone()).or_default() += v;
+            }
             for (family, values) in [
                 (&self.nodes_allocatable, &alloc),
                 (&self.nodes_pod_requests, &pods),
@@ -229,6 +362,12 @@ impl KarpenterMetrics {
                 }
                 *u.entry("nodes".into()).or_default() += 1.0;
             }
+        }
+        for (resource, a) in all_alloc.iter().filter(|(_, a)| **a > 0.0) {
+            let used = all_requested.get(resource).copied().unwrap_or(0.0);
+            self.utilization
+                .get_or_create(&vec![("resource_type".to_string(), resource.clone())])
+                .set(100.0 * used / a);
         }
         for o in state.iter(Kind::NodePool) {
             let Object::NodePool(p) = o else { continue };
@@ -339,6 +478,7 @@ mod tests {
             ]),
             capacity: q(&[("cpu", "2"), ("memory", "8Gi"), ("pods", "29")]),
             allocatable: q(&[("cpu", "1930m"), ("memory", "7Gi"), ("pods", "29")]),
+            creation_time: Some(1_000),
             ..Default::default()
         }));
         state.upsert(Object::Pod(pb::Pod {
@@ -364,7 +504,7 @@ mod tests {
         let m = KarpenterMetrics::default();
         let mut registry = Registry::default();
         m.register(&mut registry);
-        m.refresh(&state, true);
+        m.refresh(&state, true, 4_600.0);
         let text = service_shell::metrics::encode(&registry);
         for want in [
             r#"karpenter_nodes_allocatable{node_name="n1",nodepool="default",instance_type="m5.large",capacity_type="spot",zone="us-east-1a",arch="amd64",os="",resource_type="cpu"} 1.93"#,
@@ -376,6 +516,11 @@ mod tests {
             r#"karpenter_nodepools_limit{nodepool="default",resource_type="cpu"} 100.0"#,
             "karpenter_cluster_state_node_count 1",
             "karpenter_cluster_state_synced 1",
+            "karpenter_cluster_state_unsynced_time_seconds 0.0",
+            r#"karpenter_cluster_utilization_percent{resource_type="cpu"} 25.906735751295336"#,
+            r#"karpenter_nodes_current_lifetime_seconds{node_name="n1",nodepool="default",instance_type="m5.large",capacity_type="spot",zone="us-east-1a",arch="amd64",os=""} 3600.0"#,
+            r#"karpenter_scheduler_queue_depth{controller="provisioner",scheduling_id=""} 1"#,
+            r#"karpenter_build_info{version="#,
         ] {
             assert!(text.contains(want), "{want} missing from:\n{text}");
         }
@@ -405,8 +550,52 @@ mod tests {
         }
         // A pod that went away leaves no series.
         state.delete(Kind::Pod, "default/web-2");
-        m.refresh(&state, true);
+        m.refresh(&state, true, 0.0);
         let text = service_shell::metrics::encode(&registry);
         assert!(!text.contains(r#"name="web-2""#), "{text}");
+    }
+
+    #[test]
+    fn unsynced_time_budgets_and_scheduler_gauges() {
+        let state = State::default();
+        let m = KarpenterMetrics::default();
+        let mut registry = Registry::default();
+        m.register(&mut registry);
+        m.refresh(&state, false, 10.0);
+        m.refresh(&state, false, 15.5);
+        let text = service_shell::metrics::encode(&registry);
+        assert!(
+            text.contains("karpenter_cluster_state_unsynced_time_seconds 5.5"),
+            "{text}"
+        );
+        m.note_budgets(&[pb::NodePoolBudgetStatus {
+            node_pool: "default".into(),
+            reason: "Drifted".into(),
+            allowed: 3,
+            nodes: 10,
+            disrupting: 2,
+        }]);
+        m.note_scheduling(&pb::PlanResponse {
+            unschedulable: vec![pb::Unschedulable::default(); 4],
+            excluded: vec![
+                pb::ExcludedObject {
+                    kind: "Pod".into(),
+                    ..Default::default()
+                },
+                pb::ExcludedObject {
+                    kind: "NodePool".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        });
+        let text = service_shell::metrics::encode(&registry);
+        for want in [
+            r#"karpenter_nodepools_nodes_consuming_budgets{nodepool="default",reason="Drifted"} 2"#,
+            r#"karpenter_scheduler_unschedulable_pods_count{controller="provisioner"} 4"#,
+            "karpenter_scheduler_ignored_pods_count 1",
+        ] {
+            assert!(text.contains(want), "{want} missing from:\n{text}");
+        }
     }
 }

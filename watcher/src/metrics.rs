@@ -222,8 +222,14 @@ impl Render for Metrics {
     fn render(&self) -> String {
         if let Some((mirror, readiness)) = self.source.get() {
             let state = mirror.lock();
-            self.karpenter.refresh(&state, readiness.is_ready());
+            let now = service_shell::clock::Clock::new()
+                .since_epoch()
+                .as_secs_f64();
+            self.karpenter.refresh(&state, readiness.is_ready(), now);
         }
-        service_shell::metrics::encode(&self.registry)
+        service_shell::metrics::insert_before_eof(
+            service_shell::metrics::encode(&self.registry),
+            &self.karpenter.pods.render_summary(),
+        )
     }
 }

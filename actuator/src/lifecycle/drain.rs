@@ -46,6 +46,28 @@ pub const CRITICAL_PRIORITY_CLASSES: [&str; 2] =
 
 /// The NodeClaim annotation holding the time its termination deletes every pod left.
 pub const TERMINATION_TIMESTAMP_ANNOTATION: &str = "karpenter.sh/nodeclaim-termination-timestamp";
+/// The `reason` of `karpenter_pods_drained_total`: the NodeClaim's `DisruptionReason`
+/// condition's reason when it is True, else `Forceful Termination` (Karpenter's
+/// `evictionReason`, `pkg/controllers/node/termination/terminator/eviction.go`); empty when the
+/// node has no NodeClaim.
+fn eviction_reason(nc: Option<&crds::NodeClaim>) -> String {
+    let Some(nc) = nc else {
+        return String::new();
+    };
+    nc.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| {
+            cs.iter().find(|c| {
+                c.type_ == "DisruptionReason" && c.status == crds::common::ConditionStatus::True
+            })
+        })
+        .map_or_else(
+            || "Forceful Termination".to_string(),
+            |c| c.reason.clone().unwrap_or_default(),
+        )
+}
+
 /// Karpenter's Event reason announcing that time.
 pub const TERMINATION_GRACE_PERIOD_EXPIRING: &str = "TerminationGracePeriodExpiring";
 
@@ -446,6 +468,16 @@ impl super::Controller {
                 ),
             )
             .await?;
+            // As Karpenter, only a node with a NodeClaim counts.
+            if nc.is_some() {
+                let pool = node
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(common::labels::NODEPOOL))
+                    .map_or("", String::as_str);
+                self.metrics.node_drained(pool);
+            }
             tracing::info!(%claim, node = %node_name, "Drained");
             return Ok(true);
         }
@@ -499,6 +531,10 @@ impl super::Controller {
             match result {
                 Ok(()) => {
                     self.metrics.eviction(outcome);
+                    if !delete {
+                        self.metrics.eviction_request(200);
+                        self.metrics.pod_drained(&eviction_reason(nc));
+                    }
                     if let Ok(mut b) = self.backoff.lock() {
                         b.clear(&key);
                     }
@@ -508,12 +544,18 @@ impl super::Controller {
                 }
                 Err(kube::Error::Api(s)) if s.code == 404 => {
                     self.metrics.eviction("not_found");
+                    if !delete {
+                        self.metrics.eviction_request(404);
+                    }
                     if let Ok(mut b) = self.backoff.lock() {
                         b.clear(&key);
                     }
                 }
                 Err(kube::Error::Api(s)) if s.code == 429 => {
                     self.metrics.eviction("pdb_blocked");
+                    if !delete {
+                        self.metrics.eviction_request(429);
+                    }
                     let delay = self
                         .backoff
                         .lock()
@@ -523,6 +565,9 @@ impl super::Controller {
                 }
                 Err(e) => {
                     self.metrics.eviction("error");
+                    if let (false, kube::Error::Api(s)) = (delete, &e) {
+                        self.metrics.eviction_request(s.code);
+                    }
                     let delay = self
                         .backoff
                         .lock()

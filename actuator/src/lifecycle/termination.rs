@@ -111,6 +111,17 @@ impl Controller {
                         &label(common::labels::NODEPOOL),
                         &label("topology.kubernetes.io/zone"),
                     );
+                    let now = self.clock.since_epoch().as_secs_f64();
+                    let since =
+                        |t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
+                            t.as_ref()
+                                .map(|t| now - t.0.as_millisecond() as f64 / 1000.0)
+                        };
+                    self.metrics.node_termination_times(
+                        &label(common::labels::NODEPOOL),
+                        since(&node.metadata.deletion_timestamp),
+                        since(&node.metadata.creation_timestamp),
+                    );
                     tracing::info!(node = %name, "Released the Node")
                 }
                 Err(kube::Error::Api(s)) if s.code == 404 => {}

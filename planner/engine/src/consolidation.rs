@@ -42,6 +42,7 @@ pub use status::{disruption_status, drift_reason, node_status};
 use crate::catalog::Catalog;
 use crate::model::{ClusterSnapshot, PlanOptions, Pod, PodKey};
 use crate::plan::{DisruptionDecision, PlannedNodeClaim};
+use crate::stopwatch::{self, Stopwatch, Untimed};
 
 /// Errors of disruption planning.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -322,10 +323,11 @@ pub fn disrupt_candidates<'a>(
     options: &'a PlanOptions,
     build: &SyncBuildSimulator<'_>,
     launch: &[(String, Vec<PodKey>)],
+    watch: &dyn Stopwatch,
 ) -> Result<Outcome, Error> {
     let mut s = Evaluation::from_candidates(candidates, catalog, options)?;
     s.place_pending(launch);
-    run_concurrently(&mut s, build);
+    run_concurrently(&mut s, build, watch);
     Ok(s.finish())
 }
 
@@ -353,7 +355,7 @@ pub fn disrupt_after_launch(
 /// single commands (which can chain on slack earlier commands leave) — and the one that saves
 /// more is kept.
 pub fn run(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>) {
-    let before = before_underutilized(s, build);
+    let before = before_underutilized(s, build, &Untimed);
     let mut sequence = s.clone();
     underutilized(s, build);
     karpenter_sequence(&mut sequence, build, MAX_SEQUENCE_PASSES);
@@ -362,9 +364,13 @@ pub fn run(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>) {
 
 /// As [`run`], with the two underutilized searches on two threads: they start from the same
 /// state and share nothing until the better is kept, so the outcome is [`run`]'s, in about the
-/// time of the longer search when a second core is free.
-pub fn run_concurrently(s: &mut Evaluation<'_>, build: &SyncBuildSimulator<'_>) {
-    let before = before_underutilized(s, build);
+/// time of the longer search when a second core is free. `watch` times each method.
+pub fn run_concurrently(
+    s: &mut Evaluation<'_>,
+    build: &SyncBuildSimulator<'_>,
+    watch: &dyn Stopwatch,
+) {
+    let before = before_underutilized(s, build, watch);
     let sequence = s.clone();
     let joined = std::thread::scope(|scope| {
         let spawned = std::thread::Builder::new()
@@ -373,11 +379,13 @@ pub fn run_concurrently(s: &mut Evaluation<'_>, build: &SyncBuildSimulator<'_>) 
             .stack_size(8 << 20)
             .spawn_scoped(scope, move || {
                 let mut sequence = sequence;
-                karpenter_sequence(&mut sequence, build, MAX_SEQUENCE_PASSES);
+                watch.time(stopwatch::SINGLE, &mut || {
+                    karpenter_sequence(&mut sequence, build, MAX_SEQUENCE_PASSES);
+                });
                 sequence
             });
         spawned.ok().map(|handle| {
-            underutilized(s, build);
+            watch.time(stopwatch::MULTI, &mut || underutilized(s, build));
             handle.join()
         })
     });
@@ -387,8 +395,10 @@ pub fn run_concurrently(s: &mut Evaluation<'_>, build: &SyncBuildSimulator<'_>) 
         // No thread to be had: both searches run here, one after the other.
         None => {
             let mut sequence = s.clone();
-            underutilized(s, build);
-            karpenter_sequence(&mut sequence, build, MAX_SEQUENCE_PASSES);
+            watch.time(stopwatch::MULTI, &mut || underutilized(s, build));
+            watch.time(stopwatch::SINGLE, &mut || {
+                karpenter_sequence(&mut sequence, build, MAX_SEQUENCE_PASSES);
+            });
             keep_the_better(s, sequence, before);
         }
     }
@@ -396,11 +406,15 @@ pub fn run_concurrently(s: &mut Evaluation<'_>, build: &SyncBuildSimulator<'_>) 
 
 /// Everything [`run`] does before the underutilized searches (expiry, static scale-down, empty
 /// nodes, drift); the number of decisions committed by then.
-fn before_underutilized(s: &mut Evaluation<'_>, build: &BuildSimulator<'_>) -> usize {
+fn before_underutilized(
+    s: &mut Evaluation<'_>,
+    build: &BuildSimulator<'_>,
+    watch: &dyn Stopwatch,
+) -> usize {
     expire(s, build);
     scale_down(s, build);
-    empty(s);
-    drift(s, build);
+    watch.time(stopwatch::EMPTY, &mut || empty(s));
+    watch.time(stopwatch::DRIFT, &mut || drift(s, build));
     s.decision_count()
 }
 

@@ -26,6 +26,7 @@ pub mod plan;
 pub mod requirements;
 mod scalar_text;
 pub mod scheduling;
+pub mod stopwatch;
 #[cfg(any(test, feature = "test-util"))]
 pub mod test_util;
 pub mod validation;
@@ -51,6 +52,21 @@ pub fn plan_cancellable(
     catalog: &Catalog,
     options: &PlanOptions,
     cancel: &CancelToken,
+) -> Result<Plan, cancel::Cancelled> {
+    plan_timed(snapshot, catalog, options, cancel, &stopwatch::Untimed)
+}
+
+/// [`plan_cancellable`] with each disruption method's evaluation run through `watch` (which
+/// may time it: the engine reads no clock).
+///
+/// # Errors
+/// [`cancel::Cancelled`] when `cancel` was cancelled before the plan was complete.
+pub fn plan_timed(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    options: &PlanOptions,
+    cancel: &CancelToken,
+    watch: &dyn stopwatch::Stopwatch,
 ) -> Result<Plan, cancel::Cancelled> {
     // Karpenter's reservedENIs and vmMemoryOverheadPercent, for this plan.
     // Zones under an ARC zonal shift offer nothing.
@@ -122,7 +138,7 @@ pub fn plan_cancellable(
             Box::new(scheduling::Scheduler::with_shared(s, c, o, shared).with_cancel(token.clone()))
         });
         let outcome =
-            consolidation::disrupt_candidates(candidates, catalog, options, &build, &launch);
+            consolidation::disrupt_candidates(candidates, catalog, options, &build, &launch, watch);
         cancel.check()?;
         match outcome {
             Ok(outcome) => {

@@ -424,7 +424,11 @@ proptest! {
         let mut one_after_the_other = Evaluation::new(&s, &cat, &o).expect("valid");
         consolidation::run(&mut one_after_the_other, &consolidation::with_scheduler);
         let mut concurrent = Evaluation::new(&s, &cat, &o).expect("valid");
-        consolidation::run_concurrently(&mut concurrent, &consolidation::with_scheduler);
+        consolidation::run_concurrently(
+        &mut concurrent,
+        &consolidation::with_scheduler,
+        &planner::stopwatch::Untimed,
+    );
         let sequential = one_after_the_other.finish();
         prop_assert_eq!(&concurrent.finish(), &sequential);
         let plan = planner::plan(&s, &cat, &o);

@@ -27,6 +27,7 @@ pub struct Metrics {
     plans_running: Gauge,
     plans_cancelled: Counter,
     catalog_fetches: Family<Labels, Counter>,
+    evaluation: Family<Labels, Histogram>,
 }
 
 // === impl Metrics ===
@@ -40,7 +41,8 @@ impl Default for Metrics {
 impl Metrics {
     /// Registers every metric in a fresh registry.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("dovetail_planner");
+        let mut root = Registry::default();
+        let registry = root.sub_registry_with_prefix("dovetail_planner");
         let requests = Family::<Labels, Counter>::default();
         registry.register(
             "requests",
@@ -111,9 +113,19 @@ impl Metrics {
             "Live catalog checks against the actuator, by outcome (updated, unchanged, refused, error)",
             catalog_fetches.clone(),
         );
+        // Karpenter's name, for the dashboards users have (`pkg/controllers/disruption/metrics.go`,
+        // its `DurationBuckets()`).
+        let evaluation =
+            Family::<Labels, Histogram>::new_with_constructor(|| Histogram::new(DURATION_BUCKETS));
+        root.sub_registry_with_prefix("karpenter").register(
+            "voluntary_disruption_decision_evaluation_duration_seconds",
+            "Duration of the disruption decision evaluation process in seconds. Labeled by method and consolidation type.",
+            evaluation.clone(),
+        );
         Self {
             catalog_fetches,
-            registry: Arc::new(registry),
+            evaluation,
+            registry: Arc::new(root),
             requests,
             latency,
             pods_planned,
@@ -191,6 +203,31 @@ impl Metrics {
     }
 }
 
+/// Karpenter's `DurationBuckets()` (kubernetes-sigs/karpenter `pkg/metrics/constants.go`).
+const DURATION_BUCKETS: [f64; 45] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
+];
+
+/// Times each disruption method of a plan into
+/// `karpenter_voluntary_disruption_decision_evaluation_duration_seconds`.
+impl planner::stopwatch::Stopwatch for Metrics {
+    fn time(&self, method: planner::stopwatch::Method, evaluate: &mut dyn FnMut()) {
+        let start = tokio::time::Instant::now();
+        evaluate();
+        self.evaluation
+            .get_or_create(&vec![
+                ("reason".to_string(), method.reason.to_string()),
+                (
+                    "consolidation_type".to_string(),
+                    method.consolidation_type.to_string(),
+                ),
+            ])
+            .observe(start.elapsed().as_secs_f64());
+    }
+}
+
 impl Render for Metrics {
     fn render(&self) -> String {
         service_shell::metrics::encode(&self.registry)
@@ -216,5 +253,21 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("dovetail_planner_plan_cost_per_hour_dollars_count 1"));
+    }
+
+    #[test]
+    fn times_disruption_methods_by_karpenters_name_and_labels() {
+        use planner::stopwatch::{DRIFT, Stopwatch};
+        let m = Metrics::new();
+        let mut ran = false;
+        m.time(DRIFT, &mut || ran = true);
+        assert!(ran);
+        let text = m.render();
+        assert!(
+            text.contains(
+                r#"karpenter_voluntary_disruption_decision_evaluation_duration_seconds_count{reason="drifted",consolidation_type=""} 1"#
+            ),
+            "{text}"
+        );
     }
 }

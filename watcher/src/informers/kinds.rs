@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 
 use super::{Converted, Sinks, reflect};
 use crate::convert::{self, PodDisposition, PriorityClasses};
+use crate::karpenter_metrics::pods::PodSeen;
 use crate::mirror::Kind;
 
 /// Informer names, as metrics label them and readiness tracks them.
@@ -147,12 +148,25 @@ pub fn spawn_all(client: kube::Client, options: &Options, sinks: Sinks) -> Vec<J
         tasks.push(tokio::spawn(async move {
             sinks.readiness.wait_for("priorityclasses").await;
             let stream = watcher(Api::<Pod>::all(client), cfg).default_backoff();
+            // Karpenter's pod latency metrics follow the pods the mirror keeps.
+            let latency = sinks.metrics.karpenter.pods.clone();
+            let clock = service_shell::clock::Clock::new();
             reflect("pods", Kind::Pod, stream, sinks, move |p: &Pod| {
                 let c = classes.read().unwrap_or_else(|p| p.into_inner());
+                let seen = PodSeen::of(p, crate::informers::meta_key(p));
                 match convert::pod(p, &c) {
-                    PodDisposition::Keep(p) => Converted::Keep(Box::new(Object::Pod(*p))),
-                    PodDisposition::Ignore => Converted::Skip,
-                    PodDisposition::Invalid(e) => Converted::Invalid(e),
+                    PodDisposition::Keep(p) => {
+                        latency.observe(seen, clock.since_epoch().as_secs_f64());
+                        Converted::Keep(Box::new(Object::Pod(*p)))
+                    }
+                    PodDisposition::Ignore => {
+                        latency.forget(&seen.name);
+                        Converted::Skip
+                    }
+                    PodDisposition::Invalid(e) => {
+                        latency.forget(&seen.name);
+                        Converted::Invalid(e)
+                    }
                 }
             })
             .await;

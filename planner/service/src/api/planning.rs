@@ -245,7 +245,7 @@ impl PlannerService {
         let running = GaugeGuard::inc(self.metrics.plans_running());
         let plan = match &self.plan_fn {
             Some(f) => Ok(f(snapshot, catalog, options)),
-            None => planner::plan_cancellable(snapshot, catalog, options, cancel),
+            None => planner::plan_timed(snapshot, catalog, options, cancel, &self.metrics),
         };
         drop(running);
         let Ok(plan) = plan else {
