@@ -18,7 +18,11 @@
 //!   `karpenter_voluntary_disruption_decisions_total`, `karpenter_nodeclaims_disrupted_total`,
 //!   `karpenter_nodeclaims_terminated_total`, `karpenter_nodes_terminated_total` (actuator) and
 //!   `karpenter_voluntary_disruption_eligible_nodes` (watcher), with Karpenter's labels
-//!   (`pkg/metrics/metrics.go`, `pkg/controllers/disruption/metrics.go`).
+//!   (`pkg/metrics/metrics.go`, `pkg/controllers/disruption/metrics.go`);
+//! - the pod latency metrics (`karpenter_pods_bound_duration_seconds`, the startup summary, the
+//!   `provisioning_*` and scheduling-decision histograms, `pkg/controllers/metrics/pod/`), node
+//!   termination metrics (`pkg/controllers/node/termination/metrics.go`) and the disruption
+//!   evaluation histogram of the planners.
 //!
 //! What moto cannot show: nothing here depends on EC2 beyond launching and terminating.
 //! Fails when moto_server or kubectl is missing, unless `DOVETAIL_ALLOW_MISSING` names it.
@@ -131,6 +135,46 @@ async fn scenario(sys: &System, kubectl: &PathBuf) -> anyhow::Result<()> {
     )
     .await?;
     assert!(yaml.contains("reason: NodeRegistrationHealthy"), "{yaml}");
+
+    // The 24 pods were seen pending, planned, bound and started: Karpenter's pod latency
+    // metrics (`pkg/controllers/metrics/pod/controller.go`) count each once, from the pods'
+    // own condition times.
+    let pods = try_eventually(
+        "karpenter_pods_* latency metrics of the 24 pods",
+        WAIT,
+        system::POLL,
+        || async move {
+            let t = process::scrape(sys.watcher_metrics).await.ok()?;
+            let count = |family: &str| sample(&t, family, &[]).unwrap_or(0.0);
+            (count("karpenter_pods_bound_duration_seconds_count") >= 24.0
+                && count("karpenter_pods_startup_duration_seconds_count") >= 24.0)
+                .then_some(t)
+        },
+    )
+    .await?;
+    for family in [
+        "karpenter_pods_provisioning_bound_duration_seconds_count",
+        "karpenter_pods_provisioning_startup_duration_seconds_count",
+        "karpenter_pods_scheduling_decision_duration_seconds_count",
+    ] {
+        assert!(
+            sample(&pods, family, &[]).is_some_and(|n| n >= 24.0),
+            "{family}: {pods}"
+        );
+    }
+    assert!(
+        pods.contains("# TYPE karpenter_pods_startup_duration_seconds summary"),
+        "{pods}"
+    );
+    assert!(
+        sample(
+            &pods,
+            "karpenter_cluster_utilization_percent",
+            &[r#"resource_type="cpu""#]
+        )
+        .is_some_and(|p| p > 0.0 && p <= 100.0),
+        "{pods}"
+    );
 
     let text = process::scrape(actuator).await?;
     let created = sample(
@@ -307,6 +351,39 @@ async fn scenario(sys: &System, kubectl: &PathBuf) -> anyhow::Result<()> {
         .is_some_and(|n| n >= 1.0),
         "{text}"
     );
+    // Node termination as Karpenter measures it (`pkg/controllers/node/termination`,
+    // `pkg/controllers/nodeclaim/lifecycle/metrics.go`).
+    const TERMINATION: [&str; 4] = [
+        "karpenter_nodes_drained_total",
+        "karpenter_nodes_termination_duration_seconds_count",
+        "karpenter_nodes_lifetime_duration_seconds_count",
+        "karpenter_nodeclaims_termination_duration_seconds_count",
+    ];
+    try_eventually(
+        "Karpenter's node termination metrics",
+        WAIT,
+        system::POLL,
+        || async move {
+            let t = process::scrape(actuator).await.ok()?;
+            TERMINATION
+                .iter()
+                .all(|f| sample(&t, f, &[r#"nodepool="default""#]).is_some_and(|n| n >= 1.0))
+                .then_some(())
+        },
+    )
+    .await?;
+    // Each plan timed its disruption methods (`pkg/controllers/disruption/controller.go`).
+    let mut evaluated = 0.0;
+    for p in sys.planners.iter().flatten() {
+        let t = process::scrape(p.metrics).await?;
+        evaluated += sample(
+            &t,
+            "karpenter_voluntary_disruption_decision_evaluation_duration_seconds_count",
+            &[r#"reason="empty""#, r#"consolidation_type="empty""#],
+        )
+        .unwrap_or(0.0);
+    }
+    assert!(evaluated >= 1.0, "no plan timed its disruption methods");
     // Seen on a claim while it was being disrupted (from the taint until the NodeClaim is
     // gone: the drain and the instance's termination, seconds, polled every POLL).
     let reasons = reasons.lock().unwrap_or_else(|p| p.into_inner()).clone();
