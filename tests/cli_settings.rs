@@ -1,5 +1,6 @@
 //! Karpenter's settings reach the plan, in-process and through a planner service: `dovetail
-//! plan --reserved-enis --vm-memory-overhead-percent --shifted-zones` (the snapshot's zonal
+//! plan --reserved-enis --vm-memory-overhead-percent --shifted-zones --ignore-dra-requests` (the
+//! pod's `resource_claims` and the option travel on the wire; the snapshot's zonal
 //! shift travels on the wire as `ClusterSnapshot.shifted_zones`), and the plan's JSON says which
 //! options it was made with. The inputs are the scenario folders of `planner-manifests`
 //! (`settings-*`, `zonal-shift-launch`), whose expectations cite the AWS provider's sources.
@@ -14,13 +15,17 @@ use planner_service::config::{Auth, Config};
 use planner_service::metrics::Metrics;
 use serde_json::Value;
 
+/// `name`'s input: a folder of the manifest scenarios, or `karpenter/<area>/<name>` of the
+/// Karpenter conformance suite.
 fn scenario(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("planner/manifests/tests/scenarios")
-        .join(name)
-        .join("input.yaml")
-        .display()
-        .to_string()
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("planner/manifests/tests");
+    match name.strip_prefix("karpenter/") {
+        Some(rest) => root.join("karpenter").join(rest),
+        None => root.join("scenarios").join(name),
+    }
+    .join("input.yaml")
+    .display()
+    .to_string()
 }
 
 async fn dovetail(args: Vec<String>) -> Output {
@@ -132,6 +137,20 @@ async fn settings_and_zonal_shifts_reach_the_plan_locally_and_remotely() {
             p["unschedulable"].as_array().expect("list").is_empty(),
             "{remote:?}: {p}"
         );
+        // Karpenter's ignoreDRARequests, true by default: the pod with a ResourceClaim gets
+        // nothing; --ignore-dra-requests=false plans it on its cpu and memory.
+        let dra = "karpenter/dra/container-claims-ignored";
+        let p = plan(dra, &[], remote).await;
+        assert_eq!(p["options"]["ignoreDraRequests"], true, "{remote:?}");
+        assert_eq!(p["summary"]["newNodeClaims"], 0, "{remote:?}: {p}");
+        assert_eq!(
+            p["unschedulable"][0]["reason"],
+            "pod has Dynamic Resource Allocation requirements that are not yet supported by Karpenter",
+            "{remote:?}"
+        );
+        let p = plan(dra, &["--ignore-dra-requests=false"], remote).await;
+        assert_eq!(p["options"]["ignoreDraRequests"], false, "{remote:?}");
+        assert_eq!(p["summary"]["newNodeClaims"], 1, "{remote:?}: {p}");
     }
     // A bad setting is refused, naming the flag.
     let out = dovetail(vec![

@@ -11,6 +11,7 @@
 //! - [`hash`]: the NodePool / EC2NodeClass drift hashes, computed from plain JSON.
 //! - [`duration`]: the one Go duration parser.
 //! - [`feature_gates`]: Karpenter's `--feature-gates`, parsed with its defaults.
+//! - [`dra`]: Karpenter's `ignoreDRARequests` default and the words of a refused DRA pod.
 //! - [`cron`]: the one 5-field cron matcher (disruption budget schedules: the planner decides
 //!   with it, the actuator re-checks budgets at execution time with it).
 //!
@@ -19,6 +20,7 @@
 
 pub mod catalog;
 pub mod cron;
+pub mod dra;
 pub mod duration;
 pub mod ec2;
 pub mod feature_gates;

@@ -142,6 +142,7 @@ fn pod_spec(spec: &core::PodSpec, base: &str, priorities: &PriorityClasses) -> R
             .map(|(i, t)| toleration(t, &format!("{base}.tolerations[{i}]")))
             .collect::<Result<_>>()?,
         host_ports: host_ports(spec),
+        resource_claims: resource_claims(spec),
         node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
         priority: match (&spec.priority, &spec.priority_class_name) {
             (Some(p), _) => *p,
@@ -357,6 +358,33 @@ fn amounts(
     Ok(out)
 }
 
+/// The names of a pod's Dynamic Resource Allocation claims: `spec.resourceClaims[].name`, then
+/// any other name an (init) container lists in `resources.claims`, each once. Non-empty is
+/// Karpenter's `HasDRARequirements` (kubernetes-sigs/karpenter `pkg/utils/pod/scheduling.go`).
+fn resource_claims(spec: &core::PodSpec) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut push = |name: &str| {
+        if !out.iter().any(|n| n == name) {
+            out.push(name.to_string());
+        }
+    };
+    for c in spec.resource_claims.iter().flatten() {
+        push(&c.name);
+    }
+    let containers = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers);
+    for c in containers {
+        let claims = c.resources.as_ref().and_then(|r| r.claims.as_ref());
+        for claim in claims.into_iter().flatten() {
+            push(&claim.name);
+        }
+    }
+    out
+}
+
 /// Requests after defaulting, of a container's or the pod's `resources` at `at`.
 fn requests(r: Option<&core::ResourceRequirements>, at: &str) -> Result<Amounts> {
     let Some(r) = r else {
@@ -505,5 +533,28 @@ mod tests {
             e.to_string(),
             "spec.containers[0].resources.requests.cpu: invalid quantity \"lots\": expected a number"
         );
+    }
+
+    #[test]
+    fn resource_claims_of_the_pod_and_its_containers_once_each() {
+        let p = a_pod(serde_json::json!({
+            "metadata": {"name": "gpu", "namespace": "default", "uid": "u3"},
+            "spec": {
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": "single-gpu"}],
+                "initContainers": [{"name": "warm", "resources": {"claims": [{"name": "scratch"}]}}],
+                "containers": [
+                    {"name": "a", "resources": {"claims": [{"name": "gpu"}]}},
+                    {"name": "b"}
+                ]
+            }
+        }));
+        let p = pod(&p, &PriorityClasses::default()).expect("converts");
+        assert_eq!(p.resource_claims, ["gpu", "scratch"]);
+        let plain = a_pod(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"containers": [{"name": "a"}]}
+        }));
+        let plain = pod(&plain, &PriorityClasses::default()).expect("converts");
+        assert!(plain.resource_claims.is_empty());
     }
 }

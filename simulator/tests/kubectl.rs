@@ -534,3 +534,132 @@ async fn kubectl_describe_pod_and_get_events_show_events_k8s_io_events() {
     );
     sim.shutdown().await;
 }
+
+/// Dynamic Resource Allocation objects (`resource.k8s.io/v1`, Kubernetes 1.34) as a DRA driver's
+/// user applies them: a DeviceClass, a ResourceClaim, a ResourceClaimTemplate, a driver's
+/// ResourceSlice and a pod that references a claim; `kubectl get` lists them and the pod keeps
+/// its `resourceClaims` (what dovetail's planner reads for Karpenter's `ignoreDRARequests`).
+#[tokio::test]
+async fn kubectl_applies_and_gets_dynamic_resource_allocation_objects() {
+    let Some((k, sim, url)) = setup().await else {
+        return;
+    };
+    let manifest = r#"
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.example.com}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "gpu.example.com"'}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: single-gpu, namespace: default}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.example.com, allocationMode: ExactCount, count: 1}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: gpu-template, namespace: default}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.example.com}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-1-gpu.example.com}
+spec:
+  driver: gpu.example.com
+  nodeName: node-1
+  pool: {name: node-1, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: gpu-0
+    attributes:
+      model: {string: a10g}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: train, namespace: default}
+spec:
+  resourceClaims:
+  - {name: gpu, resourceClaimName: single-gpu}
+  containers:
+  - name: cuda
+    image: nvidia/cuda
+    resources:
+      requests: {cpu: "1"}
+      claims:
+      - name: gpu
+"#;
+    let (ok, out, err) = run_kubectl(&k, &url, &["apply", "-f", "-"], Some(manifest)).await;
+    assert!(ok, "kubectl apply failed:\n{out}\n{err}");
+    for created in [
+        "deviceclass.resource.k8s.io/gpu.example.com created",
+        "resourceclaim.resource.k8s.io/single-gpu created",
+        "resourceclaimtemplate.resource.k8s.io/gpu-template created",
+        "resourceslice.resource.k8s.io/node-1-gpu.example.com created",
+        "pod/train created",
+    ] {
+        assert!(out.contains(created), "{created}:\n{out}");
+    }
+    assert!(!err.contains("warning"), "{err}");
+    let (ok, out, err) = run_kubectl(
+        &k,
+        &url,
+        &[
+            "get",
+            "resourceclaims,deviceclasses,resourceslices",
+            "-o",
+            "name",
+        ],
+        None,
+    )
+    .await;
+    assert!(ok, "kubectl get failed:\n{out}\n{err}");
+    for name in [
+        "resourceclaim.resource.k8s.io/single-gpu",
+        "deviceclass.resource.k8s.io/gpu.example.com",
+        "resourceslice.resource.k8s.io/node-1-gpu.example.com",
+    ] {
+        assert!(out.contains(name), "{name}:\n{out}");
+    }
+    let (ok, out, err) = run_kubectl(
+        &k,
+        &url,
+        &[
+            "get",
+            "pod",
+            "train",
+            "-o",
+            "jsonpath={.spec.resourceClaims[0].resourceClaimName}/{.spec.containers[0].resources.claims[0].name}",
+        ],
+        None,
+    )
+    .await;
+    assert!(ok, "kubectl get pod failed:\n{out}\n{err}");
+    assert_eq!(out, "single-gpu/gpu");
+    // A misspelt field of a DRA object is refused, named by its path.
+    let bad = r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: typo, namespace: default}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClasName: gpu.example.com}
+"#;
+    let (ok, _, err) = run_kubectl(&k, &url, &["apply", "-f", "-"], Some(bad)).await;
+    assert!(!ok, "an unknown ResourceClaim field was accepted");
+    assert!(
+        err.contains(r#"unknown field "spec.devices.requests[0].exactly.deviceClasName""#),
+        "{err}"
+    );
+    sim.shutdown().await;
+}

@@ -54,6 +54,12 @@ pub(crate) struct PlanArgs {
     /// vmMemoryOverheadPercent), at least 0 and below 1.
     #[arg(long, value_name = "FRACTION", default_value = "0.075", value_parser = vm_memory_overhead)]
     vm_memory_overhead_percent: f64,
+    /// Karpenter's ignoreDRARequests (--ignore-dra-requests, IGNORE_DRA_REQUESTS): true (the
+    /// default) plans nothing for pods with Dynamic Resource Allocation requests (ResourceClaims);
+    /// false plans them on their other requests, devices not simulated (Karpenter v1.13).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true")]
+    ignore_dra_requests: bool,
     /// Zones under an ARC zonal shift (Karpenter's ENABLE_ZONAL_SHIFT): no new capacity there
     /// and no voluntary disruption of its nodes.
     #[arg(long, value_name = "ZONE[,ZONE...]", value_delimiter = ',')]
@@ -166,6 +172,7 @@ pub(super) fn run(args: &PlanArgs, clock_now: i64) -> Result<(), CliError> {
             vm_memory_overhead_percent: planner::model::VmMemoryOverhead(
                 args.vm_memory_overhead_percent,
             ),
+            ignore_dra_requests: args.ignore_dra_requests,
         },
     };
     let planned = if args.server.is_empty() {

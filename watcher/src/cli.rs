@@ -77,6 +77,7 @@ async fn run(config: Config, planners: Arc<PlannerClient>) -> anyhow::Result<()>
         capacity_buffer: config.feature_gates.capacity_buffer,
         reserved_enis: i32::try_from(config.reserved_enis).unwrap_or(i32::MAX),
         vm_memory_overhead_percent: Some(config.vm_memory_overhead_percent),
+        ignore_dra_requests: Some(config.ignore_dra_requests),
     };
     settings.informers.node_overlays = config.feature_gates.node_overlay;
     settings.timings.batch_idle = config.batch_idle;
@@ -96,6 +97,7 @@ async fn run(config: Config, planners: Arc<PlannerClient>) -> anyhow::Result<()>
         min_values_policy = %config.min_values_policy,
         reserved_enis = config.reserved_enis,
         vm_memory_overhead_percent = config.vm_memory_overhead_percent,
+        ignore_dra_requests = config.ignore_dra_requests,
         "Starting"
     );
     let running = app::start(client, planners, settings, metrics);

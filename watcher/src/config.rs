@@ -57,6 +57,9 @@ pub const ENV_RESERVED_ENIS: &str = "DOVETAIL_RESERVED_ENIS";
 /// `DOVETAIL_VM_MEMORY_OVERHEAD_PERCENT`: Karpenter's `vmMemoryOverheadPercent` (a fraction),
 /// default 0.075.
 pub const ENV_VM_MEMORY_OVERHEAD_PERCENT: &str = "DOVETAIL_VM_MEMORY_OVERHEAD_PERCENT";
+/// `DOVETAIL_IGNORE_DRA_REQUESTS`: Karpenter's `ignoreDRARequests` (`IGNORE_DRA_REQUESTS`),
+/// default true.
+pub const ENV_IGNORE_DRA_REQUESTS: &str = "DOVETAIL_IGNORE_DRA_REQUESTS";
 
 /// Command-line flags; each one overrides its environment variable.
 #[derive(Debug, Default, Parser)]
@@ -136,6 +139,11 @@ pub struct Flags {
     /// vmMemoryOverheadPercent [env DOVETAIL_VM_MEMORY_OVERHEAD_PERCENT, default 0.075]
     #[arg(long)]
     pub vm_memory_overhead_percent: Option<String>,
+    /// true: pods with Dynamic Resource Allocation requests (ResourceClaims) are not planned
+    /// for, as Karpenter's ignoreDRARequests; false: they are planned on their other requests,
+    /// devices not simulated [env DOVETAIL_IGNORE_DRA_REQUESTS, default true]
+    #[arg(long)]
+    pub ignore_dra_requests: Option<String>,
 }
 
 /// The validated configuration.
@@ -175,6 +183,8 @@ pub struct Config {
     pub reserved_enis: u32,
     /// Karpenter's `vmMemoryOverheadPercent` (a fraction).
     pub vm_memory_overhead_percent: f64,
+    /// Karpenter's `ignoreDRARequests`.
+    pub ignore_dra_requests: bool,
     /// This replica's identity.
     pub instance: String,
 }
@@ -322,7 +332,16 @@ impl Config {
                 }
             },
         };
+        let ignore_dra_requests = match s.get(
+            flags.ignore_dra_requests,
+            "ignore-dra-requests",
+            ENV_IGNORE_DRA_REQUESTS,
+        ) {
+            None => common::dra::IGNORE_DRA_REQUESTS_DEFAULT,
+            Some(i) => i.bool()?,
+        };
         Ok(Self {
+            ignore_dra_requests,
             feature_gates,
             preference_policy,
             min_values_policy,
@@ -428,6 +447,21 @@ mod tests {
         };
         let e = Config::load(flags, &env(&[(ENV_PLANNER, "a:1")])).expect_err("bad policy");
         assert!(e.to_string().contains("--preference-policy"), "{e}");
+    }
+
+    #[test]
+    fn ignore_dra_requests_defaults_to_true_as_karpenter_and_is_checked() {
+        let c = Config::load(Flags::default(), &env(&[(ENV_PLANNER, "a:1")])).expect("valid");
+        assert!(c.ignore_dra_requests);
+        let src = env(&[(ENV_PLANNER, "a:1"), (ENV_IGNORE_DRA_REQUESTS, "false")]);
+        let c = Config::load(Flags::default(), &src).expect("valid");
+        assert!(!c.ignore_dra_requests);
+        let src = env(&[(ENV_PLANNER, "a:1"), (ENV_IGNORE_DRA_REQUESTS, "maybe")]);
+        let e = Config::load(Flags::default(), &src).expect_err("not a bool");
+        assert!(
+            e.to_string().contains("DOVETAIL_IGNORE_DRA_REQUESTS"),
+            "{e}"
+        );
     }
 
     #[test]

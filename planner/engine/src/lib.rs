@@ -19,6 +19,7 @@ pub mod buffers;
 pub mod cancel;
 pub mod catalog;
 pub mod consolidation;
+pub mod dra;
 pub mod exclusion;
 pub use common::labels;
 pub mod model;

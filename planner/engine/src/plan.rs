@@ -187,6 +187,9 @@ pub struct OptionsUsed {
     /// The CapacityBuffer feature gate.
     #[serde(default)]
     pub capacity_buffer: bool,
+    /// Karpenter's `ignoreDRARequests` (default true).
+    #[serde(default = "crate::dra::ignore_default")]
+    pub ignore_dra_requests: bool,
 }
 
 // === impl OptionsUsed ===
@@ -203,6 +206,7 @@ impl OptionsUsed {
             static_capacity: o.static_capacity,
             node_overlay: o.node_overlay,
             capacity_buffer: o.capacity_buffer,
+            ignore_dra_requests: o.ignore_dra_requests,
             reserved_enis: o.reserved_enis,
             vm_memory_overhead_percent: o.vm_memory_overhead_percent.0,
         }

@@ -36,6 +36,7 @@ fn rich_snapshot() -> ClusterSnapshot {
     let p = &mut s.pods[0];
     p.requests.extended.insert("nvidia.com/gpu".into(), 1000);
     p.requests.ephemeral_storage = 1500;
+    p.resource_claims = vec!["gpu".into(), "scratch".into()];
     p.required_node_affinity = vec![NodeSelectorTerm {
         requirements: vec![model::Requirement {
             key: "karpenter.k8s.aws/instance-cpu".into(),
@@ -264,6 +265,7 @@ fn snapshot_round_trips_through_the_wire() {
         capacity_buffer: true,
         reserved_enis: 2,
         vm_memory_overhead_percent: planner::model::VmMemoryOverhead(0.05),
+        ignore_dra_requests: false,
     };
     let catalog = CatalogChoice::Inline(fixtures::catalog());
     let req = to_wire::plan_request(&s, &catalog, &options);
@@ -274,6 +276,15 @@ fn snapshot_round_trips_through_the_wire() {
     assert_eq!(back.snapshot, s);
     assert_eq!(back.options, options);
     assert_eq!(back.catalog, catalog);
+}
+
+#[test]
+fn ignore_dra_requests_unset_is_karpenters_default_true() {
+    let mut o = to_wire::options(&PlanOptions::default());
+    assert_eq!(o.ignore_dra_requests, Some(true));
+    o.ignore_dra_requests = None;
+    let back = to_model::options(o, At::ROOT.field("options")).expect("valid");
+    assert!(back.ignore_dra_requests);
 }
 
 #[test]

@@ -174,6 +174,7 @@ pub fn pod(p: &model::Pod) -> pb::Pod {
         creation_time: p.creation_time,
         start_time: p.start_time,
         deletion_time: p.deletion_time,
+        resource_claims: p.resource_claims.clone(),
     }
 }
 
@@ -464,6 +465,7 @@ pub fn options(o: &PlanOptions) -> pb::PlanOptions {
         capacity_buffer: o.capacity_buffer,
         reserved_enis: i32::try_from(o.reserved_enis).unwrap_or(i32::MAX),
         vm_memory_overhead_percent: Some(o.vm_memory_overhead_percent.0),
+        ignore_dra_requests: Some(o.ignore_dra_requests),
     }
 }
 
@@ -604,6 +606,7 @@ pub fn plan_response(p: &Plan) -> pb::PlanResponse {
             capacity_buffer: o.capacity_buffer,
             reserved_enis: i32::try_from(o.reserved_enis).unwrap_or(i32::MAX),
             vm_memory_overhead_percent: Some(o.vm_memory_overhead_percent),
+            ignore_dra_requests: Some(o.ignore_dra_requests),
         }),
         node_overlays: p
             .node_overlays

@@ -16,7 +16,7 @@ pub mod validate;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::OnceLock;
 
-use k8s_openapi::api::{apps, coordination, core, events, policy, scheduling, storage};
+use k8s_openapi::api::{apps, coordination, core, events, policy, resource, scheduling, storage};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use schemars::JsonSchema;
@@ -84,6 +84,32 @@ fn builtins() -> &'static Builtins {
             "v1",
             "StorageClass",
             storage::v1::StorageClass
+        );
+        // resource.k8s.io/v1 (Kubernetes 1.34) has v1beta2's schema (1.33, the newest this
+        // build of k8s-openapi has): v1 was promoted from it unchanged.
+        root!(
+            "resource.k8s.io",
+            "v1",
+            "ResourceClaim",
+            resource::v1beta2::ResourceClaim
+        );
+        root!(
+            "resource.k8s.io",
+            "v1",
+            "ResourceClaimTemplate",
+            resource::v1beta2::ResourceClaimTemplate
+        );
+        root!(
+            "resource.k8s.io",
+            "v1",
+            "DeviceClass",
+            resource::v1beta2::DeviceClass
+        );
+        root!(
+            "resource.k8s.io",
+            "v1",
+            "ResourceSlice",
+            resource::v1beta2::ResourceSlice
         );
         root!(
             "scheduling.k8s.io",

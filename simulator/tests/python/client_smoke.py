@@ -116,6 +116,30 @@ def main(url):
     got = custom.get_cluster_custom_object("karpenter.sh", "v1", "nodepools", "py-pool")
     check(got["spec"]["limits"]["cpu"] == "10", "NodePool patched")
 
+    # Dynamic Resource Allocation (resource.k8s.io/v1): a DeviceClass, a ResourceClaim and a
+    # pod that references it, as a user of a DRA driver creates them.
+    dra = client.ResourceV1Api(api_client)
+    dra.create_device_class(client.V1DeviceClass(
+        metadata=client.V1ObjectMeta(name="gpu.example.com"),
+        spec=client.V1DeviceClassSpec(selectors=[client.V1DeviceSelector(
+            cel=client.V1CELDeviceSelector(expression='device.driver == "gpu.example.com"'))])))
+    dra.create_namespaced_resource_claim("default", client.ResourceV1ResourceClaim(
+        metadata=client.V1ObjectMeta(name="single-gpu"),
+        spec=client.V1ResourceClaimSpec(devices=client.V1DeviceClaim(requests=[client.V1DeviceRequest(
+            name="gpu", exactly=client.V1ExactDeviceRequest(device_class_name="gpu.example.com"))]))))
+    claims = dra.list_namespaced_resource_claim("default").items
+    check([c.metadata.name for c in claims] == ["single-gpu"], "ResourceClaim listed")
+    check(claims[0].spec.devices.requests[0].exactly.device_class_name == "gpu.example.com",
+          "ResourceClaim's request kept")
+    gpu_pod = pod("py-gpu")
+    gpu_pod.metadata.labels = {"app": "py-gpu"}
+    gpu_pod.spec.resource_claims = [client.V1PodResourceClaim(name="gpu", resource_claim_name="single-gpu")]
+    gpu_pod.spec.containers[0].resources.claims = [client.CoreV1ResourceClaim(name="gpu")]
+    core.create_namespaced_pod("default", gpu_pod)
+    got = core.read_namespaced_pod("py-gpu", "default")
+    check(got.spec.resource_claims[0].resource_claim_name == "single-gpu", "pod's resourceClaims kept")
+    check(got.spec.containers[0].resources.claims[0].name == "gpu", "container's claims kept")
+
     print("python client: all checks passed")
 
 

@@ -217,6 +217,10 @@ impl Events {
         let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
         match recorder.publish(&ev, &reference).await {
             Ok(()) => {
+                if reason == "FailedScheduling" && last.1.ends_with(common::dra::REFUSED) {
+                    // As Karpenter's Results.Record, once per pod (not every plan).
+                    tracing::info!(pod = ?reference.name, namespace = ?reference.namespace, "{}", common::dra::REFUSED_LOG);
+                }
                 self.sent.insert(key, last);
             }
             Err(e) => {

@@ -164,6 +164,10 @@ pub struct Pod {
     pub start_time: Option<Timestamp>,
     /// Set when the pod is terminating.
     pub deletion_time: Option<Timestamp>,
+    /// Names of its Dynamic Resource Allocation claims (`spec.resourceClaims` and the
+    /// containers' `resources.claims`); see [`Pod::has_dra_requirements`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_claims: Vec<String>,
 }
 
 // === impl Pod ===
@@ -189,6 +193,13 @@ impl Pod {
     /// True when a DaemonSet owns the pod.
     pub fn is_daemonset_pod(&self) -> bool {
         self.owner.as_ref().is_some_and(|o| o.kind == "DaemonSet")
+    }
+
+    /// True when the pod references a ResourceClaim, at the pod level or from any (init)
+    /// container: Karpenter's `pod.HasDRARequirements` (kubernetes-sigs/karpenter
+    /// `pkg/utils/pod/scheduling.go`).
+    pub fn has_dra_requirements(&self) -> bool {
+        !self.resource_claims.is_empty()
     }
 
     /// True for a static (mirror) pod managed by the kubelet.

@@ -73,7 +73,7 @@ pub enum MinValuesPolicy {
 }
 
 /// Options that change decisions (the flags of `dovetail plan`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PlanOptions {
     /// The clock for time-based rules.
     pub now: Timestamp,
@@ -105,6 +105,33 @@ pub struct PlanOptions {
     /// Karpenter's `vmMemoryOverheadPercent` setting (a fraction, default 0.075).
     #[serde(default)]
     pub vm_memory_overhead_percent: VmMemoryOverhead,
+    /// Karpenter's `ignoreDRARequests` setting (`IGNORE_DRA_REQUESTS`, default true): a pod
+    /// with Dynamic Resource Allocation requests is not planned for ([`crate::dra`]). False:
+    /// such pods are planned on their other requests, devices not simulated (Karpenter v1.13).
+    #[serde(default = "ignore_dra_requests_default")]
+    pub ignore_dra_requests: bool,
+}
+
+fn ignore_dra_requests_default() -> bool {
+    common::dra::IGNORE_DRA_REQUESTS_DEFAULT
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        Self {
+            now: Timestamp::default(),
+            preference_policy: PreferencePolicy::default(),
+            min_values_policy: MinValuesPolicy::default(),
+            spot_to_spot_consolidation: false,
+            no_disruption: false,
+            static_capacity: false,
+            node_overlay: false,
+            capacity_buffer: false,
+            reserved_enis: 0,
+            vm_memory_overhead_percent: VmMemoryOverhead::default(),
+            ignore_dra_requests: ignore_dra_requests_default(),
+        }
+    }
 }
 
 /// Karpenter's `vmMemoryOverheadPercent`: the fraction of an instance type's EC2 memory taken

@@ -243,9 +243,18 @@ impl<'s, 'a> Run<'s, 'a> {
         let mut errors: Vec<Option<String>> = vec![None; n_items];
         // Real pods first, to the end of their retries; CapacityBuffer virtual pods (the lowest
         // priority) then take what is left, so a buffer never takes room a real pod could use.
-        let (real, buffer): (Vec<u32>, Vec<u32>) = (0..n_items as u32)
-            .partition(|&i| !crate::buffers::is_virtual(&run.items[i as usize].pod));
+        // Pods with DRA requests while `ignoreDRARequests` is on fail at once, their
+        // preferences never relaxed (Karpenter's DRAError, crate::dra).
         let mut left: Vec<u32> = Vec::new();
+        let (refused, queued): (Vec<u32>, Vec<u32>) = (0..n_items as u32)
+            .partition(|&i| crate::dra::refused(&run.items[i as usize].pod, s.options));
+        for i in refused {
+            errors[i as usize] = Some(crate::dra::REFUSED.to_string());
+            left.push(i);
+        }
+        let (real, buffer): (Vec<u32>, Vec<u32>) = queued
+            .into_iter()
+            .partition(|&i| !crate::buffers::is_virtual(&run.items[i as usize].pod));
         for phase in [real, buffer] {
             let mut q = Queue::new(phase);
             while let Some(i) = q.pop() {
@@ -309,6 +318,9 @@ impl<'s, 'a> Run<'s, 'a> {
 
     /// Places item `i`, or says why it cannot be placed.
     pub(super) fn add(&mut self, i: u32) -> Result<(), String> {
+        if crate::dra::refused(&self.items[i as usize].pod, self.s.options) {
+            return Err(crate::dra::REFUSED.to_string());
+        }
         self.ensure_cursors();
         let sig_id = self.items[i as usize].sig;
         if let Some(e) = &self.sigs.get(sig_id).invalid {

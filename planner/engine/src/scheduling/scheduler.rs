@@ -85,7 +85,13 @@ impl<'a> Scheduler<'a> {
         }
         let d = Dims::new(ext.iter());
 
-        let mut daemon_sets: Vec<&crate::model::DaemonSet> = snapshot.daemon_sets.iter().collect();
+        // DaemonSets whose pods have DRA requests add no overhead while `ignoreDRARequests`
+        // is on (Karpenter's shouldSkipDaemonPod, crate::dra).
+        let mut daemon_sets: Vec<&crate::model::DaemonSet> = snapshot
+            .daemon_sets
+            .iter()
+            .filter(|ds| crate::dra::daemon_counts(&ds.template, options))
+            .collect();
         daemon_sets.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         let daemons: Vec<DaemonInfo<'a>> = daemon_sets
             .iter()
@@ -364,7 +370,7 @@ pub struct SharedTables<'o> {
 type Built = (
     BTreeSet<String>,
     MinValuesPolicy,
-    bool,
+    (bool, bool),
     Arc<PoolTables<'static>>,
 );
 
@@ -393,7 +399,8 @@ impl<'o> SharedTables<'o> {
         d: &Dims,
     ) -> Arc<PoolTables<'a>> {
         let policy = options.min_values_policy;
-        let gate = options.node_overlay;
+        // The NodeOverlay gate, and ignoreDRARequests (which DaemonSets add overhead).
+        let gate = (options.node_overlay, options.ignore_dra_requests);
         let same_input = snapshot.node_pools == self.snapshot.node_pools
             && snapshot.node_classes == self.snapshot.node_classes
             && snapshot.daemon_sets == self.snapshot.daemon_sets

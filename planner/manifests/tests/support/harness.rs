@@ -37,6 +37,9 @@ pub struct Options {
     /// The CapacityBuffer feature gate (CapacityBuffers).
     #[serde(default)]
     pub capacity_buffer: bool,
+    /// Karpenter's `ignoreDRARequests` (default true).
+    #[serde(rename = "ignoreDRARequests")]
+    pub ignore_dra_requests: Option<bool>,
     /// Zones under an ARC zonal shift (the snapshot's `shifted_zones`).
     #[serde(default)]
     pub shifted_zones: Vec<String>,
@@ -128,6 +131,9 @@ pub fn plan_options(options: &Options, default_now: &str) -> Result<PlanOptions,
             .vm_memory_overhead_percent
             .map(VmMemoryOverhead)
             .unwrap_or_default(),
+        ignore_dra_requests: options
+            .ignore_dra_requests
+            .unwrap_or_else(planner::dra::ignore_default),
     })
 }
 

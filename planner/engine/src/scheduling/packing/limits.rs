@@ -199,7 +199,9 @@ fn smallest_first(run: &mut Run<'_, '_>, p: usize) {
     for k in 0..run.unschedulable.len() {
         let i = run.unschedulable[k].0;
         let sig = run.items[i as usize].sig;
-        if run.sigs.get(sig).invalid.is_none() && run.pool_fit(sig, p).is_ok() {
+        // A pod refused for its DRA requests stays refused (crate::dra).
+        let refused = crate::dra::refused(&run.items[i as usize].pod, run.s.options);
+        if !refused && run.sigs.get(sig).invalid.is_none() && run.pool_fit(sig, p).is_ok() {
             blocked.push(i);
         }
     }
