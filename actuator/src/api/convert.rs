@@ -5,7 +5,7 @@
 use prost::Message;
 use proto::v1 as pb;
 
-use crate::launch::{LaunchSpec, Requirement, Taint};
+use crate::launch::{LaunchSpec, Requirement, Taint, TaintEffect};
 use crate::ledger::{Basis, NewDisruption, NewLaunch, Submission};
 
 /// The reasons a disruption decision may carry.
@@ -37,12 +37,25 @@ fn is_name(s: &str) -> bool {
         && s.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
 }
 
-fn taints(ts: &[pb::Taint]) -> Vec<Taint> {
+/// `at` is the list's field path.
+fn taints(ts: &[pb::Taint], at: &str) -> Result<Vec<Taint>, Invalid> {
     ts.iter()
-        .map(|t| Taint {
-            key: t.key.clone(),
-            value: t.value.clone(),
-            effect: t.effect.clone(),
+        .enumerate()
+        .map(|(i, t)| {
+            let effect = TaintEffect::parse(&t.effect).ok_or_else(|| {
+                invalid(
+                    format!("{at}[{i}].effect"),
+                    format!(
+                        "{:?} is not NoSchedule, PreferNoSchedule or NoExecute",
+                        t.effect
+                    ),
+                )
+            })?;
+            Ok(Taint {
+                key: t.key.clone(),
+                value: t.value.clone(),
+                effect,
+            })
         })
         .collect()
 }
@@ -173,7 +186,7 @@ fn planned(c: &pb::PlannedNodeClaim, at_c: &str) -> Result<LaunchSpec, Invalid> 
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
-        taints: taints(&c.taints),
+        taints: taints(&c.taints, &format!("{at_c}.taints"))?,
         ..LaunchSpec::default()
     })
 }
@@ -193,7 +206,7 @@ fn launch(l: &pb::LaunchCommand, at: &str) -> Result<NewLaunch, Invalid> {
     let t = l.template.clone().unwrap_or_default();
     let spec = LaunchSpec {
         node_class: (!t.node_class.is_empty()).then_some(t.node_class),
-        startup_taints: taints(&t.startup_taints),
+        startup_taints: taints(&t.startup_taints, &format!("{at}.template.startup_taints"))?,
         expire_after: t.expire_after,
         requirements: t
             .requirements
