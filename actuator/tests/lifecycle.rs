@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use actuator::launch::{Taint as SpecTaint, TaintEffect};
 use actuator::ledger::{self, ClaimState, Ledger, Submission};
-use actuator::lifecycle::gc;
 use actuator::lifecycle::Controller;
+use actuator::lifecycle::gc;
 use actuator::metrics::Metrics;
 use actuator::worker::{self, Step, Worker};
 use async_trait::async_trait;
@@ -25,8 +25,8 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use service_shell::clock::Clock;
-use simulator::cloud::SimCloud;
 use simulator::Simulation;
+use simulator::cloud::SimCloud;
 use support::frozen::Frozen;
 use support::{TestDb, plan};
 

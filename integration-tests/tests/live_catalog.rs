@@ -17,7 +17,6 @@ use service_shell::metrics::Render;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
-use actuator::catalog::{DEFAULT_TTL, LiveCatalog, MarkingCloud, UnavailableOfferings};
 use cloud::{
     CapacityType, CatalogFacts, CloudProvider, Instance, InstanceTypeFacts, InstanceTypeInfo,
     Offering, OfferingKey, ProviderId,
@@ -28,7 +27,6 @@ use planner::model::{
 use planner_service::api::live_catalog::{FetchError, Fetched};
 use planner_wire::CatalogChoice;
 use proto::v1 as pb;
-use service_shell::clock::Clock;
 
 /// A cloud whose catalog is `facts` and which has no capacity at all.
 #[derive(Default)]
@@ -137,18 +135,15 @@ async fn plan(
 #[tokio::test]
 async fn planners_plan_from_the_actuators_live_catalog_by_version() -> anyhow::Result<()> {
     // The actuator side.
-    let clock = Clock::new();
-    let ametrics = actuator::metrics::Metrics::new();
     let fixed = Arc::new(FixedCloud {
         facts: Mutex::new(facts(&[("c5.large", 2, 0.03), ("m5.large", 2, 0.035)])),
     });
-    let marks = Arc::new(UnavailableOfferings::new(clock.clone(), DEFAULT_TTL));
-    let live = Arc::new(LiveCatalog::new(
-        fixed.clone(),
-        marks.clone(),
-        ametrics.clone(),
-    ));
-    let marking = MarkingCloud::new(fixed.clone(), marks, ametrics.clone());
+    let support::Actuator {
+        clock,
+        metrics: ametrics,
+        live,
+        marking,
+    } = support::live_catalog(fixed.clone());
 
     // The planner side, with the real engine and the real built-in catalog as the fallback.
     let support::Planner {

@@ -22,7 +22,6 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actuator::catalog::{DEFAULT_TTL, LiveCatalog, MarkingCloud, UnavailableOfferings};
 use cloud::node_class::{AmiSelectorTerm, NodeClassSpec, SelectorTerm};
 use cloud::{CapacityType, CloudProvider, LaunchRequest, NodeSpec, OfferingKey, Tags};
 use planner::model::{
@@ -31,7 +30,6 @@ use planner::model::{
 use planner_service::api::live_catalog::Fetched;
 use planner_wire::CatalogChoice;
 use proto::v1 as pb;
-use service_shell::clock::Clock;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
@@ -160,15 +158,12 @@ async fn session_plans_in_eu_west_1_use_live_zone_prices_and_drop_marked_offerin
     // --aws-endpoint <simulator>` builds it.
     let provider: Arc<dyn CloudProvider> =
         Arc::new(support::simulated_ec2(REGION, sim.aws_endpoint()).await);
-    let clock = Clock::new();
-    let ametrics = actuator::metrics::Metrics::new();
-    let marks = Arc::new(UnavailableOfferings::new(clock.clone(), DEFAULT_TTL));
-    let live = Arc::new(LiveCatalog::new(
-        provider.clone(),
-        marks.clone(),
-        ametrics.clone(),
-    ));
-    let marking = MarkingCloud::new(provider.clone(), marks, ametrics.clone());
+    let support::Actuator {
+        clock,
+        metrics: ametrics,
+        live,
+        marking,
+    } = support::live_catalog(provider.clone());
 
     // The planner side: the real engine, the built-in catalogs as the fallback.
     let support::Planner {

@@ -13,7 +13,6 @@ mod support;
 
 use std::sync::Arc;
 
-use actuator::catalog::{DEFAULT_TTL, LiveCatalog, UnavailableOfferings};
 use cloud::CloudProvider;
 use planner::model::{
     ClusterSnapshot, NodeOverlay, NodePool, Operator, PlanOptions, Pod, PriceChange, Requirement,
@@ -22,7 +21,6 @@ use planner::model::{
 use planner_service::api::live_catalog::Fetched;
 use planner_wire::CatalogChoice;
 use proto::v1 as pb;
-use service_shell::clock::Clock;
 use simulator::{Config as SimConfig, Simulation};
 
 const PREVIEW: &str = "m9p.large";
@@ -144,10 +142,12 @@ async fn a_preview_type_from_the_live_catalog_is_chosen_only_when_an_overlay_pri
     );
 
     // The actuator serves it; a planner fetches it.
-    let clock = Clock::new();
-    let ametrics = actuator::metrics::Metrics::new();
-    let marks = Arc::new(UnavailableOfferings::new(clock.clone(), DEFAULT_TTL));
-    let live = Arc::new(LiveCatalog::new(provider, marks, ametrics.clone()));
+    let support::Actuator {
+        clock,
+        metrics: ametrics,
+        live,
+        ..
+    } = support::live_catalog(provider);
     live.refresh().await?;
     let support::Planner {
         fetcher,

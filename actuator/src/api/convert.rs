@@ -351,4 +351,43 @@ mod tests {
         req.plan_id.clear();
         assert_eq!(submission(&req).expect_err("no plan").field, "plan_id");
     }
+
+    #[test]
+    fn taints_are_read_and_an_unknown_effect_is_refused_naming_the_field() {
+        let mut req = pb::SubmitRequest {
+            plan_id: "p1".into(),
+            commands: vec![launch_cmd("ok-1")],
+            ..Default::default()
+        };
+        let taint = |effect: &str| pb::Taint {
+            key: "dedicated".into(),
+            value: "web".into(),
+            effect: effect.into(),
+        };
+        if let Some(pb::command::Command::Launch(l)) = &mut req.commands[0].command {
+            l.node_claim.as_mut().expect("claim").taints = vec![taint("NoSchedule")];
+            l.template.as_mut().expect("template").startup_taints =
+                vec![taint("NoExecute"), taint("PreferNoSchedule")];
+        }
+        let (s, _) = submission(&req).expect("valid");
+        let spec = &s.launches[0].spec;
+        assert_eq!(spec.taints[0].effect, TaintEffect::NoSchedule);
+        assert_eq!(spec.taints[0].value, "web");
+        assert_eq!(
+            spec.startup_taints
+                .iter()
+                .map(|t| t.effect)
+                .collect::<Vec<_>>(),
+            [TaintEffect::NoExecute, TaintEffect::PreferNoSchedule]
+        );
+        if let Some(pb::command::Command::Launch(l)) = &mut req.commands[0].command {
+            l.template.as_mut().expect("template").startup_taints[1].effect = "Sometimes".into();
+        }
+        let e = submission(&req).expect_err("bad effect");
+        assert_eq!(
+            e.field,
+            "commands[0].launch.template.startup_taints[1].effect"
+        );
+        assert!(e.reason.contains("\"Sometimes\""), "{e}");
+    }
 }

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use actuator::api::ActuatorService;
-use actuator::catalog::LiveCatalog;
+use actuator::catalog::{DEFAULT_TTL, LiveCatalog, MarkingCloud, UnavailableOfferings};
 use cloud_aws::{Cluster, Config as AwsConfig, Ec2Provider};
 use planner_service::api::live_catalog;
 use planner_service::api::{PlannerService, ServiceOptions};
@@ -20,6 +20,37 @@ use planner_service::server::Running;
 use proto::v1 as pb;
 use service_shell::auth::AddBearer;
 use service_shell::clock::Clock;
+
+/// The actuator's side of a live catalog over `cloud`.
+pub struct Actuator {
+    /// The actuator's clock.
+    pub clock: Clock,
+    /// The actuator's metrics.
+    pub metrics: actuator::metrics::Metrics,
+    /// The live catalog (not read yet).
+    pub live: Arc<LiveCatalog>,
+    /// `cloud` marking the offerings it has no capacity for in `live`.
+    pub marking: MarkingCloud,
+}
+
+/// A live catalog over `cloud` with its insufficient-capacity marks, as the actuator builds it.
+pub fn live_catalog(cloud: Arc<dyn cloud::CloudProvider>) -> Actuator {
+    let clock = Clock::new();
+    let metrics = actuator::metrics::Metrics::new();
+    let marks = Arc::new(UnavailableOfferings::new(clock.clone(), DEFAULT_TTL));
+    let live = Arc::new(LiveCatalog::new(
+        cloud.clone(),
+        marks.clone(),
+        metrics.clone(),
+    ));
+    let marking = MarkingCloud::new(cloud, marks, metrics.clone());
+    Actuator {
+        clock,
+        metrics,
+        live,
+        marking,
+    }
+}
 
 /// A planner service whose catalog comes from an actuator's live catalog.
 pub struct Planner {
