@@ -11,7 +11,7 @@
 
 #![allow(clippy::disallowed_methods)] // A bench measures wall time.
 
-#[path = "../tests/support.rs"]
+#[path = "../tests/support/mod.rs"]
 mod support;
 
 use std::sync::Arc;

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 pub const MAX_OFFERINGS: usize = 60;
 
 /// A taint (`key=value:effect`): the one the cloud provider registers nodes with.
-pub use cloud::Taint;
+pub use cloud::{Taint, TaintEffect};
 
 /// A node selector requirement of the claim (`key operator values`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

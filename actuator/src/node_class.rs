@@ -334,12 +334,12 @@ mod tests {
         spec.taints.push(crate::launch::Taint {
             key: "gpu".into(),
             value: String::new(),
-            effect: "NoSchedule".into(),
+            effect: crate::launch::TaintEffect::NoSchedule,
         });
         spec.startup_taints.push(crate::launch::Taint {
             key: "init".into(),
             value: String::new(),
-            effect: "NoExecute".into(),
+            effect: crate::launch::TaintEffect::NoExecute,
         });
         let n = node_spec(&spec, NodeClassSpec::default());
         assert_eq!(n.labels.len(), 1);

@@ -65,45 +65,25 @@ pub struct Policy {
     pub toleration: Duration,
 }
 
-const MIN: u64 = 60;
+/// A policy of `condition` in `status` tolerated for `minutes`.
+const fn policy(condition: &'static str, status: &'static str, minutes: u64) -> Policy {
+    Policy {
+        condition,
+        status,
+        toleration: Duration::from_secs(minutes * 60),
+    }
+}
 
-/// The AWS provider's repair policies (v1.14.1 `RepairPolicies`).
+/// The AWS provider's repair policies (v1.14.1 `RepairPolicies`): (condition, status,
+/// toleration in minutes).
 pub const POLICIES: [Policy; 7] = [
-    Policy {
-        condition: "Ready",
-        status: "False",
-        toleration: Duration::from_secs(30 * MIN),
-    },
-    Policy {
-        condition: "Ready",
-        status: "Unknown",
-        toleration: Duration::from_secs(30 * MIN),
-    },
-    Policy {
-        condition: "AcceleratedHardwareReady",
-        status: "False",
-        toleration: Duration::from_secs(10 * MIN),
-    },
-    Policy {
-        condition: "StorageReady",
-        status: "False",
-        toleration: Duration::from_secs(30 * MIN),
-    },
-    Policy {
-        condition: "NetworkingReady",
-        status: "False",
-        toleration: Duration::from_secs(30 * MIN),
-    },
-    Policy {
-        condition: "KernelReady",
-        status: "False",
-        toleration: Duration::from_secs(30 * MIN),
-    },
-    Policy {
-        condition: "ContainerRuntimeReady",
-        status: "False",
-        toleration: Duration::from_secs(30 * MIN),
-    },
+    policy("Ready", "False", 30),
+    policy("Ready", "Unknown", 30),
+    policy("AcceleratedHardwareReady", "False", 10),
+    policy("StorageReady", "False", 30),
+    policy("NetworkingReady", "False", 30),
+    policy("KernelReady", "False", 30),
+    policy("ContainerRuntimeReady", "False", 30),
 ];
 
 /// A Node's condition that matches a policy.

@@ -620,7 +620,7 @@ impl Worker {
     /// call runs; at most [`CREATE_LIMIT`] in all. A create not answered by then is given up
     /// (retried later, when the look-up by tag adopts an instance it may have made) before
     /// another worker could take the claim over. A slow cloud (CreateFleet under load, a
-    /// cold node class resolution) therefore no longer fails launches that would succeed.
+    /// cold node class resolution) therefore does not fail launches that would succeed.
     async fn create_under_lease(
         &self,
         claim: &ClaimRecord,

@@ -14,7 +14,6 @@
 //! What the simulator cannot show: pods with a long graceful termination (its pods go at once
 //! when evicted), so "wait until the pods are gone" is exercised only for pods already gone.
 
-mod frozen;
 mod support;
 
 use service_shell::metrics::Render;
@@ -26,12 +25,10 @@ use actuator::disruption::{self, Executor};
 use actuator::ledger::{
     self, ClaimState, DisruptionState, Ledger, NewDisruption, ProposalOutcome, Proposals,
 };
-use actuator::lifecycle::gc;
-use actuator::lifecycle::{self, Controller, drain};
+use actuator::lifecycle::{Controller, drain};
 use actuator::metrics::Metrics;
 use actuator::worker::{self, Worker};
-use crds::{NodeClaim, NodePool};
-use frozen::Frozen;
+use crds::NodeClaim;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
@@ -40,10 +37,11 @@ use proto::v1 as pb;
 use proto::v1::actuator_server::Actuator;
 use serde_json::json;
 use service_shell::clock::Clock;
-use simulator::{Config, Simulation};
+use simulator::Simulation;
+use support::frozen::Frozen;
 use support::{TestDb, plan};
 
-const CLUSTER: &str = "test";
+use support::CLUSTER;
 /// The plans' clock at the first proposal (seconds since the epoch).
 const T0: i64 = 1_767_225_600;
 
@@ -66,34 +64,22 @@ impl Fx {
 
     /// With the NodePool's `terminationGracePeriod` (JSON null: none).
     async fn with_pool(budgets: serde_json::Value, grace: serde_json::Value) -> Self {
-        let sim = Simulation::start(Config::default())
-            .await
-            .expect("simulation");
-        sim.cloud().register_nodes_unregistered(true);
-        let client = sim.kube_client().expect("client");
-        let mut no_retry = sim.kube_config().expect("config");
-        no_retry.default_retry = false;
-        let evictions = kube::Client::try_from(no_retry).expect("eviction client");
-        let mut template = json!({
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": []
-        });
+        let mut template = support::template_spec();
         if !grace.is_null() {
             template["terminationGracePeriod"] = grace;
         }
-        let pool: NodePool = serde_json::from_value(json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-            "metadata": {"name": "default"},
-            "spec": {
+        let (sim, client) = support::cluster(
+            true,
+            json!({
                 "template": {"spec": template},
                 "disruption": {"budgets": budgets}
-            }
-        }))
-        .expect("pool");
-        Api::<NodePool>::all(client.clone())
-            .create(&PostParams::default(), &pool)
-            .await
-            .expect("create the NodePool");
+            }),
+        )
+        .await;
+        sim.cloud().register_nodes_unregistered(true);
+        let mut no_retry = sim.kube_config().expect("config");
+        no_retry.default_retry = false;
+        let evictions = kube::Client::try_from(no_retry).expect("eviction client");
         let db = TestDb::postgres().await;
         let ledger: Arc<dyn Ledger> =
             Arc::new(Frozen(ledger::open(db.url()).expect("open the ledger")));
@@ -107,15 +93,7 @@ impl Fx {
             cloud.clone(),
             clock.clone(),
             metrics.clone(),
-            lifecycle::Options {
-                owner: "lifecycle-1".into(),
-                interval: Duration::from_secs(1),
-                gc: gc::Options {
-                    cluster_name: CLUSTER.into(),
-                    ..gc::Options::default()
-                },
-                ..lifecycle::Options::default()
-            },
+            support::lifecycle_options(Duration::from_secs(1)),
         )
         .with_eviction_client(evictions);
         let worker = Worker::new(

@@ -9,21 +9,20 @@
 //! What this cannot show: the stand-in cloud has no kubelet, so the Node is the test's; pods
 //! disappear at once when evicted (no graceful termination in the simulator).
 
-mod process_support;
 mod support;
 
 use std::time::Duration;
 
 use actuator::ledger::{ClaimState, Ledger};
 use actuator::lifecycle::drain;
-use crds::{NodeClaim, NodePool};
+use crds::NodeClaim;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use process_support::{Process, cloud_file, get_metrics, request, statuses};
 use serde_json::json;
 use support::TestDb;
+use support::process::{Process, cloud_file, get_metrics, request, statuses};
 use test_support::eventually;
 
 /// How long a condition on the binary's effects may take, and how often it is checked.
@@ -42,25 +41,11 @@ async fn drain_details(l: &dyn Ledger, claim: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn sigkill_mid_drain_then_restart_resumes_the_drain_and_drains_no_node_twice() {
-    let sim = simulator::Simulation::start(simulator::Config {
-        scheduler: false,
-        ..simulator::Config::default()
-    })
-    .await
-    .expect("simulation");
-    let client = sim.kube_client().expect("client");
-    let pool: NodePool = serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
-        "spec": {"template": {"spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": []
-        }}}
-    }))
-    .expect("pool");
-    Api::<NodePool>::all(client.clone())
-        .create(&PostParams::default(), &pool)
-        .await
-        .expect("pool");
+    let (sim, client) = support::cluster(
+        false,
+        json!({"template": {"spec": support::template_spec()}}),
+    )
+    .await;
     let db = TestDb::postgres().await;
     let ledger = db.ledger().await;
     let cloud = cloud_file(&db, "drain-kill");
@@ -196,7 +181,7 @@ async fn sigkill_mid_drain_then_restart_resumes_the_drain_and_drains_no_node_twi
             .expect("get")
             .is_some()
     );
-    let (_, live) = process_support::instances(&cloud);
+    let (_, live) = support::process::instances(&cloud);
     assert_eq!(live, 1);
 
     // A new process resumes: still held while the PDB stands, no new start, no re-eviction.

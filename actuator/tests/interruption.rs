@@ -29,24 +29,22 @@ use std::time::Duration;
 
 use actuator::interruption::{self, Interruptions, Outcome};
 use actuator::ledger::{ClaimState, Ledger};
-use actuator::lifecycle::gc;
-use actuator::lifecycle::{self, Controller};
+use actuator::lifecycle::Controller;
 use actuator::metrics::Metrics;
 use actuator::worker::{self, Worker};
 use async_trait::async_trait;
 use cloud::{CapacityType, InterruptionEvent, InterruptionQueue, Message, ProviderId, Unreadable};
 use cloud_aws::interruption::fixtures;
 use cloud_aws::testing::{self as aws_testing, MotoServer};
-use crds::{NodeClaim, NodePool};
+use crds::NodeClaim;
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::Api;
-use kube::api::PostParams;
 use serde_json::json;
 use service_shell::clock::Clock;
-use simulator::{Config, Simulation};
+use simulator::Simulation;
 use support::{TestDb, plan};
 
-const CLUSTER: &str = "test";
+use support::CLUSTER;
 
 struct Fx {
     sim: Simulation,
@@ -62,27 +60,12 @@ struct Fx {
 impl Fx {
     /// The simulator with a NodePool, and `names` launched as spot claims and registered.
     async fn new(names: &[&str]) -> Self {
-        let sim = Simulation::start(Config {
-            scheduler: false,
-            ..Config::default()
-        })
-        .await
-        .expect("simulation");
+        let (sim, client) = support::cluster(
+            false,
+            json!({"template": {"spec": support::template_spec()}}),
+        )
+        .await;
         sim.cloud().register_nodes_unregistered(true);
-        let client = sim.kube_client().expect("client");
-        let pool: NodePool = serde_json::from_value(json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-            "metadata": {"name": "default"},
-            "spec": {"template": {"spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "requirements": []
-            }}}
-        }))
-        .expect("pool");
-        Api::<NodePool>::all(client.clone())
-            .create(&PostParams::default(), &pool)
-            .await
-            .expect("create the NodePool");
         let db = TestDb::sqlite();
         let ledger = db.ledger().await;
         let clock = Clock::new();
@@ -93,15 +76,7 @@ impl Fx {
             cloud.clone(),
             clock.clone(),
             Metrics::new(),
-            lifecycle::Options {
-                owner: "lifecycle-1".into(),
-                interval: Duration::from_millis(500),
-                gc: gc::Options {
-                    cluster_name: CLUSTER.into(),
-                    ..gc::Options::default()
-                },
-                ..lifecycle::Options::default()
-            },
+            support::lifecycle_options(Duration::from_millis(500)),
         );
         let metrics = Metrics::new();
         let handler = Interruptions::new(

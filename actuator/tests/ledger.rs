@@ -512,7 +512,7 @@ async fn a_command_whose_claim_is_gone_launches_again_under_a_new_name(l: &dyn L
     );
 }
 
-/// Ledger throughput (issue 27): 10,000 claims recorded through [`Ledger::submit`], the code
+/// Ledger throughput: 10,000 claims recorded through [`Ledger::submit`], the code
 /// the actuator's `Submit` runs, into a fresh Postgres database (127.0.0.1:5432 or
 /// `DOVETAIL_TEST_POSTGRES`), then into SQLite for comparison. Two shapes: one plan of 10,000
 /// launches (a 10,000-pod burst planned at once), and 100 plans of 100 whose bases list every

@@ -6,32 +6,31 @@
 //! instance and fails a vanished one; a crash between "NodeClaim created" and "launched"
 //! resumes without a second NodeClaim or instance.
 
-mod frozen;
 mod support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use actuator::launch::Taint as SpecTaint;
+use actuator::launch::{Taint as SpecTaint, TaintEffect};
 use actuator::ledger::{self, ClaimState, Ledger, Submission};
+use actuator::lifecycle::Controller;
 use actuator::lifecycle::gc;
-use actuator::lifecycle::{self, Controller};
 use actuator::metrics::Metrics;
 use actuator::worker::{self, Step, Worker};
 use async_trait::async_trait;
 use cloud::{CloudProvider, Instance, InstanceState, LaunchRequest, ListFilter, ProviderId};
 use crds::{ConditionStatus, NodeClaim, NodePool};
-use frozen::Frozen;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use service_shell::clock::Clock;
+use simulator::Simulation;
 use simulator::cloud::SimCloud;
-use simulator::{Config, Simulation};
+use support::frozen::Frozen;
 use support::{TestDb, plan};
 
-const CLUSTER: &str = "test";
+use support::CLUSTER;
 
 /// The simulator's cloud, noting at each create call whether the claim's NodeClaim existed.
 struct Witness {
@@ -93,24 +92,8 @@ struct Fx {
 
 impl Fx {
     async fn new() -> Self {
-        let sim = Simulation::start(Config {
-            scheduler: false,
-            ..Config::default()
-        })
-        .await
-        .expect("simulation");
+        let (sim, client) = support::cluster(false, json!({"template": pool_template()})).await;
         sim.cloud().register_nodes_unregistered(true);
-        let client = sim.kube_client().expect("client");
-        let pool: NodePool = serde_json::from_value(json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-            "metadata": {"name": "default"},
-            "spec": {"template": pool_template()}
-        }))
-        .expect("pool");
-        Api::<NodePool>::all(client.clone())
-            .create(&PostParams::default(), &pool)
-            .await
-            .expect("create the NodePool");
         let db = TestDb::sqlite();
         let ledger: Arc<dyn Ledger> =
             Arc::new(Frozen(ledger::open(db.url()).expect("open the ledger")));
@@ -127,15 +110,7 @@ impl Fx {
             cloud.clone(),
             clock.clone(),
             Metrics::new(),
-            lifecycle::Options {
-                owner: "lifecycle-1".into(),
-                interval: Duration::from_secs(1),
-                gc: gc::Options {
-                    cluster_name: CLUSTER.into(),
-                    ..gc::Options::default()
-                },
-                ..lifecycle::Options::default()
-            },
+            support::lifecycle_options(Duration::from_secs(1)),
         );
         Self {
             sim,
@@ -173,12 +148,12 @@ impl Fx {
             l.spec.taints = vec![SpecTaint {
                 key: "dedicated".into(),
                 value: "web".into(),
-                effect: "NoSchedule".into(),
+                effect: TaintEffect::NoSchedule,
             }];
             l.spec.startup_taints = vec![SpecTaint {
                 key: "example.com/agent".into(),
                 value: String::new(),
-                effect: "NoExecute".into(),
+                effect: TaintEffect::NoExecute,
             }];
         }
         self.ledger.submit(&p, 1).await.expect("submit");

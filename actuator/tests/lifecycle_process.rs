@@ -4,19 +4,18 @@
 //! claim and releases its finalizer. The process's cloud is its own `sim` stand-in (no kubelet
 //! joins from it), so registration is covered by `tests/lifecycle.rs`.
 
-mod process_support;
 mod support;
 
 use std::process::Stdio;
 use std::time::Duration;
 
 use actuator::ledger::ClaimState;
-use crds::{ConditionStatus, NodeClaim, NodePool};
+use crds::{ConditionStatus, NodeClaim};
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
-use process_support::{cloud_file, request, statuses};
+use kube::api::DeleteParams;
 use serde_json::json;
 use support::TestDb;
+use support::process::{cloud_file, request, statuses};
 use test_support::eventually;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
@@ -27,25 +26,11 @@ const EVERY: Duration = Duration::from_millis(50);
 
 #[tokio::test]
 async fn the_binary_creates_launches_and_releases_nodeclaims_in_the_cluster() {
-    let sim = simulator::Simulation::start(simulator::Config {
-        scheduler: false,
-        ..simulator::Config::default()
-    })
-    .await
-    .expect("simulation");
-    let client = sim.kube_client().expect("client");
-    let pool: NodePool = serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
-        "spec": {"template": {"spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": []
-        }}}
-    }))
-    .expect("pool");
-    Api::<NodePool>::all(client.clone())
-        .create(&PostParams::default(), &pool)
-        .await
-        .expect("pool");
+    let (sim, client) = support::cluster(
+        false,
+        json!({"template": {"spec": support::template_spec()}}),
+    )
+    .await;
     let db = TestDb::sqlite();
     let ledger = db.ledger().await;
     let cloud = cloud_file(&db, "lifecycle");

@@ -4,20 +4,19 @@
 //! off (the simulator counts their calls over a window), say why in their metrics, and recover
 //! once the endpoint works again.
 
-mod process_support;
 mod support;
 
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use process_support::get_metrics;
 use simulator::aws::{AwsError, DEFAULT_INTERRUPTION_QUEUE};
 use support::TestDb;
+use support::process::get_metrics;
+use test_support::eventually;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 // The runtime's monotonic clock (clippy.toml keeps std's for clock modules).
-use tokio::time::Instant;
 
 /// The catalog read interval: its failures retry from 2 s doubling up to this.
 const REFRESH: &str = "16s";
@@ -91,13 +90,8 @@ fn sample(text: &str, name: &str) -> Option<f64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-async fn until(what: &str, limit: Duration, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !check().await {
-        assert!(Instant::now() < deadline, "{what} not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
+/// How often a wait of this test looks again.
+const POLL: Duration = Duration::from_millis(250);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failing_queue_and_catalog_reads_back_off_and_recover() {
@@ -128,10 +122,11 @@ async fn failing_queue_and_catalog_reads_back_off_and_recover() {
     let (mut child, metrics) = start(&sim, db.url(), &kubeconfig).await;
 
     // The first failures happen at once; then a window of 30 s is counted.
-    until(
+    eventually(
         "the first failed receive",
         Duration::from_secs(30),
-        async || aws.calls("ReceiveMessage") >= 1 && aws.calls("DescribeInstanceTypes") >= 1,
+        POLL,
+        || async { aws.calls("ReceiveMessage") >= 1 && aws.calls("DescribeInstanceTypes") >= 1 },
     )
     .await;
     let window = Duration::from_secs(30);
@@ -181,7 +176,7 @@ async fn failing_queue_and_catalog_reads_back_off_and_recover() {
     aws.heal();
     aws.queues()
         .send(DEFAULT_INTERRUPTION_QUEUE, "not json".into(), 0);
-    until("the loops recover", Duration::from_secs(40), async || {
+    eventually("the loops recover", Duration::from_secs(40), POLL, || async {
         let text = get_metrics(&metrics).await;
         sample(
             &text,

@@ -8,11 +8,9 @@
 //! planned and capacity errors are not exercised. Skipped unless moto is found
 //! (`DOVETAIL_MOTO_SERVER`, or `moto_server` on `PATH`); a missing moto fails unless `DOVETAIL_ALLOW_MISSING` names `moto_server`.
 
-mod process_support;
 mod support;
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use actuator::ledger::ClaimState;
@@ -20,104 +18,54 @@ use cloud_aws::testing::{self, MotoServer, TEST_CLUSTER, TEST_K8S_VERSION, TEST_
 use crds::{EC2NodeClass, NodePool};
 use kube::Api;
 use kube::api::PostParams;
-use process_support::{statuses, wait_all};
 use proto::v1 as pb;
 use serde_json::json;
 use support::TestDb;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-use tokio::sync::mpsc;
+use support::process::{Process, statuses, wait_all};
+use tokio::process::Command;
 
 const CLAIM: &str = "default-moto1";
 const INSTANCE_TYPE: &str = "m5.large";
 
-/// A running `dovetail-actuator --cloud aws` and its stdout lines.
-struct Actuator {
-    child: Child,
-    grpc: String,
-    lines: mpsc::UnboundedReceiver<String>,
-}
-
-impl Actuator {
-    async fn start(moto: &str, ledger: &str, kubeconfig: &Path, pause_at: Option<&str>) -> Self {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_dovetail-actuator"));
-        cmd.args([
-            "--ledger",
-            ledger,
-            "--cloud",
-            "aws",
-            "--aws-endpoint",
-            moto,
-            "--aws-region",
-            "us-east-1",
-            "--aws-ssm-prefix",
-            TEST_SSM_PREFIX,
-            "--kubernetes-version",
-            TEST_K8S_VERSION,
-            "--cluster-name",
-            TEST_CLUSTER,
-            "--cluster-endpoint",
-            "https://example.invalid",
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            "off",
-            "--insecure-no-auth",
-            "--lease",
-            "1s",
-            "--poll-interval",
-            "50ms",
-            "--drain-delay",
-            "0",
-        ])
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .env_remove("DOVETAIL_TEST_PAUSE_AT")
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env_remove("AWS_SESSION_TOKEN")
-        .env_remove("AWS_PROFILE")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true);
-        if let Some(step) = pause_at {
-            cmd.env("DOVETAIL_TEST_PAUSE_AT", step);
-        }
-        let mut child = cmd.spawn().expect("spawn dovetail-actuator");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, mut lines) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut r = BufReader::new(stdout).lines();
-            while let Ok(Some(l)) = r.next_line().await {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-        let first = tokio::time::timeout(Duration::from_secs(60), lines.recv())
-            .await
-            .expect("actuator started in time")
-            .expect("a listening line");
-        let grpc = first
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("grpc="))
-            .map(|a| format!("http://{a}"))
-            .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
-        Self { child, grpc, lines }
-    }
-
-    async fn wait_line(&mut self, prefix: &str) -> String {
-        loop {
-            let l = tokio::time::timeout(Duration::from_secs(60), self.lines.recv())
-                .await
-                .unwrap_or_else(|_| panic!("no {prefix:?} line in time"))
-                .unwrap_or_else(|| panic!("stdout closed before {prefix:?}"));
-            if l.starts_with(prefix) {
-                return l;
-            }
-        }
-    }
+/// `dovetail-actuator --cloud aws` against moto, its cluster at `kubeconfig`.
+async fn start(moto: &str, ledger: &str, kubeconfig: &Path, pause_at: Option<&str>) -> Process {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dovetail-actuator"));
+    cmd.args([
+        "--ledger",
+        ledger,
+        "--cloud",
+        "aws",
+        "--aws-endpoint",
+        moto,
+        "--aws-region",
+        "us-east-1",
+        "--aws-ssm-prefix",
+        TEST_SSM_PREFIX,
+        "--kubernetes-version",
+        TEST_K8S_VERSION,
+        "--cluster-name",
+        TEST_CLUSTER,
+        "--cluster-endpoint",
+        "https://example.invalid",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "off",
+        "--insecure-no-auth",
+        "--lease",
+        "1s",
+        "--poll-interval",
+        "50ms",
+        "--drain-delay",
+        "0",
+    ])
+    .arg("--kubeconfig")
+    .arg(kubeconfig)
+    .env("AWS_ACCESS_KEY_ID", "testing")
+    .env("AWS_SECRET_ACCESS_KEY", "testing")
+    .env_remove("AWS_SESSION_TOKEN")
+    .env_remove("AWS_PROFILE");
+    Process::spawn(cmd, pause_at).await
 }
 
 /// One launch of `m5.large` in `us-east-1a` (moto launches the first override only).
@@ -202,7 +150,7 @@ async fn moto_process_killed_after_create_leaves_exactly_one_ec2_instance() {
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(&kubeconfig, sim.kubeconfig()).expect("kubeconfig");
 
-    let mut p = Actuator::start(moto.url(), db.url(), &kubeconfig, Some("created")).await;
+    let mut p = start(moto.url(), db.url(), &kubeconfig, Some("created")).await;
     let r = pb::actuator_client::ActuatorClient::connect(p.grpc.clone())
         .await
         .expect("connect")
@@ -213,7 +161,7 @@ async fn moto_process_killed_after_create_leaves_exactly_one_ec2_instance() {
     assert_eq!(statuses(&r), ["Accepted"]);
     let paused = p.wait_line("DOVETAIL_PAUSED").await;
     assert!(paused.contains("step=created"), "{paused}");
-    p.child.kill().await.expect("SIGKILL");
+    p.sigkill().await;
     let claim = ledger.claim(CLAIM).await.expect("read").expect("claim");
     assert_eq!(claim.state, ClaimState::Launching, "{claim:?}");
     assert!(claim.instance.is_none(), "{claim:?}");
@@ -227,7 +175,7 @@ async fn moto_process_killed_after_create_leaves_exactly_one_ec2_instance() {
         "the killed process created one: {before:?}"
     );
 
-    let p = Actuator::start(moto.url(), db.url(), &kubeconfig, None).await;
+    let p = start(moto.url(), db.url(), &kubeconfig, None).await;
     wait_all(&*ledger, 1, ClaimState::Launched).await;
     let ids = testing::instances_tagged(ec2, cloud::TAG_NODECLAIM, CLAIM).await;
     assert_eq!(ids, before, "exactly one instance, the adopted one");

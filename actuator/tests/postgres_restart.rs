@@ -6,15 +6,14 @@
 //! `postgres` user when run as root) on a free loopback port, so that other tests using the
 //! shared server on 127.0.0.1:5432 are never disturbed.
 
-mod process_support;
 mod support;
 
 use std::path::Path;
 use std::time::Duration;
 
 use actuator::ledger::ClaimState;
-use process_support::{Process, cloud_file, instances, request, statuses, wait_all};
 use support::TestDb;
+use support::process::{Process, cloud_file, instances, request, statuses, wait_all};
 use test_support::postgres::PrivateServer;
 
 fn remove(p: &Path) {

@@ -7,13 +7,12 @@
 //! process) and ignoring client tokens as moto does, so only the ledger and the look-up by
 //! NodeClaim tag stand between a crash and a second instance.
 
-mod process_support;
 mod support;
 
 use actuator::ledger::ClaimState;
-use process_support::{Process, cloud_file, instances, request, statuses, wait_all};
 use proto::v1 as pb;
 use support::TestDb;
+use support::process::{Process, cloud_file, instances, request, statuses, wait_all};
 
 const CLAIMS: [&str; 3] = ["default-aaaaa", "default-bbbbb", "default-ccccc"];
 
@@ -158,7 +157,7 @@ async fn submit_over_grpc_dedupes_refuses_stale_plans_and_shuts_down_cleanly() {
 
     wait_all(&*ledger, 3, ClaimState::Launched).await;
     assert_eq!(instances(&cloud).1, 3);
-    let text = process_support::get_metrics(&p.metrics).await;
+    let text = support::process::get_metrics(&p.metrics).await;
     assert!(
         text.contains("dovetail_actuator_launches_total 3"),
         "{text}"

@@ -29,7 +29,7 @@ pub use interruption::{
 };
 pub use node_class::{
     NodeClassResolution, NodeClassSpec, NodeSpec, ResolvedAmi, ResolvedSecurityGroup,
-    ResolvedSubnet, Taint,
+    ResolvedSubnet, Taint, TaintEffect,
 };
 pub use provider_id::{ParseProviderIdError, ProviderId};
 

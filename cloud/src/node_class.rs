@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use common::taint::{Taint, TaintEffect};
+
 use crate::Tags;
 
 /// The node an instance becomes: its class and how it registers.
@@ -25,18 +27,6 @@ pub struct NodeSpec {
     pub labels: BTreeMap<String, String>,
     /// Taints the node registers with: the NodePool's taints followed by its startup taints.
     pub taints: Vec<Taint>,
-}
-
-/// A node taint.
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct Taint {
-    /// Key.
-    pub key: String,
-    /// Value (may be empty).
-    pub value: String,
-    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
-    pub effect: String,
 }
 
 /// The fields of an EC2NodeClass spec that a launch uses.

@@ -7,7 +7,7 @@
 //! - [`ec2`]: EC2 instance-type facts, Karpenter's capacity/overhead/label rules that turn them
 //!   into catalog types (the one implementation: the built-in catalog, the live catalog and the
 //!   actuator all use it), and the built-in on-demand price table.
-//! - [`labels`]: well-known label, annotation and taint keys.
+//! - [`labels`]: well-known label, annotation and taint keys; [`taint`]: the one [`Taint`].
 //! - [`hash`]: the NodePool / EC2NodeClass drift hashes, computed from plain JSON.
 //! - [`duration`]: the one Go duration parser.
 //! - [`feature_gates`]: Karpenter's `--feature-gates`, parsed with its defaults.
@@ -30,10 +30,12 @@ pub mod labels;
 pub mod pod_requests;
 pub mod quantity;
 pub mod resources;
+pub mod taint;
 
 pub use catalog::{Catalog, InstanceType, Offering, Overhead};
 pub use labels::Labels;
 pub use resources::Resources;
+pub use taint::{Taint, TaintEffect};
 
 /// Seconds since the Unix epoch, UTC. The planner never reads a clock: `now` is an input.
 pub type Timestamp = i64;

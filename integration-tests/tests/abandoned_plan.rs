@@ -21,6 +21,7 @@ use integration_tests::planner_process::PlannerProcess;
 use planner::model::{ClusterSnapshot, NodePool, PlanOptions, Pod, Requirement, Resources};
 use planner_wire::CatalogChoice;
 use proto::v1 as pb;
+use test_support::{eventually, try_eventually};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -107,15 +108,17 @@ async fn wait_metrics(
     pred: impl Fn(&str) -> bool,
 ) -> Option<(String, Duration)> {
     let start = Instant::now();
-    while start.elapsed() < bound {
+    let text = try_eventually("the metrics", bound, POLL, || async {
         let text = scrape(addr).await;
-        if pred(&text) {
-            return Some((text, start.elapsed()));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    None
+        pred(&text).then_some(text)
+    })
+    .await
+    .ok()?;
+    Some((text, start.elapsed()))
 }
+
+/// How often a wait of these tests looks again.
+const POLL: Duration = Duration::from_millis(20);
 
 /// After the caller went away (at `cpu_at_abandon` seconds of process CPU): the run ends, is
 /// counted as cancelled, spends little CPU getting there, and the process goes idle. Returns
@@ -178,17 +181,20 @@ async fn wait_busy(p: &PlannerProcess, cpu: f64, what: &str) -> f64 {
     .unwrap_or_else(|| panic!("{what}: the plan never started"));
     let pid = p.child.id().expect("running");
     let start = cpu_seconds(pid);
-    let mut now = start;
-    let waited = Instant::now();
-    while now - start < cpu {
-        assert!(
-            waited.elapsed() < Duration::from_secs(300),
-            "{what}: the plan used only {:.2} s of CPU in 300 s",
-            now - start
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        now = cpu_seconds(pid);
-    }
+    let now = eventually(
+        &format!("{what}: {cpu:.2} s of planning CPU"),
+        Duration::from_secs(300),
+        POLL,
+        || async {
+            let now = cpu_seconds(pid);
+            if now - start >= cpu {
+                Ok(now)
+            } else {
+                Err(format!("{:.2} s of CPU", now - start))
+            }
+        },
+    )
+    .await;
     let text = scrape(p.metrics).await;
     assert_eq!(
         metric(&text, "dovetail_planner_plans_running"),

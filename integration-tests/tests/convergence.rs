@@ -1,4 +1,4 @@
-//! Live convergence after a scale-in (issue 27): the running system — `dovetail-watcher`, two
+//! Live convergence after a scale-in: the running system — `dovetail-watcher`, two
 //! `dovetail-planner` replicas, `dovetail-actuator --cloud aws` on moto, the ledger on Postgres,
 //! the simulated cluster — consolidates a cluster whose Deployments shrank to a quarter until
 //! its cost is within 1.2× of the planner's proven lower bound for the pods left, within three

@@ -430,7 +430,7 @@ async fn scenario(sys: &System, kubectl: &PathBuf) -> anyhow::Result<()> {
 /// `drift_test.go`); its pool has `consolidateAfter: Never`, so the Node and the NodeClaim get
 /// the `Unconsolidatable` Event `NodePool "default" has consolidation disabled`
 /// (`pkg/controllers/disruption/consolidation.go` `ShouldDisrupt`); and an EC2NodeClass the
-/// planner leaves out (issue 26: a negative `kubelet.maxPods`, which the CRD refuses, stored
+/// planner leaves out (a negative `kubelet.maxPods`, which the CRD refuses, stored
 /// skipping validation as a cluster with another schema would have stored it) shows
 /// `PlannerValidationSucceeded=False` with the plan's reason and `Ready=False`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,12 +11,12 @@
 //! The cloud here is a test double behind `cloud::CloudProvider`; the EC2 reads themselves are
 //! tested against moto_server in `actuator/aws/tests/moto.rs`.
 
+mod support;
+
 use service_shell::metrics::Render;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
-use actuator::api::ActuatorService;
-use actuator::catalog::{DEFAULT_TTL, LiveCatalog, MarkingCloud, UnavailableOfferings};
 use cloud::{
     CapacityType, CatalogFacts, CloudProvider, Instance, InstanceTypeFacts, InstanceTypeInfo,
     Offering, OfferingKey, ProviderId,
@@ -24,13 +24,9 @@ use cloud::{
 use planner::model::{
     ClusterSnapshot, NodePool, Operator, PlanOptions, Pod, Requirement, Resources,
 };
-use planner_service::api::live_catalog::{self, FetchError, Fetched};
-use planner_service::api::{PlannerService, ServiceOptions};
-use planner_service::config::Config;
+use planner_service::api::live_catalog::{FetchError, Fetched};
 use planner_wire::CatalogChoice;
 use proto::v1 as pb;
-use service_shell::auth::AddBearer;
-use service_shell::clock::Clock;
 
 /// A cloud whose catalog is `facts` and which has no capacity at all.
 #[derive(Default)]
@@ -139,49 +135,24 @@ async fn plan(
 #[tokio::test]
 async fn planners_plan_from_the_actuators_live_catalog_by_version() -> anyhow::Result<()> {
     // The actuator side.
-    let dir = std::env::temp_dir().join(format!("dovetail-live-catalog-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let ledger = actuator::ledger::open(&format!("sqlite://{}", dir.join("ledger.db").display()))?;
-    ledger.migrate().await?;
-    let clock = Clock::new();
-    let ametrics = actuator::metrics::Metrics::new();
     let fixed = Arc::new(FixedCloud {
         facts: Mutex::new(facts(&[("c5.large", 2, 0.03), ("m5.large", 2, 0.035)])),
     });
-    let marks = Arc::new(UnavailableOfferings::new(clock.clone(), DEFAULT_TTL));
-    let live = Arc::new(LiveCatalog::new(
-        fixed.clone(),
-        marks.clone(),
-        ametrics.clone(),
-    ));
-    let marking = MarkingCloud::new(fixed.clone(), marks, ametrics.clone());
-    let svc = ActuatorService::new(ledger, clock, ametrics.clone(), Arc::default())
-        .with_catalog(live.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let actuator_addr = listener.local_addr()?;
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(svc.into_server())
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-    );
+    let support::Actuator {
+        clock,
+        metrics: ametrics,
+        live,
+        marking,
+    } = support::live_catalog(fixed.clone());
 
     // The planner side, with the real engine and the real built-in catalog as the fallback.
-    let pmetrics = planner_service::metrics::Metrics::new();
-    let channel =
-        tonic::transport::Endpoint::from_shared(format!("http://{actuator_addr}"))?.connect_lazy();
-    let fetcher = live_catalog::LiveCatalog::new(channel, AddBearer::new(None)?, pmetrics.clone());
-    let service = PlannerService::new(
-        Arc::new(|region: &str| planner::catalog::aws::builtin(region).map_err(|e| e.to_string())),
-        pmetrics.clone(),
-        ServiceOptions::default(),
-    )
-    .with_live_catalog(fetcher.clone());
-    let running =
-        planner_service::server::start(&Config::for_tests(), service, pmetrics.clone()).await?;
-    running.set_serving().await;
-    let mut client =
-        pb::planner_client::PlannerClient::connect(format!("http://{}", running.grpc_addr)).await?;
+    let support::Planner {
+        fetcher,
+        mut client,
+        metrics: pmetrics,
+        running,
+        dir,
+    } = support::serve_live_catalog("live-catalog", clock, ametrics.clone(), live.clone()).await?;
 
     // 1. Nothing fetched (the actuator has not read its cloud yet): the built-in catalog.
     let e = fetcher.fetch().await.expect_err("actuator has nothing yet");

@@ -17,25 +17,19 @@
 //! fixed price (0.00001) for every type and zone and never runs out of capacity, so it can show
 //! neither a cheapest zone nor an insufficient-capacity error.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use actuator::api::ActuatorService;
-use actuator::catalog::{DEFAULT_TTL, LiveCatalog, MarkingCloud, UnavailableOfferings};
 use cloud::node_class::{AmiSelectorTerm, NodeClassSpec, SelectorTerm};
 use cloud::{CapacityType, CloudProvider, LaunchRequest, NodeSpec, OfferingKey, Tags};
-use cloud_aws::Ec2Provider;
-use cloud_aws::config::{Cluster, Config as AwsConfig};
 use planner::model::{
     ClusterSnapshot, NodePool, Operator, PlanOptions, Pod, Requirement, Resources,
 };
-use planner_service::api::live_catalog::{self, Fetched};
-use planner_service::api::{PlannerService, ServiceOptions};
-use planner_service::config::Config;
+use planner_service::api::live_catalog::Fetched;
 use planner_wire::CatalogChoice;
 use proto::v1 as pb;
-use service_shell::auth::AddBearer;
-use service_shell::clock::Clock;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
@@ -162,59 +156,23 @@ async fn session_plans_in_eu_west_1_use_live_zone_prices_and_drop_marked_offerin
 
     // The actuator side: the production EC2 adapter, as `--cloud aws --aws-region eu-west-1
     // --aws-endpoint <simulator>` builds it.
-    let config = AwsConfig::new(
-        REGION,
-        Cluster {
-            name: "demo".into(),
-            endpoint: "https://demo.example".into(),
-            ca_bundle: Some("Y2EtYnVuZGxl".into()),
-            service_cidr: Some("10.100.0.0/16".into()),
-            kubernetes_version: "1.33".into(),
-        },
-    )
-    .with_endpoint_url(sim.aws_endpoint())
-    .with_static_credentials("simulated", "simulated");
-    let provider: Arc<dyn CloudProvider> = Arc::new(Ec2Provider::new(config).await);
-    let dir = std::env::temp_dir().join(format!("dovetail-live-region-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let ledger = actuator::ledger::open(&format!("sqlite://{}", dir.join("ledger.db").display()))?;
-    ledger.migrate().await?;
-    let clock = Clock::new();
-    let ametrics = actuator::metrics::Metrics::new();
-    let marks = Arc::new(UnavailableOfferings::new(clock.clone(), DEFAULT_TTL));
-    let live = Arc::new(LiveCatalog::new(
-        provider.clone(),
-        marks.clone(),
-        ametrics.clone(),
-    ));
-    let marking = MarkingCloud::new(provider.clone(), marks, ametrics.clone());
-    let svc =
-        ActuatorService::new(ledger, clock, ametrics, Arc::default()).with_catalog(live.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let actuator_addr = listener.local_addr()?;
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(svc.into_server())
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-    );
+    let provider: Arc<dyn CloudProvider> =
+        Arc::new(support::simulated_ec2(REGION, sim.aws_endpoint()).await);
+    let support::Actuator {
+        clock,
+        metrics: ametrics,
+        live,
+        marking,
+    } = support::live_catalog(provider.clone());
 
     // The planner side: the real engine, the built-in catalogs as the fallback.
-    let pmetrics = planner_service::metrics::Metrics::new();
-    let channel =
-        tonic::transport::Endpoint::from_shared(format!("http://{actuator_addr}"))?.connect_lazy();
-    let fetcher = live_catalog::LiveCatalog::new(channel, AddBearer::new(None)?, pmetrics.clone());
-    let service = PlannerService::new(
-        Arc::new(|region: &str| planner::catalog::aws::builtin(region).map_err(|e| e.to_string())),
-        pmetrics.clone(),
-        ServiceOptions::default(),
-    )
-    .with_live_catalog(fetcher.clone());
-    let running =
-        planner_service::server::start(&Config::for_tests(), service, pmetrics.clone()).await?;
-    running.set_serving().await;
-    let mut client =
-        pb::planner_client::PlannerClient::connect(format!("http://{}", running.grpc_addr)).await?;
+    let support::Planner {
+        fetcher,
+        mut client,
+        running,
+        dir,
+        ..
+    } = support::serve_live_catalog("live-region", clock, ametrics, live.clone()).await?;
 
     // A Session naming eu-west-1, as the watcher's does.
     let (tx, rx) = mpsc::channel(16);

@@ -9,23 +9,18 @@
 //! on its own, picks it once a NodeOverlay prices it under the `NodeOverlay` gate, and not
 //! when the gate is off.
 
+mod support;
+
 use std::sync::Arc;
 
-use actuator::api::ActuatorService;
-use actuator::catalog::{DEFAULT_TTL, LiveCatalog, UnavailableOfferings};
 use cloud::CloudProvider;
-use cloud_aws::{Cluster, Config as AwsConfig, Ec2Provider};
 use planner::model::{
     ClusterSnapshot, NodeOverlay, NodePool, Operator, PlanOptions, Pod, PriceChange, Requirement,
     Resources,
 };
-use planner_service::api::live_catalog::{self, Fetched};
-use planner_service::api::{PlannerService, ServiceOptions};
-use planner_service::config::Config;
+use planner_service::api::live_catalog::Fetched;
 use planner_wire::CatalogChoice;
 use proto::v1 as pb;
-use service_shell::auth::AddBearer;
-use service_shell::clock::Clock;
 use simulator::{Config as SimConfig, Simulation};
 
 const PREVIEW: &str = "m9p.large";
@@ -127,23 +122,7 @@ async fn a_preview_type_from_the_live_catalog_is_chosen_only_when_an_overlay_pri
         ..SimConfig::default()
     })
     .await?;
-    let provider = Arc::new(
-        Ec2Provider::new(
-            AwsConfig::new(
-                "us-east-1",
-                Cluster {
-                    name: "demo".into(),
-                    endpoint: "https://demo.example".into(),
-                    ca_bundle: Some("Y2EtYnVuZGxl".into()),
-                    service_cidr: Some("10.100.0.0/16".into()),
-                    kubernetes_version: "1.33".into(),
-                },
-            )
-            .with_endpoint_url(sim.aws_endpoint())
-            .with_static_credentials("simulated", "simulated"),
-        )
-        .await,
-    );
+    let provider = Arc::new(support::simulated_ec2("us-east-1", sim.aws_endpoint()).await);
 
     // The live catalog as the provider reads it from EC2: the preview type is there, unpriced.
     let facts = provider.catalog_facts().await?;
@@ -163,39 +142,20 @@ async fn a_preview_type_from_the_live_catalog_is_chosen_only_when_an_overlay_pri
     );
 
     // The actuator serves it; a planner fetches it.
-    let dir = std::env::temp_dir().join(format!("dovetail-preview-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let ledger = actuator::ledger::open(&format!("sqlite://{}", dir.join("ledger.db").display()))?;
-    ledger.migrate().await?;
-    let clock = Clock::new();
-    let ametrics = actuator::metrics::Metrics::new();
-    let marks = Arc::new(UnavailableOfferings::new(clock.clone(), DEFAULT_TTL));
-    let live = Arc::new(LiveCatalog::new(provider, marks, ametrics.clone()));
+    let support::Actuator {
+        clock,
+        metrics: ametrics,
+        live,
+        ..
+    } = support::live_catalog(provider);
     live.refresh().await?;
-    let svc = ActuatorService::new(ledger, clock, ametrics, Arc::default()).with_catalog(live);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let actuator_addr = listener.local_addr()?;
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(svc.into_server())
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-    );
-    let pmetrics = planner_service::metrics::Metrics::new();
-    let channel =
-        tonic::transport::Endpoint::from_shared(format!("http://{actuator_addr}"))?.connect_lazy();
-    let fetcher = live_catalog::LiveCatalog::new(channel, AddBearer::new(None)?, pmetrics.clone());
-    let service = PlannerService::new(
-        Arc::new(|region: &str| planner::catalog::aws::builtin(region).map_err(|e| e.to_string())),
-        pmetrics.clone(),
-        ServiceOptions::default(),
-    )
-    .with_live_catalog(fetcher.clone());
-    let running =
-        planner_service::server::start(&Config::for_tests(), service, pmetrics.clone()).await?;
-    running.set_serving().await;
-    let mut client =
-        pb::planner_client::PlannerClient::connect(format!("http://{}", running.grpc_addr)).await?;
+    let support::Planner {
+        fetcher,
+        mut client,
+        running,
+        dir,
+        ..
+    } = support::serve_live_catalog("preview", clock, ametrics, live).await?;
     let Fetched::Updated { version } = fetcher.fetch().await? else {
         anyhow::bail!("the first fetch downloads the catalog");
     };

@@ -2,7 +2,7 @@
 //! concurrency, finalizers, status subresources, binding, server-side apply, discovery of the
 //! Karpenter CRDs, and error bodies.
 
-mod common;
+mod support;
 
 use k8s_openapi::api::core::v1::{Binding, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -14,7 +14,7 @@ use kube::discovery::Discovery;
 use kube::{Api, Client};
 use serde_json::json;
 
-use common::{client_without_retries, eventually, pod_json, start_without_scheduler};
+use support::{client_without_retries, eventually, pod_json, start_without_scheduler};
 
 async fn running_pod(client: &Client, name: &str, node: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");

@@ -5,7 +5,7 @@
 //! shapes and name what was wrong. Unlike moto, the simulator honours `ClientToken` and can run
 //! out of capacity, so both are shown here.
 
-mod common;
+mod support;
 
 use anyhow::{Context, Result};
 use aws_sdk_ec2::error::ProvideErrorMetadata;
@@ -106,7 +106,7 @@ async fn node_of(sim: &Simulation, provider_id: &str) -> Option<Node> {
 
 #[tokio::test]
 async fn cloud_aws_launches_a_node_and_terminates_it() -> Result<()> {
-    let sim = common::start().await;
+    let sim = support::start().await;
     let provider = provider(&sim).await;
     let spot = offering("m5.large", "us-east-1b", CapacityType::Spot);
     let instance = provider
@@ -141,7 +141,7 @@ async fn cloud_aws_launches_a_node_and_terminates_it() -> Result<()> {
 
     // The simulated kubelet registers a Node for it, labelled from the instance.
     let pid = instance.provider_id.to_string();
-    let node = common::eventually(&sim, "the node registers", || node_of(&sim, &pid)).await;
+    let node = support::eventually(&sim, "the node registers", || node_of(&sim, &pid)).await;
     let labels = node.metadata.labels.unwrap_or_default();
     assert_eq!(labels["node.kubernetes.io/instance-type"], "m5.large");
     assert_eq!(labels["topology.kubernetes.io/zone"], "us-east-1b");
@@ -195,7 +195,7 @@ async fn cloud_aws_launches_a_node_and_terminates_it() -> Result<()> {
     );
 
     // get / list by tag.
-    let got = common::eventually(&sim, "the instance runs", || async {
+    let got = support::eventually(&sim, "the instance runs", || async {
         let i = provider.get(&instance.provider_id).await.ok()?;
         (i.state == InstanceState::Running).then_some(i)
     })
@@ -213,11 +213,11 @@ async fn cloud_aws_launches_a_node_and_terminates_it() -> Result<()> {
 
     // Terminate: the Node goes, the instance ends terminated, a second delete is NotFound.
     provider.delete(&instance.provider_id).await?;
-    common::eventually(&sim, "the node is removed", || async {
+    support::eventually(&sim, "the node is removed", || async {
         node_of(&sim, &pid).await.is_none().then_some(())
     })
     .await;
-    common::eventually(&sim, "the instance terminates", || async {
+    support::eventually(&sim, "the instance terminates", || async {
         let i = provider.get(&instance.provider_id).await.ok()?;
         (i.state == InstanceState::Terminated).then_some(())
     })
@@ -236,7 +236,7 @@ async fn cloud_aws_launches_a_node_and_terminates_it() -> Result<()> {
 
 #[tokio::test]
 async fn insufficient_capacity_comes_back_through_the_sdk() -> Result<()> {
-    let sim = common::start().await;
+    let sim = support::start().await;
     let provider = provider(&sim).await;
     let a = offering("m5.large", "us-east-1a", CapacityType::Spot);
     let b = offering("m5.xlarge", "us-east-1a", CapacityType::Spot);
@@ -344,7 +344,7 @@ async fn post(endpoint: &str, headers: &[(&str, &str)], body: &str) -> Result<(u
 
 #[tokio::test]
 async fn errors_have_ec2_shapes_and_name_the_input() -> Result<()> {
-    let sim = common::start().await;
+    let sim = support::start().await;
     let form = [("content-type", "application/x-www-form-urlencoded")];
     let (status, body) = post(
         &sim.aws_endpoint(),
@@ -423,7 +423,7 @@ async fn errors_have_ec2_shapes_and_name_the_input() -> Result<()> {
 
 #[tokio::test]
 async fn network_and_images_are_selectable_as_an_ec2nodeclass_selects_them() -> Result<()> {
-    let sim = common::start().await;
+    let sim = support::start().await;
     let ec2 = provider(&sim).await.ec2().clone();
     let subnets = ec2
         .describe_subnets()
@@ -517,7 +517,7 @@ async fn network_and_images_are_selectable_as_an_ec2nodeclass_selects_them() -> 
 
 #[tokio::test]
 async fn catalog_calls_describe_the_simulated_catalog() -> Result<()> {
-    let sim = common::start().await;
+    let sim = support::start().await;
     let ec2 = provider(&sim).await.ec2().clone();
     let out = ec2
         .describe_instance_types()
@@ -618,7 +618,7 @@ async fn catalog_calls_describe_the_simulated_catalog() -> Result<()> {
 /// demand at a price no table has, and the catalog the actuator serves to planners says so.
 #[tokio::test]
 async fn the_live_catalog_takes_on_demand_prices_from_the_pricing_api() -> Result<()> {
-    let mut config = common::fast_config();
+    let mut config = support::fast_config();
     let mut catalog = simulator::instance_types::default_catalog();
     let m5 = catalog
         .instance_types

@@ -3,7 +3,7 @@
 //! interruption loop reads on AWS), with SQS's long polling, visibility timeout, redelivery and
 //! deletion.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
@@ -52,7 +52,7 @@ fn body(m: &aws_sdk_sqs::types::Message) -> Result<Value> {
 
 #[tokio::test]
 async fn interruptions_arrive_as_eventbridge_messages() -> Result<()> {
-    let sim = common::start().await;
+    let sim = support::start().await;
     let sqs = sqs(&sim).await;
     let url = sqs
         .get_queue_url()
@@ -131,7 +131,7 @@ async fn interruptions_arrive_as_eventbridge_messages() -> Result<()> {
 
 #[tokio::test]
 async fn long_poll_returns_a_message_sent_while_waiting() -> Result<()> {
-    let sim = common::start().await;
+    let sim = support::start().await;
     let sqs = sqs(&sim).await;
     let url = sqs
         .create_queue()

@@ -1,7 +1,7 @@
 //! The simulated kubelet and workload controllers with the simulated cloud: nodes register,
 //! become Ready and go away with their instances; Deployments scale; fault injection.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ use kube::api::{
 };
 use serde_json::json;
 
-use common::{CACHE_POLL, CACHE_WAIT, client_without_retries, eventually, start};
+use support::{CACHE_POLL, CACHE_WAIT, client_without_retries, eventually, start};
 
 fn launch(token: &str, claim: &str, ct: CapacityType) -> LaunchRequest {
     LaunchRequest {

@@ -6,7 +6,7 @@
 //! a kubectl binary into that venv), else the venv's, else `kubectl` on `PATH`. When a client is
 //! missing the test fails, unless `DOVETAIL_ALLOW_MISSING` names it (then it skips with a notice).
 
-mod common;
+mod support;
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -14,7 +14,7 @@ use std::process::Stdio;
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-use common::{client, eventually, kubectl, missing, run_kubectl, start};
+use support::{client, eventually, kubectl, missing, run_kubectl, start};
 
 fn python() -> Option<PathBuf> {
     client("DOVETAIL_PYTHON", "python", false)

@@ -1,7 +1,7 @@
 //! The `kube` crate's watcher and reflector against the simulated API: list, watch, relist
 //! after 410 Gone, resume after a dropped stream, bookmarks, selectors.
 
-mod common;
+mod support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,7 +13,7 @@ use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::reflector;
 use kube::runtime::watcher::{self, Event};
 
-use common::{CACHE_POLL, CACHE_WAIT, pod_json, start_without_scheduler};
+use support::{CACHE_POLL, CACHE_WAIT, pod_json, start_without_scheduler};
 
 /// Counts of what a watcher saw.
 #[derive(Default, Debug)]

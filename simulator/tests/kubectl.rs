@@ -5,7 +5,7 @@
 //! kubectl is found as in `foreign_clients.rs` (`DOVETAIL_KUBECTL`, set by `scripts/test.sh`,
 //! which installs it); without it the tests fail (unless `DOVETAIL_ALLOW_MISSING` names kubectl: then they skip).
 
-mod common;
+mod support;
 
 use std::path::PathBuf;
 
@@ -13,7 +13,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
-use common::{eventually, kubectl, run_kubectl, start};
+use support::{eventually, kubectl, run_kubectl, start};
 
 const DEPLOYMENT: &str = r#"
 apiVersion: apps/v1
@@ -55,7 +55,7 @@ spec:
 /// kubectl and the simulator's URL, or `None` (with a notice) when kubectl is missing.
 async fn setup() -> Option<(PathBuf, simulator::Simulation, String)> {
     let Some(k) = kubectl() else {
-        common::missing("kubectl", "set DOVETAIL_KUBECTL or put kubectl on PATH");
+        support::missing("kubectl", "set DOVETAIL_KUBECTL or put kubectl on PATH");
         return None;
     };
     let sim = start().await;
@@ -375,7 +375,7 @@ async fn kubectl_get_watch_prints_rows_from_table_watch_events() {
     let create = |name: &'static str| {
         let pods = pods.clone();
         async move {
-            let pod = serde_json::from_value(common::pod_json(name, json!({}), "10m")).unwrap();
+            let pod = serde_json::from_value(support::pod_json(name, json!({}), "10m")).unwrap();
             pods.create(&Default::default(), &pod).await.unwrap();
         }
     };

@@ -6,18 +6,18 @@
 //! kubectl is found as in `kubectl.rs` (`DOVETAIL_KUBECTL`); without it the test fails (unless
 //! `DOVETAIL_ALLOW_MISSING` names kubectl: then it skips).
 
-mod common;
+mod support;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use common::{kubectl, run_kubectl, start_without_scheduler};
+use support::{kubectl, run_kubectl, start_without_scheduler};
 
 #[tokio::test]
 async fn kubectl_patches_a_node_condition_through_the_status_subresource() {
     let Some(k) = kubectl() else {
-        common::missing("kubectl", "set DOVETAIL_KUBECTL or put kubectl on PATH");
+        support::missing("kubectl", "set DOVETAIL_KUBECTL or put kubectl on PATH");
         return;
     };
     let sim = start_without_scheduler().await;

@@ -1,14 +1,14 @@
 //! The simulated kube-scheduler through the API: binds pending pods to Ready nodes where they
 //! fit and marks the rest Unschedulable (filters and scoring have unit tests next to the code).
 
-mod common;
+mod support;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use common::{eventually, pod_json, start};
+use support::{eventually, pod_json, start};
 
 async fn ready_node(nodes: &Api<Node>, name: &str, cpu: &str, labels: serde_json::Value) {
     let n = json!({"metadata": {"name": name, "labels": labels}});

@@ -1,5 +1,4 @@
-//! The simulated API server judges writes as a cluster does (issue 26, "a sandbox that judges
-//! like a cluster"): real `kubectl apply` is refused, with `422 Invalid` naming the field, for
+//! The simulated API server judges writes as a cluster does: real `kubectl apply` is refused, with `422 Invalid` naming the field, for
 //! what the CRDs' OpenAPI schemas and CEL rules and the core Pod validation refuse; the
 //! project's and Karpenter's example manifests are accepted; and the simulator-only
 //! `simulatorSkipValidation=true` parameter still stores such objects (version skew), which
@@ -8,7 +7,7 @@
 //! kubectl is found as in `kubectl.rs` (`DOVETAIL_KUBECTL`); without it the tests fail unless
 //! `DOVETAIL_ALLOW_MISSING` names kubectl.
 
-mod common;
+mod support;
 
 use std::path::{Path, PathBuf};
 
@@ -16,7 +15,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
-use common::{kubectl, run_kubectl, start};
+use support::{kubectl, run_kubectl, start};
 
 fn node_pool() -> Value {
     json!({
@@ -73,7 +72,7 @@ fn with(base: &Value, pointer: &str, value: Option<Value>) -> Value {
 
 async fn setup() -> Option<(PathBuf, simulator::Simulation, String)> {
     let Some(k) = kubectl() else {
-        common::missing("kubectl", "set DOVETAIL_KUBECTL or put kubectl on PATH");
+        support::missing("kubectl", "set DOVETAIL_KUBECTL or put kubectl on PATH");
         return None;
     };
     let sim = start().await;
@@ -81,7 +80,7 @@ async fn setup() -> Option<(PathBuf, simulator::Simulation, String)> {
     Some((k, sim, url))
 }
 
-/// Every case of issue 26 that a cluster refuses, and the field and words kubectl must print.
+/// Every case a cluster refuses, and the field and words kubectl must print.
 fn refused() -> Vec<(&'static str, Value, &'static str, &'static str)> {
     let np = node_pool();
     let nc = node_class();
@@ -322,7 +321,7 @@ fn within(a: &Value, b: &Value) -> bool {
 #[tokio::test]
 async fn the_example_manifests_are_accepted_by_kubectl_apply() {
     let Some(k) = kubectl() else {
-        common::missing("kubectl", "set DOVETAIL_KUBECTL or put kubectl on PATH");
+        support::missing("kubectl", "set DOVETAIL_KUBECTL or put kubectl on PATH");
         return;
     };
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");

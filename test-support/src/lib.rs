@@ -14,9 +14,11 @@
 //! # Where shared test code lives
 //! - Used by the tests of two or more crates: here, in a module named for what it supports
 //!   (behind a feature when it pulls in a heavy dependency, as `postgres` does with sqlx).
-//! - Used by several test files of one crate: that crate's `tests/common/mod.rs` (with
-//!   submodules under `tests/common/`), declared with `mod common;` in each test file; a
-//!   `tests/common/` folder is not a test target of its own, unlike a `tests/support.rs`.
+//! - Used by several test files of one crate: that crate's `tests/support/mod.rs` (with
+//!   submodules under `tests/support/`), declared with `mod support;` in each test file (a
+//!   bench takes it with `#[path = "../tests/support/mod.rs"]`). A folder under `tests/` is not
+//!   a test target of its own, unlike a `tests/support.rs`; the name is not `common`, which
+//!   would hide the workspace's `common` crate.
 //! - Fixture builders for a crate's own types: its `test_util` module (feature `test-util`),
 //!   so unit tests, integration tests and benches share them.
 

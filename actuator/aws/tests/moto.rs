@@ -320,7 +320,7 @@ async fn launch_templates_are_created_once_and_found_after_restart() -> Result<(
     tainted.taints.push(cloud::Taint {
         key: "dedicated".into(),
         value: "batch".into(),
-        effect: "NoSchedule".into(),
+        effect: cloud::TaintEffect::NoSchedule,
     });
     restarted.create(&request("d", offerings, tainted)).await?;
     assert_eq!(launch_template_names(provider.ec2()).await?.len(), 2);

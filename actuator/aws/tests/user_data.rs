@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use cloud::Taint;
 use cloud::node_class::KubeletConfig;
+use cloud::{Taint, TaintEffect};
 use cloud_aws::Cluster;
 use cloud_aws::user_data::{AmiFamily, Bootstrap, render};
 
@@ -36,12 +36,12 @@ fn taints() -> Vec<Taint> {
         Taint {
             key: "dedicated".into(),
             value: "gpu".into(),
-            effect: "NoSchedule".into(),
+            effect: TaintEffect::NoSchedule,
         },
         Taint {
             key: "karpenter.sh/unregistered".into(),
             value: String::new(),
-            effect: "NoExecute".into(),
+            effect: TaintEffect::NoExecute,
         },
     ]
 }

@@ -5,7 +5,7 @@
 use prost::Message;
 use proto::v1 as pb;
 
-use crate::launch::{LaunchSpec, Requirement, Taint};
+use crate::launch::{LaunchSpec, Requirement, Taint, TaintEffect};
 use crate::ledger::{Basis, NewDisruption, NewLaunch, Submission};
 
 /// The reasons a disruption decision may carry.
@@ -37,12 +37,25 @@ fn is_name(s: &str) -> bool {
         && s.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
 }
 
-fn taints(ts: &[pb::Taint]) -> Vec<Taint> {
+/// `at` is the list's field path.
+fn taints(ts: &[pb::Taint], at: &str) -> Result<Vec<Taint>, Invalid> {
     ts.iter()
-        .map(|t| Taint {
-            key: t.key.clone(),
-            value: t.value.clone(),
-            effect: t.effect.clone(),
+        .enumerate()
+        .map(|(i, t)| {
+            let effect = TaintEffect::parse(&t.effect).ok_or_else(|| {
+                invalid(
+                    format!("{at}[{i}].effect"),
+                    format!(
+                        "{:?} is not NoSchedule, PreferNoSchedule or NoExecute",
+                        t.effect
+                    ),
+                )
+            })?;
+            Ok(Taint {
+                key: t.key.clone(),
+                value: t.value.clone(),
+                effect,
+            })
         })
         .collect()
 }
@@ -173,7 +186,7 @@ fn planned(c: &pb::PlannedNodeClaim, at_c: &str) -> Result<LaunchSpec, Invalid> 
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
-        taints: taints(&c.taints),
+        taints: taints(&c.taints, &format!("{at_c}.taints"))?,
         ..LaunchSpec::default()
     })
 }
@@ -193,7 +206,7 @@ fn launch(l: &pb::LaunchCommand, at: &str) -> Result<NewLaunch, Invalid> {
     let t = l.template.clone().unwrap_or_default();
     let spec = LaunchSpec {
         node_class: (!t.node_class.is_empty()).then_some(t.node_class),
-        startup_taints: taints(&t.startup_taints),
+        startup_taints: taints(&t.startup_taints, &format!("{at}.template.startup_taints"))?,
         expire_after: t.expire_after,
         requirements: t
             .requirements
@@ -337,5 +350,44 @@ mod tests {
         assert_eq!(e.field, "commands[1].launch.node_claim.capacity_types[0]");
         req.plan_id.clear();
         assert_eq!(submission(&req).expect_err("no plan").field, "plan_id");
+    }
+
+    #[test]
+    fn taints_are_read_and_an_unknown_effect_is_refused_naming_the_field() {
+        let mut req = pb::SubmitRequest {
+            plan_id: "p1".into(),
+            commands: vec![launch_cmd("ok-1")],
+            ..Default::default()
+        };
+        let taint = |effect: &str| pb::Taint {
+            key: "dedicated".into(),
+            value: "web".into(),
+            effect: effect.into(),
+        };
+        if let Some(pb::command::Command::Launch(l)) = &mut req.commands[0].command {
+            l.node_claim.as_mut().expect("claim").taints = vec![taint("NoSchedule")];
+            l.template.as_mut().expect("template").startup_taints =
+                vec![taint("NoExecute"), taint("PreferNoSchedule")];
+        }
+        let (s, _) = submission(&req).expect("valid");
+        let spec = &s.launches[0].spec;
+        assert_eq!(spec.taints[0].effect, TaintEffect::NoSchedule);
+        assert_eq!(spec.taints[0].value, "web");
+        assert_eq!(
+            spec.startup_taints
+                .iter()
+                .map(|t| t.effect)
+                .collect::<Vec<_>>(),
+            [TaintEffect::NoExecute, TaintEffect::PreferNoSchedule]
+        );
+        if let Some(pb::command::Command::Launch(l)) = &mut req.commands[0].command {
+            l.template.as_mut().expect("template").startup_taints[1].effect = "Sometimes".into();
+        }
+        let e = submission(&req).expect_err("bad effect");
+        assert_eq!(
+            e.field,
+            "commands[0].launch.template.startup_taints[1].effect"
+        );
+        assert!(e.reason.contains("\"Sometimes\""), "{e}");
     }
 }

@@ -132,10 +132,7 @@ pub fn launch_spec(nc: &NodeClaim, catalog: &Catalog) -> Result<LaunchSpec, Stri
     let taint = |t: &crds::Taint| Taint {
         key: t.key.clone(),
         value: t.value.clone().unwrap_or_default(),
-        effect: serde_json::to_value(t.effect)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
+        effect: t.effect,
     };
     Ok(LaunchSpec {
         name: nc.metadata.name.clone().unwrap_or_default(),

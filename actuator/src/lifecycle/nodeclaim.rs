@@ -130,7 +130,7 @@ fn taint(t: &launch::Taint) -> Option<Taint> {
     Some(Taint {
         key: t.key.clone(),
         value: (!t.value.is_empty()).then(|| t.value.clone()),
-        effect: serde_json::from_value(json!(t.effect)).ok()?,
+        effect: t.effect,
         time_added: None,
     })
 }

@@ -39,6 +39,7 @@ mod run;
 mod scheduler;
 mod signature;
 mod static_pools;
+mod tables;
 pub(crate) mod topology;
 mod volumes;
 
@@ -46,8 +47,9 @@ use crate::model::Pod;
 use crate::requirements::{self, Requirement, Requirements};
 
 pub use results::{MAX_INSTANCE_TYPES, Results};
-pub use scheduler::{Scheduler, SharedTables};
+pub use scheduler::Scheduler;
 pub use static_pools::{static_pool_sizes, static_target};
+pub use tables::SharedTables;
 
 /// The requirements a pod puts on its node: `nodeSelector`, the first required node-affinity
 /// term (later terms are tried by preference relaxation) and the heaviest preferred

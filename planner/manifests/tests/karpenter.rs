@@ -15,8 +15,7 @@ use planner::model::{ClusterSnapshot, PodPhase};
 use planner::plan::{Plan, PlannedNodeClaim, Unschedulable};
 use serde::Deserialize;
 
-#[path = "support/harness.rs"]
-mod harness;
+mod support;
 
 /// Default clock of every scenario unless `options.yaml` sets `now`.
 const DEFAULT_NOW: &str = "2025-06-01T12:00:00Z";
@@ -178,7 +177,7 @@ struct Unblocked {
     /// occurrence is replaced).
     replace: Vec<Edit>,
     /// Options replacing the scenario's.
-    options: Option<harness::Options>,
+    options: Option<support::Options>,
     /// What the planner must do then (it must name a disruption, a scheduled pod or a claim).
     expect: Expect,
 }
@@ -1024,15 +1023,15 @@ fn pending_pods(snapshot: &ClusterSnapshot) -> BTreeSet<String> {
 }
 
 fn run_one(dir: &Path, root: &Path, planner: Planner) -> Result<(Vec<String>, String), String> {
-    let options = harness::options(dir)?;
-    let expect: Expect = harness::read_yaml(&dir.join("expect.yaml"))?
+    let options = support::options(dir)?;
+    let expect: Expect = support::read_yaml(&dir.join("expect.yaml"))?
         .ok_or_else(|| format!("{}: no expect.yaml", dir.display()))?;
     if expect.source.trim().is_empty() {
         return Err("expect.yaml: source is empty".into());
     }
-    let loaded = harness::load_input(dir).map_err(|e| format!("input: {e}"))?;
-    let catalog = harness::load_catalog(dir, root, &options)?;
-    let opts = harness::plan_options(&options, DEFAULT_NOW)?;
+    let loaded = support::load_input(dir).map_err(|e| format!("input: {e}"))?;
+    let catalog = support::load_catalog(dir, root, &options)?;
+    let opts = support::plan_options(&options, DEFAULT_NOW)?;
     let pending = pending_pods(&loaded.snapshot);
     let plan = plan_by(planner, &loaded.snapshot, &pending, || {
         planner::plan(&loaded.snapshot, &catalog, &opts)
@@ -1062,7 +1061,7 @@ fn run_one(dir: &Path, root: &Path, planner: Planner) -> Result<(Vec<String>, St
             .and_then(|()| reader.finish())
             .map_err(|e| format!("unblocked input: {e}"))?;
         let opts = match &twin.options {
-            Some(o) => harness::plan_options(o, DEFAULT_NOW)?,
+            Some(o) => support::plan_options(o, DEFAULT_NOW)?,
             None => opts.clone(),
         };
         let pending = pending_pods(&loaded.snapshot);
@@ -1096,7 +1095,7 @@ fn root() -> PathBuf {
 fn selected() -> Vec<(String, PathBuf)> {
     let root = root();
     let filter = std::env::var("KARPENTER_SCENARIO").unwrap_or_default();
-    let dirs: Vec<(String, PathBuf)> = harness::scenario_dirs(&root, "expect.yaml")
+    let dirs: Vec<(String, PathBuf)> = support::scenario_dirs(&root, "expect.yaml")
         .into_iter()
         .map(|d| (d.strip_prefix(&root).unwrap_or(&d).display().to_string(), d))
         .filter(|(name, _)| name.contains(&filter))

@@ -7,7 +7,7 @@
 //! - `options.yaml` (optional): `{now: RFC3339, preferencePolicy: Respect|Ignore,
 //!   minValuesPolicy: Strict|BestEffort, spotToSpotConsolidation: bool, noDisruption: bool,
 //!   reservedENIs: N, vmMemoryOverheadPercent: FRACTION, shiftedZones: [ZONE, ...],
-//!   catalog: builtin, region: <region>}` (the shared harness, `tests/support/harness.rs`);
+//!   catalog: builtin, region: <region>}` (the shared harness, `tests/support/mod.rs`);
 //!   `now` defaults to 2026-01-01T00:00:00Z so that scenarios never read the clock;
 //! - at least one expectation:
 //!   - `expect.json`: the whole plan, byte for byte as `dovetail plan --output json` prints it.
@@ -30,10 +30,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-#[path = "support/harness.rs"]
-mod harness;
+mod support;
 
-use harness::{load_input, read_yaml};
+use support::{load_input, read_yaml};
 
 /// `expect.yaml`.
 #[derive(Debug, Default, Deserialize)]
@@ -114,11 +113,11 @@ fn check(fixture: &Path, expect: &Expect) -> Result<(), String> {
     if expect.plan.is_none() && !golden.exists() {
         return Ok(());
     }
-    let options = harness::options(fixture)?;
-    let catalog = harness::load_catalog(fixture, &scenarios_dir(), &options)?;
+    let options = support::options(fixture)?;
+    let catalog = support::load_catalog(fixture, &scenarios_dir(), &options)?;
     let mut snapshot = loaded.snapshot.clone();
     snapshot.shifted_zones = options.shifted_zones.clone();
-    let options = harness::plan_options(&options, DEFAULT_NOW)?;
+    let options = support::plan_options(&options, DEFAULT_NOW)?;
     let plan = planner::plan(&snapshot, &catalog, &options);
     let mut json = serde_json::to_string_pretty(&plan).map_err(|e| e.to_string())?;
     json.push('\n');

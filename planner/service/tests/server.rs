@@ -1,7 +1,6 @@
 //! The planner server over real gRPC on 127.0.0.1: health, reflection, Plan, errors, auth,
 //! load shedding, timeouts, metrics, TLS.
 
-#[path = "support/server.rs"]
 mod support;
 
 use std::sync::Arc;

@@ -1,7 +1,6 @@
 //! `Planner.Session` over real gRPC: snapshot, deltas, a plan per closed batch, sequence checks,
 //! the memory bound, and forwarding to a recording stand-in of the actuator.
 
-#[path = "support/server.rs"]
 mod support;
 
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,6 @@
 //! `Planner.Session` carries the snapshot's zonal shift and Karpenter's settings into every
 //! plan of the session, and the real planner's answer says which options it used.
 
-#[path = "support/server.rs"]
 mod support;
 
 use std::sync::Arc;

@@ -28,6 +28,17 @@ pub struct KindInfo {
     pub short_names: Vec<String>,
 }
 
+/// Which part of an object a write may change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subresource {
+    /// Everything but `status` (when the kind has a status subresource).
+    Main,
+    /// Only `status`.
+    Status,
+    /// Spec and status together (in-process controllers, the binding subresource).
+    Both,
+}
+
 // === impl KindInfo ===
 
 impl KindInfo {

@@ -32,8 +32,7 @@ pub mod structural;
 use serde_json::{Value, json};
 
 use super::error::{ApiError, Result};
-use super::kinds::KindInfo;
-use super::store::Subresource;
+use super::kinds::{KindInfo, Subresource};
 
 /// The query parameter that makes a create, update or patch skip validation (simulator only;
 /// no real API server has it): `?simulatorSkipValidation=true`.

@@ -237,8 +237,8 @@ pub(crate) async fn play(stage: &mut Stage<'_>) -> anyhow::Result<Vec<PhaseRepor
         .await;
     // Budgets let consolidation go in rounds (each plan's decisions, confirmed a few seconds
     // later, then executed): give it the rest of the phase, and measure the cost ÷ the proven
-    // lower bound each time the cluster settles on a new set of nodes (issue 27's goal: ≤ 1.2×
-    // within three rounds).
+    // lower bound each time the cluster settles on a new set of nodes (the goal: ≤ 1.2× within
+    // three rounds).
     let mut ratios: Vec<f64> = Vec::new();
     if removed_any {
         let names =

@@ -151,18 +151,13 @@ pub(crate) fn requirements_schema(generator: &mut SchemaGenerator) -> Schema {
 
 // === Taint ===
 
-/// The effect of a taint on pods that do not tolerate it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum TaintEffect {
-    /// New pods are not scheduled.
-    NoSchedule,
-    /// The scheduler avoids the node when it can.
-    PreferNoSchedule,
-    /// Running pods are evicted too.
-    NoExecute,
-}
+pub use ::common::taint::TaintEffect;
 
 /// A taint placed on the nodes (`taints`, `startupTaints`).
+///
+/// The API type as Kubernetes writes it, apart from `common::Taint` (which the planner and the
+/// launches use): `value` may be absent rather than empty, `timeAdded` is kept, and the schema
+/// carries the API server's patterns. Its [`TaintEffect`] is the common one.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Taint {

@@ -7,11 +7,11 @@
 
 use std::collections::BTreeMap;
 
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use proto::v1 as pb;
 use serde_json::{Value, json};
 
-use super::conditions::condition;
+use super::conditions::{condition, patch_status};
 
 /// The API resource of CapacityBuffers.
 pub fn resource() -> ApiResource {
@@ -146,23 +146,14 @@ async fn write(
     name: &str,
     want: &pb::CapacityBufferStatus,
 ) -> Result<(), kube::Error> {
-    let current = api.get(name).await?;
-    let status = current.data.get("status").cloned().unwrap_or(json!({}));
-    let Some(next) = merged_status(
-        &status,
-        want,
-        current.metadata.generation,
-        &super::status::jiff_now(),
-    ) else {
-        return Ok(());
-    };
-    let patch = json!({
-        "metadata": {"resourceVersion": current.metadata.resource_version},
-        "status": next,
-    });
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
-    tracing::info!(buffer = %name, provisioning = %want.provisioning_reason, "CapacityBuffer status written");
+    let written = patch_status(api, name, |current, now| {
+        let status = current.data.get("status").cloned().unwrap_or(json!({}));
+        merged_status(&status, want, current.metadata.generation, now)
+    })
+    .await?;
+    if written {
+        tracing::info!(buffer = %name, provisioning = %want.provisioning_reason, "CapacityBuffer status written");
+    }
     Ok(())
 }
 

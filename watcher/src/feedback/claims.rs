@@ -19,12 +19,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use proto::v1 as pb;
 use proto::v1::upsert::Object;
 use serde_json::{Value, json};
 
-use super::conditions::{condition, conditions_of};
+use super::conditions::{condition, conditions_of, patch_status};
 use super::events::{DisruptionEvent, Events};
 use crate::informers::karpenter_resource;
 use crate::mirror::{Kind, Mirror};
@@ -261,26 +261,22 @@ impl ClaimStatus {
     }
 
     async fn write(&self, name: &str, want: &Wanted) -> Result<(), kube::Error> {
-        let current = self.api.get(name).await?;
-        if current.metadata.deletion_timestamp.is_some() {
-            return Ok(());
+        let written = patch_status(&self.api, name, |current, now| {
+            if current.metadata.deletion_timestamp.is_some() {
+                return None;
+            }
+            let conditions = merged_conditions(
+                &conditions_of(current),
+                want,
+                current.metadata.generation,
+                now,
+            )?;
+            Some(json!({ "conditions": conditions }))
+        })
+        .await?;
+        if written {
+            tracing::info!(nodeclaim = %name, drifted = ?want.drifted, consolidatable = want.consolidatable, "NodeClaim disruption conditions written");
         }
-        let Some(conditions) = merged_conditions(
-            &conditions_of(&current),
-            want,
-            current.metadata.generation,
-            &super::status::jiff_now(),
-        ) else {
-            return Ok(());
-        };
-        let patch = json!({
-            "metadata": {"resourceVersion": current.metadata.resource_version},
-            "status": {"conditions": conditions},
-        });
-        self.api
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
-        tracing::info!(nodeclaim = %name, drifted = ?want.drifted, consolidatable = want.consolidatable, "NodeClaim disruption conditions written");
         Ok(())
     }
 }

@@ -1,4 +1,4 @@
-//! EC2NodeClasses the plan left out (issue 26): condition `PlannerValidationSucceeded=False`
+//! EC2NodeClasses the plan left out: condition `PlannerValidationSucceeded=False`
 //! with the plan's reason (`Invalid`, `Unsupported`, `Duplicate`) and message, and `Ready=False`,
 //! so that `kubectl get ec2nodeclass` shows the class is not used and why.
 //!
@@ -12,10 +12,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
-use serde_json::{Value, json};
+use kube::api::{Api, DynamicObject, ListParams};
+use serde_json::Value;
 
-use super::conditions::{condition, conditions_of};
+use super::conditions::{condition, conditions_of, patch_conditions};
 use crate::informers::karpenter_resource;
 
 /// The condition type the watcher writes.
@@ -164,23 +164,13 @@ impl NodeClassStatus {
     }
 
     async fn write(&self, name: &str, verdict: Option<(&str, &str)>) -> Result<(), kube::Error> {
-        let current = self.api.get(name).await?;
-        let Some(conditions) = merged_conditions(
-            &conditions_of(&current),
-            verdict,
-            current.metadata.generation,
-            &super::status::jiff_now(),
-        ) else {
-            return Ok(());
-        };
-        let patch = json!({
-            "metadata": {"resourceVersion": current.metadata.resource_version},
-            "status": {"conditions": conditions},
-        });
-        self.api
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
-        tracing::info!(class = %name, excluded = verdict.is_some(), "EC2NodeClass planner verdict written");
+        let written = patch_conditions(&self.api, name, |current, generation, now| {
+            merged_conditions(current, verdict, generation, now)
+        })
+        .await?;
+        if written {
+            tracing::info!(class = %name, excluded = verdict.is_some(), "EC2NodeClass planner verdict written");
+        }
         Ok(())
     }
 }
@@ -188,6 +178,7 @@ impl NodeClassStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn c(t: &str, status: &str, message: &str) -> Value {
         json!({"type": t, "status": status, "reason": t, "message": message, "lastTransitionTime": "t0"})

@@ -9,10 +9,10 @@
 
 use std::collections::BTreeMap;
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use serde_json::{Value, json};
+use kube::api::{Api, DynamicObject};
+use serde_json::Value;
 
-use super::conditions::conditions_of;
+use super::conditions::patch_conditions;
 use crate::informers::karpenter_resource;
 
 /// The condition Karpenter's NodeOverlay controller writes.
@@ -118,23 +118,13 @@ impl OverlayStatus {
     }
 
     async fn write(&self, name: &str, verdict: Option<(&str, &str)>) -> Result<(), kube::Error> {
-        let current = self.api.get(name).await?;
-        let Some(conditions) = merged_conditions(
-            &conditions_of(&current),
-            verdict,
-            current.metadata.generation,
-            &super::status::jiff_now(),
-        ) else {
-            return Ok(());
-        };
-        let patch = json!({
-            "metadata": {"resourceVersion": current.metadata.resource_version},
-            "status": {"conditions": conditions},
-        });
-        self.api
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
-        tracing::info!(overlay = %name, valid = verdict.is_none(), "NodeOverlay status written");
+        let written = patch_conditions(&self.api, name, |current, generation, now| {
+            merged_conditions(current, verdict, generation, now)
+        })
+        .await?;
+        if written {
+            tracing::info!(overlay = %name, valid = verdict.is_none(), "NodeOverlay status written");
+        }
         Ok(())
     }
 }

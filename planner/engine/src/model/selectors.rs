@@ -117,27 +117,8 @@ impl LabelSelector {
     }
 }
 
-/// Effect of a taint.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum TaintEffect {
-    /// New pods that do not tolerate it are not scheduled.
-    NoSchedule,
-    /// The scheduler tries to avoid the node.
-    PreferNoSchedule,
-    /// Pods that do not tolerate it are evicted and not scheduled.
-    NoExecute,
-}
-
-/// A node taint.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Taint {
-    /// Key.
-    pub key: String,
-    /// Value (may be empty).
-    pub value: String,
-    /// Effect.
-    pub effect: TaintEffect,
-}
+/// The one taint type and its effect (`common::taint`).
+pub use common::taint::{Taint, TaintEffect};
 
 /// Operator of a toleration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -34,7 +34,7 @@ pub(super) struct Tables<'a> {
     pub(super) dims: Dims,
     /// NodePool tables, by weight (shared by the schedulers of one plan, see
     /// [`super::scheduler::SharedTables`]).
-    pub(super) pools: std::sync::Arc<super::scheduler::PoolTables<'a>>,
+    pub(super) pools: std::sync::Arc<super::tables::PoolTables<'a>>,
     pub(super) existing: Vec<ExistingNode>,
     /// Indices into `existing` by node (or claim) name, to drop the removed ones of a run
     /// without comparing every name.

@@ -3,8 +3,6 @@
 //! otherwise jump to the next timer meanwhile (firing sqlx's pool timeout). A running
 //! `spawn_blocking` task keeps tokio from auto-advancing.
 
-#![allow(dead_code, unreachable_pub)] // Each test crate uses a different part.
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -1,8 +1,13 @@
 //! Test support shared by the actuator's integration tests: fresh ledgers on both backends
 //! (a new Postgres database per test from `test_support::postgres`, dropped afterwards; a SQLite
-//! file in a fresh temporary directory) and launch fixtures.
+//! file in a fresh temporary directory), launch fixtures and the simulated cluster the
+//! lifecycle tests start from ([`cluster`]); [`process`]: the `dovetail-actuator` process;
+//! [`frozen`]: a ledger for paused tokio time.
 
 #![allow(dead_code, unreachable_pub)] // Each test crate uses a different part.
+
+pub mod frozen;
+pub mod process;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,7 +15,60 @@ use std::sync::Arc;
 use actuator::launch::LaunchSpec;
 use actuator::ledger::{self, Basis, Ledger, NewLaunch, Submission};
 use cloud::CapacityType;
+use crds::NodePool;
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::{Value, json};
+use simulator::Simulation;
 use test_support::postgres::{self, Database};
+
+/// The cluster name the tests' lifecycle and workers run for.
+pub const CLUSTER: &str = "test";
+
+/// The lifecycle controller's options of the tests: owner `lifecycle-1`, passes `interval`
+/// apart, garbage collection for [`CLUSTER`].
+pub fn lifecycle_options(interval: std::time::Duration) -> actuator::lifecycle::Options {
+    actuator::lifecycle::Options {
+        owner: "lifecycle-1".into(),
+        interval,
+        gc: actuator::lifecycle::gc::Options {
+            cluster_name: CLUSTER.into(),
+            ..actuator::lifecycle::gc::Options::default()
+        },
+        ..actuator::lifecycle::Options::default()
+    }
+}
+
+/// The `spec.template.spec` of a NodePool of the EC2NodeClass `default` with no requirements.
+pub fn template_spec() -> Value {
+    json!({
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+        "requirements": []
+    })
+}
+
+/// A simulated cluster (its kube-scheduler on when `scheduler`) holding the NodePool `default`
+/// with `spec`, and a client of it.
+pub async fn cluster(scheduler: bool, spec: Value) -> (Simulation, kube::Client) {
+    let sim = Simulation::start(simulator::Config {
+        scheduler,
+        ..simulator::Config::default()
+    })
+    .await
+    .expect("simulation");
+    let client = sim.kube_client().expect("client");
+    let pool: NodePool = serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": {"name": "default"},
+        "spec": spec,
+    }))
+    .expect("pool");
+    Api::<NodePool>::all(client.clone())
+        .create(&PostParams::default(), &pool)
+        .await
+        .expect("create the NodePool");
+    (sim, client)
+}
 
 /// A fresh, empty ledger database.
 pub enum TestDb {

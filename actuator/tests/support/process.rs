@@ -1,8 +1,6 @@
 //! The `dovetail-actuator` process for tests: started on loopback ports with the `sim` cloud
 //! in a file, its stdout lines readable, stopped by SIGKILL or SIGTERM; plan fixtures.
 
-#![allow(dead_code, unreachable_pub)] // Each test crate uses a different part.
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -14,7 +12,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
-use crate::support::TestDb;
+use super::TestDb;
 
 /// A running `dovetail-actuator`.
 pub struct Process {
@@ -64,12 +62,19 @@ impl Process {
             &["--kubeconfig", "none"][..]
         })
         .arg("--cloud-state")
-        .arg(cloud_state)
-        .env_remove("DOVETAIL_TEST_PAUSE_AT")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true);
+        .arg(cloud_state);
+        Self::spawn(cmd, pause_at).await
+    }
+
+    /// Starts `cmd` (a `dovetail-actuator` command with its arguments) with `RUST_LOG=warn`,
+    /// stdout read line by line, killed on drop, paused at `pause_at`; waits for its
+    /// `listening` line.
+    pub async fn spawn(mut cmd: Command, pause_at: Option<&str>) -> Self {
+        cmd.env_remove("DOVETAIL_TEST_PAUSE_AT")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
         if let Some(step) = pause_at {
             cmd.env("DOVETAIL_TEST_PAUSE_AT", step);
         }
@@ -114,7 +119,7 @@ impl Process {
 
     pub async fn wait_line(&mut self, prefix: &str) -> String {
         loop {
-            let l = tokio::time::timeout(Duration::from_secs(30), self.lines.recv())
+            let l = tokio::time::timeout(Duration::from_secs(60), self.lines.recv())
                 .await
                 .unwrap_or_else(|_| panic!("no {prefix:?} line in time"))
                 .unwrap_or_else(|| panic!("stdout closed before {prefix:?}"));
