@@ -364,14 +364,15 @@ impl Controller {
                 by_provider.entry(p).or_default().push(n);
             }
         }
-        let (ncs, nodes) = (&ncs, &by_provider);
-        let results: Vec<(&ClaimRecord, Result<Option<ClaimState>>)> =
-            futures::stream::iter(&claims)
-                .map(|claim| async move { (claim, self.claim_step(claim, ncs, nodes).await) })
-                .buffered(PASS_CONCURRENCY)
-                .collect()
-                .await;
-        for (claim, r) in results {
+        let steps: Vec<_> = claims
+            .iter()
+            .map(|claim| self.claim_step(claim, &ncs, &by_provider))
+            .collect();
+        let results: Vec<Result<Option<ClaimState>>> = futures::stream::iter(steps)
+            .buffered(PASS_CONCURRENCY)
+            .collect()
+            .await;
+        for (claim, r) in claims.iter().zip(results) {
             match r {
                 Ok(Some(s)) => pass.steps.push((claim.name.clone(), s)),
                 Ok(None) => {}

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cloud::{InstanceType, ProviderId};
+use cloud::{Catalog, InstanceType, ProviderId};
 use crds::{ConditionStatus, NodeClaim, Quantity, ResourceList};
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
@@ -154,6 +154,21 @@ impl Controller {
                 r.failed = Some((tokio::time::Instant::now() + wait, e.clone()));
                 Err(cloud_err(format!("reading instance type {name}"))(e))
             }
+        }
+    }
+
+    /// The whole catalog, for NodeClaims a user created ([`super::adopt`]): the live catalog's
+    /// read when there is one, else the cloud's instance types (read only when such a NodeClaim
+    /// waits).
+    pub(super) async fn catalog(&self) -> Result<Catalog> {
+        let live = self.type_reads().live.as_ref().and_then(|l| l.read());
+        match live {
+            Some((_, facts)) => Ok(facts.to_catalog()),
+            None => self
+                .cloud
+                .instance_types()
+                .await
+                .map_err(cloud_err("reading the instance types".into())),
         }
     }
 
