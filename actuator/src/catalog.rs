@@ -97,6 +97,13 @@ impl LiveCatalog {
         }
     }
 
+    /// The last read as the cloud gave it (no offering left out) and its generation (one more
+    /// per successful read), `None` before the first successful read.
+    pub fn read(&self) -> Option<(u64, Arc<CatalogFacts>)> {
+        let s = self.lock();
+        s.read.clone().map(|r| (s.generation, r))
+    }
+
     /// The catalog to serve now, `None` before the first successful read.
     pub fn current(&self) -> Option<Arc<Served>> {
         let marked = self.marks.current();

@@ -156,7 +156,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
                         },
                     },
                 )
-                .with_eviction_client(evictions),
+                .with_eviction_client(evictions)
+                .with_catalog_from(live.clone()),
             )
         }
     };

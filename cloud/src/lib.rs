@@ -374,6 +374,23 @@ pub trait CloudProvider: Send + Sync {
     /// [`Error::Throttled`], [`Error::Unavailable`].
     async fn instance_types(&self) -> Result<Catalog>;
 
+    /// One instance type by name (capacity, overhead, labels; offerings as the provider knows
+    /// them, possibly none), `None` when the provider has no such type. The lifecycle reads
+    /// the launched type's labels and capacity with it; a provider whose whole catalog is
+    /// costly to read (EC2: many DescribeInstanceTypes pages, offerings and spot prices)
+    /// answers from one call. This default reads the whole catalog.
+    ///
+    /// # Errors
+    /// [`Error::Throttled`], [`Error::Unavailable`].
+    async fn instance_type(&self, name: &str) -> Result<Option<InstanceType>> {
+        Ok(self
+            .instance_types()
+            .await?
+            .instance_types
+            .into_iter()
+            .find(|t| t.name == name))
+    }
+
     /// The live catalog's raw facts: instance types, their offerings in the zones the provider
     /// launches in, and current prices. Providers that have none (the simulator, the
     /// stand-in) keep this default, which says so.

@@ -11,6 +11,8 @@
 //! moto_server; the simulated cluster) for the end-to-end tests in `tests/e2e.rs`; its Postgres
 //! comes from `test_support::postgres`.
 
+pub mod burst;
+pub mod convergence;
 pub mod planner_process;
 pub mod process;
 pub mod system;

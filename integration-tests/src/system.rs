@@ -541,6 +541,11 @@ impl System {
         self.moto.url()
     }
 
+    /// The ledger's database URL (Postgres).
+    pub fn ledger_url(&self) -> &str {
+        &self.db.url
+    }
+
     /// The watcher's Prometheus sample `name`.
     ///
     /// # Errors

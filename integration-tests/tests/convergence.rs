@@ -20,9 +20,9 @@
 
 use std::collections::BTreeSet;
 
-use actuator::ledger::DisruptionState;
-use integration_tests::system::{self, Options, System, WAIT, default_node_class};
-use serde_json::{Value, json};
+use integration_tests::convergence::{bound, cost, round};
+use integration_tests::system::{self, Options, System};
+use serde_json::json;
 
 /// The Deployments: (name, replicas before the scale-in, cpu, memory).
 const DEPLOYMENTS: [(&str, i32, &str, &str); 3] = [
@@ -35,59 +35,6 @@ const DEPLOYMENTS: [(&str, i32, &str, &str); 3] = [
 const GOAL: f64 = 1.2;
 /// ... within this many rounds.
 const ROUNDS: usize = 3;
-
-/// The hourly cost of the live instances, from the built-in catalog's prices.
-async fn cost(sys: &System, catalog: &planner::catalog::Catalog) -> anyhow::Result<f64> {
-    let mut sum = 0.0;
-    for i in sys.instances().await? {
-        if !matches!(i.state.as_str(), "pending" | "running") {
-            continue;
-        }
-        let capacity = if i.spot { "spot" } else { "on-demand" };
-        let price = catalog
-            .get(&i.instance_type)
-            .and_then(|t| {
-                t.offerings
-                    .iter()
-                    .find(|o| o.zone == i.zone && o.capacity_type == capacity)
-            })
-            .map(|o| o.price)
-            .ok_or_else(|| anyhow::anyhow!("no price for {} in {}", i.instance_type, i.zone))?;
-        sum += price;
-    }
-    Ok(sum)
-}
-
-/// The planner's proven lower bound for `replicas` pods of each Deployment under the system's
-/// NodePool and EC2NodeClass, planned as pending pods.
-fn bound(
-    sys: &System,
-    catalog: &planner::catalog::Catalog,
-    replicas: &[(&str, i32, &str, &str)],
-) -> anyhow::Result<f64> {
-    let mut reader = planner_manifests::Reader::new();
-    reader.add_value(&default_node_class(), "system")?;
-    reader.add_value(&sys.node_pool(), "system")?;
-    for (name, n, cpu, memory) in replicas {
-        for i in 0..*n {
-            let pod: Value = json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": format!("{name}-{i}"), "namespace": "default",
-                             "labels": {"app": name}},
-                "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9",
-                    "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
-            });
-            reader.add_value(&pod, "pods")?;
-        }
-    }
-    let loaded = reader.finish()?;
-    let options = planner::model::PlanOptions {
-        no_disruption: true,
-        ..Default::default()
-    };
-    let plan = planner::plan(&loaded.snapshot, catalog, &options);
-    Ok(plan.summary.lower_bound_cost_per_hour)
-}
 
 /// After the scale-in, rounds of consolidation until the cost is within [`GOAL`] of the bound:
 /// reached by round [`ROUNDS`], with the cost ÷ bound printed after each.
@@ -147,66 +94,15 @@ async fn a_scale_in_converges_to_the_proven_bound_within_three_rounds() -> anyho
     // rounds by two (to show where it stops).
     while ratios.len() < ROUNDS + 2 {
         // A round: at least one disruption executes, then none is executing and all agree.
-        let s = &sys;
-        let seen = &seen_done;
-        let round = test_support::try_eventually(
-            "a consolidation round",
-            WAIT,
-            system::POLL,
-            move || async move {
-                let ds = s
-                    .ledger
-                    .disruptions(false)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let executing = ds.iter().any(|d| {
-                    matches!(
-                        d.state,
-                        DisruptionState::Confirmed
-                            | DisruptionState::Replacing
-                            | DisruptionState::Deleting
-                            | DisruptionState::Aborting
-                    )
-                });
-                let done: BTreeSet<String> = ds
-                    .iter()
-                    .filter(|d| d.state == DisruptionState::Done)
-                    .map(|d| format!("{}#{}", d.key, d.attempt))
-                    .collect();
-                let new: Vec<String> = done.difference(seen).cloned().collect();
-                if new.is_empty() || executing {
-                    return Err(format!(
-                        "{} done so far, executing: {executing}",
-                        done.len()
-                    ));
-                }
-                s.agreement().await?;
-                let reasons: Vec<String> = ds
-                    .iter()
-                    .filter(|d| new.contains(&format!("{}#{}", d.key, d.attempt)))
-                    .map(|d| {
-                        format!(
-                            "{} {} → {} replacement(s)",
-                            d.reason,
-                            d.nodes.len(),
-                            d.replacements.len()
-                        )
-                    })
-                    .collect();
-                Ok((new, reasons))
-            },
-        )
-        .await;
-        let (new, reasons) = match round {
+        let r = match round(&sys, &mut seen_done).await {
             Ok(r) => r,
             // Nothing more to do: the system stopped consolidating.
             Err(e) if !ratios.is_empty() && ratios.last().is_some_and(|r| *r <= GOAL) => {
                 println!("   no further round ({e})");
                 break;
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         };
-        seen_done.extend(new);
         for (name, n, _, _) in &quarter {
             sys.wait_running(name, *n as usize).await?;
         }
@@ -218,7 +114,7 @@ async fn a_scale_in_converges_to_the_proven_bound_within_three_rounds() -> anyho
             "== round {}: {} instances, ${c:.4}/h, cost ÷ bound {ratio:.2} ({})",
             ratios.len(),
             a.instances,
-            reasons.join("; ")
+            r.reasons.join("; ")
         );
         if ratio <= GOAL {
             break;

@@ -15,6 +15,7 @@
 use std::time::Duration;
 
 use actuator::ledger::ClaimState;
+use integration_tests::burst::{Sampler, wall_ms};
 use integration_tests::system::{self, Options, System, WAIT};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
@@ -429,27 +430,14 @@ async fn burst_of_10000_pods_figures() -> anyhow::Result<()> {
     burst_figures(10_000).await
 }
 
-/// What the sampler saw, as times since the Deployment was created.
-#[derive(Default)]
-struct Samples {
-    /// Each batch window's close (`dovetail_watcher_batch_size_pods_count` went up).
-    batches: Vec<Duration>,
-    /// Each create call sent (`dovetail_actuator_cloud_create_calls_total`, one entry per call).
-    creates: Vec<Duration>,
-    /// When the Node count last went up, and to what.
-    last_node: Option<(Duration, usize)>,
-    /// When the first Node appeared.
-    first_node: Option<Duration>,
-}
-
 /// A burst of `pods` pending pods (250m / 256Mi) through the whole system (debug or release,
 /// whatever the binaries are), with simulated boot time excluded: the simulated kubelet's
 /// `register_after` and `ready_after` are zero, so an instance's Node appears at the kubelet's
 /// next DescribeInstances poll (every 100 ms) and is Ready at the one after.
 ///
-/// A sampler polls, every 20 ms, the watcher's batch count, the actuator's create-call count
-/// and the Node count, so the times of batch closes, CreateFleet calls and Node registrations
-/// are known to within one sample (≈ 20 ms plus the scrape). The ledger's claim events add the
+/// A [`Sampler`] polls, every 20 ms, the watcher's batch count, the actuator's create-call
+/// count and the Node count, so the times of batch closes, CreateFleet calls and Node
+/// registrations are known to within one sample (≈ 20 ms plus the scrape). The ledger's claim events add the
 /// `launching` (just before the NodeClaim and the create call) and `launched` (the call
 /// returned) stamps.
 async fn burst_figures(pods: usize) -> anyhow::Result<()> {
@@ -468,51 +456,9 @@ async fn burst_figures(pods: usize) -> anyhow::Result<()> {
     let Some(sys) = System::start(opts).await? else {
         return Ok(());
     };
-    let watcher_metrics = sys.watcher_metrics;
-    let actuator_metrics = sys
-        .actuator_metrics
-        .ok_or_else(|| anyhow::anyhow!("the actuator serves no metrics"))?;
-    let nodes_api = Api::<Node>::all(sys.kube.clone());
     let t0_wall = wall_ms();
     let t0 = tokio::time::Instant::now();
-    let (stop, mut stopped) = tokio::sync::watch::channel(false);
-    let sampler = tokio::spawn(async move {
-        use integration_tests::process::metric;
-        let mut s = Samples::default();
-        let (mut batches, mut creates, mut nodes) = (0.0, 0.0, 0);
-        loop {
-            if let Ok(Some(b)) =
-                metric(watcher_metrics, "dovetail_watcher_batch_size_pods_count").await
-                && b > batches
-            {
-                s.batches.push(t0.elapsed());
-                batches = b;
-            }
-            if let Ok(Some(c)) = metric(
-                actuator_metrics,
-                "dovetail_actuator_cloud_create_calls_total",
-            )
-            .await
-                && c > creates
-            {
-                let at = t0.elapsed();
-                s.creates
-                    .extend(std::iter::repeat_n(at, (c - creates) as usize));
-                creates = c;
-            }
-            if let Ok(list) = nodes_api.list_metadata(&ListParams::default()).await
-                && list.items.len() > nodes
-            {
-                nodes = list.items.len();
-                s.last_node = Some((t0.elapsed(), nodes));
-                s.first_node.get_or_insert(t0.elapsed());
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
-                _ = stopped.changed() => return s,
-            }
-        }
-    });
+    let sampler = Sampler::start(&sys, t0)?;
     sys.deploy("burst", pods as i32, "250m", "256Mi").await?;
     let mut t_first_claim = None;
     let mut t_bound = None;
@@ -528,8 +474,7 @@ async fn burst_figures(pods: usize) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let _ = stop.send(true);
-    let samples = sampler.await?;
+    let samples = sampler.finish().await?;
     let t_bound = t_bound.expect("all pods bound within 20 minutes");
     let agreement = sys.wait_agreement().await?;
     let claims = sys.claims().await?;
@@ -621,12 +566,4 @@ async fn burst_figures(pods: usize) -> anyhow::Result<()> {
         eprintln!("logs kept in {}", kept.display());
     }
     sys.finish().await
-}
-
-/// Milliseconds since the epoch, to compare with the ledger's stamps.
-#[allow(clippy::disallowed_methods)] // The bench compares with the actuator's wall-clock stamps.
-fn wall_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -443,6 +443,34 @@ impl CloudProvider for Ec2Provider {
         Ok(self.catalog_facts().await?.to_catalog())
     }
 
+    /// One DescribeInstanceTypes call for `name`; the type comes without offerings (capacity
+    /// and labels do not depend on them). EC2 refuses an unknown name
+    /// (`InvalidInstanceType`), which is `None` here.
+    async fn instance_type(&self, name: &str) -> Result<Option<cloud::InstanceType>> {
+        let out = self
+            .ec2
+            .describe_instance_types()
+            .instance_types(Ec2InstanceType::from(name))
+            .send()
+            .await;
+        let out = match out {
+            Ok(out) => out,
+            Err(e) => {
+                let err = from_sdk("DescribeInstanceTypes", &e, &[]);
+                if matches!(err, Error::InvalidRequest { .. }) {
+                    return Ok(None);
+                }
+                return Err(err);
+            }
+        };
+        Ok(out
+            .instance_types()
+            .iter()
+            .filter_map(crate::catalog::info)
+            .find(|i| i.name == name)
+            .and_then(|i| common::ec2::instance_type(&i, &self.config.region, Vec::new())))
+    }
+
     async fn collect_node_classes(&self, classes: &[cloud::NodeClassSpec]) -> Result<Vec<String>> {
         let cluster = &self.config.cluster.name;
         let region = &self.config.region;

@@ -601,6 +601,33 @@ async fn live_catalog_from_describe_calls() -> Result<()> {
     Ok(())
 }
 
+/// One instance type by name (what the lifecycle reads for a launched claim's labels and
+/// capacity) comes from one DescribeInstanceTypes call and equals the whole catalog's entry in
+/// capacity, allocatable and labels, without offerings; an unknown name is `None` (EC2 answers
+/// `InvalidInstanceType`). What moto cannot show: the cost it saves against a real endpoint
+/// (the whole catalog is many pages there; moto answers every type in one page).
+#[tokio::test]
+async fn one_instance_type_is_read_alone_as_the_catalog_has_it() -> Result<()> {
+    let Some((_moto, provider, _world)) = setup().await else {
+        return Ok(());
+    };
+    let catalog = provider.instance_types().await?;
+    for name in ["m5.large", "m6g.large", "g5.xlarge"] {
+        let whole = catalog.get(name).expect("in the catalog");
+        let one = provider
+            .instance_type(name)
+            .await?
+            .unwrap_or_else(|| panic!("{name} read alone"));
+        assert_eq!(one.name, name);
+        assert_eq!(one.capacity, whole.capacity, "{name}");
+        assert_eq!(one.allocatable(), whole.allocatable(), "{name}");
+        assert_eq!(one.labels, whole.labels, "{name}");
+        assert!(one.offerings.is_empty(), "{name}: offerings are not read");
+    }
+    assert_eq!(provider.instance_type("m5.enormous").await?, None);
+    Ok(())
+}
+
 /// Karpenter tags each instance with its Node's name once it registers
 /// (aws/karpenter-provider-aws `pkg/controllers/nodeclaim/tagging/controller.go`): CreateTags,
 /// seen by DescribeInstances. And DescribeInstanceTypes' clock speed and EBS bandwidth become

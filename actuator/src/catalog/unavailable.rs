@@ -196,6 +196,10 @@ impl CloudProvider for MarkingCloud {
     async fn catalog_facts(&self) -> Result<CatalogFacts> {
         Ok(self.marks.filter_facts(&self.inner.catalog_facts().await?))
     }
+
+    async fn instance_type(&self, name: &str) -> Result<Option<cloud::InstanceType>> {
+        self.inner.instance_type(name).await
+    }
 }
 
 #[cfg(test)]

@@ -2,10 +2,14 @@
 //! known ephemeral taints are gone, and every extended resource the NodeClaim requests is
 //! allocatable; then it gets `karpenter.sh/initialized=true`. The reasons are Karpenter's.
 
-use crds::{NodeClaim, Quantity};
+use crds::{ConditionStatus, NodeClaim, Quantity};
 use k8s_openapi::api::core::v1::{Node, Taint};
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
 
-use super::nodeclaim::UNREGISTERED_TAINT;
+use super::nodeclaim::{INITIALIZED, INITIALIZED_LABEL, UNREGISTERED_TAINT, set_condition};
+use super::{Controller, Result, kube_err, node_name};
+use crate::ledger::{ClaimRecord, ClaimState};
 
 /// Taints that the kubelet, the cloud controller manager or the registration step remove by
 /// themselves (Karpenter's known ephemeral taints), as `(key, effect)`.
@@ -94,6 +98,66 @@ pub fn blocker(node: &Node, nc: &NodeClaim) -> Option<(&'static str, String)> {
         }
     }
     None
+}
+
+// === impl Controller ===
+
+impl Controller {
+    pub(super) async fn initialize(
+        &self,
+        claim: &ClaimRecord,
+        nc: &mut NodeClaim,
+        node: &Node,
+    ) -> Result<Option<ClaimState>> {
+        let name = node_name(node);
+        if !self
+            .write(
+                claim,
+                ClaimState::Initialized,
+                format!("node {name}"),
+                None,
+                true,
+            )
+            .await?
+        {
+            return Ok(None);
+        }
+        self.mark_initialized(nc, node).await?;
+        tracing::info!(claim = %claim.name, node = %name, "Initialized");
+        Ok(Some(ClaimState::Initialized))
+    }
+
+    /// Labels the Node `karpenter.sh/initialized=true` and sets `Initialized=True` (each only
+    /// when missing).
+    pub(super) async fn mark_initialized(&self, nc: &mut NodeClaim, node: &Node) -> Result<()> {
+        let labelled = node
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.get(INITIALIZED_LABEL).is_some_and(|v| v == "true"));
+        if !labelled {
+            let name = node_name(node);
+            self.nodes()
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"labels": {INITIALIZED_LABEL: "true"}}})),
+                )
+                .await
+                .map_err(kube_err(format!("labelling Node {name} initialized")))?;
+        }
+        self.update_status(nc, |s, now| {
+            set_condition(
+                s.conditions.get_or_insert_with(Vec::new),
+                INITIALIZED,
+                ConditionStatus::True,
+                INITIALIZED,
+                "",
+                now,
+            )
+        })
+        .await
+    }
 }
 
 #[cfg(test)]

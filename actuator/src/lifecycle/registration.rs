@@ -8,12 +8,17 @@
 
 use std::collections::BTreeMap;
 
-use crds::NodeClaim;
+use crds::{ConditionStatus, NodeClaim};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::nodeclaim::{REGISTERED_LABEL, TERMINATION_FINALIZER, UNREGISTERED_TAINT};
+use super::nodeclaim::{
+    REGISTERED, REGISTERED_LABEL, TERMINATION_FINALIZER, UNREGISTERED_TAINT, rfc3339, set_condition,
+};
+use super::{Controller, Result, SYNC_CONFLICT_RETRIES, kube_err, node_name};
+use crate::ledger::{ClaimRecord, ClaimState};
 
 /// True when the Node has been synced with its NodeClaim (it carries `karpenter.sh/registered`).
 pub fn is_synced(node: &Node) -> bool {
@@ -102,6 +107,100 @@ pub fn sync_patch(nc: &NodeClaim, node: &Node) -> Option<Value> {
         },
         "spec": {"taints": taints},
     }))
+}
+
+// === impl Controller ===
+
+impl Controller {
+    pub(super) async fn sync_node(&self, nc: &NodeClaim, node: &Node) -> Result<bool> {
+        let name = node_name(node);
+        let mut current = node.clone();
+        let mut conflicts = 0;
+        loop {
+            let Some(patch) = sync_patch(nc, &current) else {
+                return Ok(false);
+            };
+            match self
+                .nodes()
+                .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+            {
+                Ok(_) => return Ok(true),
+                // The kubelet wrote the Node since it was read (the patch carries its
+                // resourceVersion): read it again and retry now rather than a pass later.
+                Err(kube::Error::Api(s)) if s.code == 409 && conflicts < SYNC_CONFLICT_RETRIES => {
+                    conflicts += 1;
+                    current = self
+                        .nodes()
+                        .get(&name)
+                        .await
+                        .map_err(kube_err(format!("reading Node {name}")))?;
+                }
+                Err(e) => {
+                    return Err(kube_err(format!("syncing Node {name} with its NodeClaim"))(
+                        e,
+                    ));
+                }
+            }
+        }
+    }
+
+    pub(super) async fn register(
+        &self,
+        claim: &ClaimRecord,
+        nc: &mut NodeClaim,
+        node: &Node,
+    ) -> Result<Option<ClaimState>> {
+        let name = node_name(node);
+        if !self
+            .write(
+                claim,
+                ClaimState::Registered,
+                format!("node {name}"),
+                None,
+                true,
+            )
+            .await?
+        {
+            return Ok(None);
+        }
+        self.sync_node(nc, node).await?;
+        self.update_status(nc, |s, now| {
+            s.node_name = Some(name.clone());
+            set_condition(
+                s.conditions.get_or_insert_with(Vec::new),
+                REGISTERED,
+                ConditionStatus::True,
+                REGISTERED,
+                "",
+                now,
+            )
+        })
+        .await?;
+        let label = |k: &str| {
+            nc.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(k))
+                .or_else(|| node.metadata.labels.as_ref().and_then(|l| l.get(k)))
+                .cloned()
+                .unwrap_or_default()
+        };
+        self.metrics.node_created(
+            &label(common::labels::NODEPOOL),
+            &label("topology.kubernetes.io/zone"),
+        );
+        self.registration
+            .record(
+                &self.client,
+                &claim.node_pool,
+                true,
+                &rfc3339(self.clock.now_ms()),
+            )
+            .await;
+        tracing::info!(claim = %claim.name, node = %name, "Registered");
+        Ok(Some(ClaimState::Registered))
+    }
 }
 
 #[cfg(test)]
