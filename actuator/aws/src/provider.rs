@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_sdk_ec2::types::{Filter, InstanceStateName};
+use aws_sdk_ec2::types::{Filter, InstanceStateName, InstanceType as Ec2InstanceType};
 use cloud::{
     Catalog, CloudProvider, Error, Instance, LaunchRequest, ListFilter, ProviderId, Result,
     TAG_CLUSTER_PREFIX,
