@@ -95,13 +95,6 @@ struct Karpenter {
     node_termination: service_shell::metrics::Summary,
 }
 
-/// Karpenter's `DurationBuckets()` (kubernetes-sigs/karpenter `pkg/metrics/constants.go`).
-const DURATION_BUCKETS: [f64; 45] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
-    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
-    25.0, 30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
-];
-
 /// `karpenter_nodes_lifetime_duration_seconds`' buckets: 15 min to 10 days.
 fn lifetime_histogram() -> Histogram {
     const H: f64 = 3600.0;
@@ -155,7 +148,7 @@ impl Default for Karpenter {
             instance_termination: Family::new_with_constructor(instance_termination_histogram),
             interruption_received: Family::default(),
             interruption_deleted: Counter::default(),
-            interruption_latency: Histogram::new(DURATION_BUCKETS),
+            interruption_latency: Histogram::new(service_shell::metrics::DURATION_BUCKETS),
             launch_failures: Family::default(),
             failed_validations: Family::default(),
             queue_failures: Family::default(),

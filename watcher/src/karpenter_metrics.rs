@@ -517,7 +517,7 @@ mod tests {
             "karpenter_cluster_state_node_count 1",
             "karpenter_cluster_state_synced 1",
             "karpenter_cluster_state_unsynced_time_seconds 0.0",
-            r#"karpenter_cluster_utilization_percent{resource_type="cpu"} 25.906735751295336"#,
+            r#"karpenter_cluster_utilization_percent{resource_type="cpu"} 25.906735751295338"#,
             r#"karpenter_nodes_current_lifetime_seconds{node_name="n1",nodepool="default",instance_type="m5.large",capacity_type="spot",zone="us-east-1a",arch="amd64",os=""} 3600.0"#,
             r#"karpenter_scheduler_queue_depth{controller="provisioner",scheduling_id=""} 1"#,
             r#"karpenter_build_info{version="#,

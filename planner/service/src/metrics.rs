@@ -115,8 +115,9 @@ impl Metrics {
         );
         // Karpenter's name, for the dashboards users have (`pkg/controllers/disruption/metrics.go`,
         // its `DurationBuckets()`).
-        let evaluation =
-            Family::<Labels, Histogram>::new_with_constructor(|| Histogram::new(DURATION_BUCKETS));
+        let evaluation = Family::<Labels, Histogram>::new_with_constructor(|| {
+            Histogram::new(service_shell::metrics::DURATION_BUCKETS)
+        });
         root.sub_registry_with_prefix("karpenter").register(
             "voluntary_disruption_decision_evaluation_duration_seconds",
             "Duration of the disruption decision evaluation process in seconds. Labeled by method and consolidation type.",
@@ -202,13 +203,6 @@ impl Metrics {
             .inc();
     }
 }
-
-/// Karpenter's `DurationBuckets()` (kubernetes-sigs/karpenter `pkg/metrics/constants.go`).
-const DURATION_BUCKETS: [f64; 45] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
-    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
-    25.0, 30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
-];
 
 /// Times each disruption method of a plan into
 /// `karpenter_voluntary_disruption_decision_evaluation_duration_seconds`.

@@ -153,11 +153,11 @@ pub(crate) fn requirements_schema(generator: &mut SchemaGenerator) -> Schema {
 
 pub use ::common::taint::TaintEffect;
 
+// The API type as Kubernetes writes it, apart from `common::Taint` (which the planner and the
+// launches use): `value` may be absent rather than empty, `timeAdded` is kept, and the schema
+// carries the API server's patterns. Its `TaintEffect` is the common one. (A plain comment: the
+// doc comment below is the CRD schema's description.)
 /// A taint placed on the nodes (`taints`, `startupTaints`).
-///
-/// The API type as Kubernetes writes it, apart from `common::Taint` (which the planner and the
-/// launches use): `value` may be absent rather than empty, `timeAdded` is kept, and the schema
-/// carries the API server's patterns. Its [`TaintEffect`] is the common one.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Taint {

@@ -37,13 +37,6 @@ use service_shell::metrics::Summary;
 type Labels = Vec<(String, String)>;
 type FGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
-/// Karpenter's `DurationBuckets()` (`pkg/metrics/constants.go`).
-const DURATION_BUCKETS: [f64; 45] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
-    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
-    25.0, 30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
-];
-
 /// What one informer event says about a pod.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PodSeen {
@@ -133,7 +126,7 @@ pub struct PodLatency {
 
 impl Default for PodLatency {
     fn default() -> Self {
-        let h = || Histogram::new(DURATION_BUCKETS);
+        let h = || Histogram::new(service_shell::metrics::DURATION_BUCKETS);
         Self {
             inner: Arc::default(),
             startup: Summary::new(
