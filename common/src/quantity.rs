@@ -29,6 +29,13 @@ pub fn parse_units(s: &str) -> Result<i64, QuantityError> {
     parse_scaled(s, 1)
 }
 
+/// Milli-units as whole base units, rounded up: `parse_units(s)` is `units_of_milli(parse_milli(s))`
+/// for every quantity that is not negative, so an amount parsed once in milli-units reads as
+/// its text would.
+pub fn units_of_milli(milli: i64) -> i64 {
+    milli.div_euclid(1000) + i64::from(milli.rem_euclid(1000) != 0)
+}
+
 fn parse_scaled(s: &str, scale: i128) -> Result<i64, QuantityError> {
     let err = |why| QuantityError {
         input: s.to_string(),
@@ -127,6 +134,17 @@ mod tests {
             2,
             "fractional bytes round up"
         );
+    }
+
+    #[test]
+    fn units_of_milli_round_up_as_the_text_does() {
+        for q in [
+            "0", "1", "1500m", "1.5Gi", "129e6", "100u", "1n", "2Gi", "999m", "1001m",
+        ] {
+            let milli = parse_milli(q).unwrap();
+            assert_eq!(units_of_milli(milli), parse_units(q).unwrap(), "{q}");
+        }
+        assert_eq!(units_of_milli(i64::MAX), i64::MAX / 1000 + 1);
     }
 
     #[test]

@@ -112,7 +112,8 @@ pub fn capacity_buffer(
     let limits = match at(buffer, &["spec", "limits"]) {
         None | Some(Value::Null) => None,
         v => Some(pb::ResourceList {
-            quantities: resource_map(v, "spec.limits")?,
+            milli: resource_map(v, "spec.limits")?,
+            ..pb::ResourceList::default()
         }),
     };
     let (pod_template_ref, scalable_ref) = match reference(buffer) {

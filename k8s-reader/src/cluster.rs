@@ -46,11 +46,11 @@ pub fn node(n: &core::Node) -> Result<pb::Node> {
                 )
             })
             .collect::<Result<_>>()?,
-        allocatable: quantities(
+        allocatable_milli: quantities(
             status.and_then(|s| s.allocatable.as_ref()),
             "status.allocatable",
         )?,
-        capacity: quantities(status.and_then(|s| s.capacity.as_ref()), "status.capacity")?,
+        capacity_milli: quantities(status.and_then(|s| s.capacity.as_ref()), "status.capacity")?,
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
         provider_id: spec
             .and_then(|s| s.provider_id.clone())
@@ -63,6 +63,9 @@ pub fn node(n: &core::Node) -> Result<pb::Node> {
         creation_time: m.creation_timestamp.as_ref().map(seconds),
         deletion_time: m.deletion_timestamp.as_ref().map(seconds),
         uid: uid(m),
+        // Sent in milli-units only (`*_milli`).
+        allocatable: BTreeMap::new(),
+        capacity: BTreeMap::new(),
     })
 }
 

@@ -169,7 +169,8 @@ fn requirements(v: Option<&Value>, base: &str) -> Result<Vec<pb::Requirement>> {
     Ok(out)
 }
 
-pub(crate) fn resource_map(v: Option<&Value>, base: &str) -> Result<BTreeMap<String, String>> {
+/// A resource list in milli-units, each quantity (a string or a JSON number) parsed once.
+pub(crate) fn resource_map(v: Option<&Value>, base: &str) -> Result<BTreeMap<String, i64>> {
     let mut out = BTreeMap::new();
     for (k, q) in v.and_then(Value::as_object).into_iter().flatten() {
         let text = match q {
@@ -182,9 +183,9 @@ pub(crate) fn resource_map(v: Option<&Value>, base: &str) -> Result<BTreeMap<Str
                 ));
             }
         };
-        crate::quantity::parse_milli(&text)
+        let m = crate::quantity::parse_milli(&text)
             .map_err(|e| field_err(format!("{base}.{k}"), e.to_string()))?;
-        out.insert(k.clone(), text);
+        out.insert(k.clone(), m);
     }
     Ok(out)
 }
@@ -303,7 +304,8 @@ pub fn node_pool(v: &Value) -> Result<pb::NodePool> {
         )?,
         limits: match limits {
             Some(l) if l.is_object() => Some(pb::ResourceList {
-                quantities: resource_map(Some(l), "spec.limits")?,
+                milli: resource_map(Some(l), "spec.limits")?,
+                ..pb::ResourceList::default()
             }),
             _ => None,
         },
@@ -365,7 +367,8 @@ pub fn node_overlay(v: &Value) -> Result<pb::NodeOverlay> {
         )?,
         price: text("price")?,
         price_adjustment: text("priceAdjustment")?,
-        capacity: resource_map(spec.and_then(|s| s.get("capacity")), "spec.capacity")?,
+        capacity_milli: resource_map(spec.and_then(|s| s.get("capacity")), "spec.capacity")?,
+        capacity: BTreeMap::new(),
         weight,
         uid: str_at(v, &["metadata", "uid"]).unwrap_or_default().into(),
     })
@@ -391,7 +394,7 @@ pub fn node_claim(v: &Value) -> Result<pb::NodeClaim> {
             spec.and_then(|s| s.get("startupTaints")),
             "spec.startupTaints",
         )?,
-        requests: resource_map(
+        requests_milli: resource_map(
             at(v, &["spec", "resources", "requests"]),
             "spec.resources.requests",
         )?,
@@ -412,8 +415,8 @@ pub fn node_claim(v: &Value) -> Result<pb::NodeClaim> {
             .and_then(|s| str_at(s, &["providerID"]))
             .filter(|n| !n.is_empty())
             .map(String::from),
-        capacity: resource_map(status.and_then(|s| s.get("capacity")), "status.capacity")?,
-        allocatable: resource_map(
+        capacity_milli: resource_map(status.and_then(|s| s.get("capacity")), "status.capacity")?,
+        allocatable_milli: resource_map(
             status.and_then(|s| s.get("allocatable")),
             "status.allocatable",
         )?,
@@ -428,6 +431,10 @@ pub fn node_claim(v: &Value) -> Result<pb::NodeClaim> {
             .and_then(|s| str_at(s, &["imageID"]))
             .filter(|i| !i.is_empty())
             .map(String::from),
+        // Sent in milli-units only (`*_milli`).
+        requests: BTreeMap::new(),
+        capacity: BTreeMap::new(),
+        allocatable: BTreeMap::new(),
     })
 }
 
@@ -508,8 +515,8 @@ pub fn node_class(v: &Value) -> Result<pb::NodeClass> {
                 let text = threshold.as_str().unwrap_or_default();
                 match text.strip_suffix('%') {
                     Some(p) => {
-                        // Kept as written (`5%`), the form the contract's percentages take.
-                        crate::quantity::parse_milli(p.trim())
+                        // In thousandths of a percent (`5%` is 5000).
+                        let m = crate::quantity::parse_milli(p.trim())
                             .ok()
                             .filter(|m| (0..=100_000).contains(m))
                             .ok_or_else(|| {
@@ -518,14 +525,13 @@ pub fn node_class(v: &Value) -> Result<pb::NodeClass> {
                                     format!("{text:?} is not a percentage between 0% and 100%"),
                                 )
                             })?;
-                        eviction_hard_percent
-                            .insert(resource.to_string(), format!("{}%", p.trim()));
+                        eviction_hard_percent.insert(resource.to_string(), m);
                     }
                     None => {
-                        crate::quantity::parse_milli(text).map_err(|e| {
+                        let m = crate::quantity::parse_milli(text).map_err(|e| {
                             field_err(format!("spec.kubelet.evictionHard.{signal}"), e.to_string())
                         })?;
-                        eviction_hard.insert(resource.to_string(), text.to_string());
+                        eviction_hard.insert(resource.to_string(), m);
                     }
                 }
             }
@@ -535,7 +541,10 @@ pub fn node_class(v: &Value) -> Result<pb::NodeClass> {
                         let mut q = resource_map(Some(l), &format!("spec.kubelet.{key}"))?;
                         // `pid` reserves process IDs, not anything a pod requests.
                         q.remove("pid");
-                        Ok(Some(pb::ResourceList { quantities: q }))
+                        Ok(Some(pb::ResourceList {
+                            milli: q,
+                            ..pb::ResourceList::default()
+                        }))
                     }
                     _ => Ok(None),
                 }
@@ -546,9 +555,11 @@ pub fn node_class(v: &Value) -> Result<pb::NodeClass> {
                 kube_reserved: reserved("kubeReserved")?,
                 system_reserved: reserved("systemReserved")?,
                 eviction_hard: (!eviction_hard.is_empty()).then_some(pb::ResourceList {
-                    quantities: eviction_hard,
+                    milli: eviction_hard,
+                    ..pb::ResourceList::default()
                 }),
-                eviction_hard_percent,
+                eviction_hard_percent_milli: eviction_hard_percent,
+                ..pb::KubeletConfig::default()
             })
         }
         _ => None,
@@ -669,10 +680,7 @@ mod tests {
         assert_eq!(o.price_adjustment, None);
         assert_eq!(o.weight, Some(10));
         assert_eq!(o.requirements[0].values, ["p5e.48xlarge"]);
-        assert_eq!(
-            o.capacity.get("example.com/widget").map(String::as_str),
-            Some("4")
-        );
+        assert_eq!(o.capacity_milli.get("example.com/widget"), Some(&4000));
         let mut bad = v.clone();
         bad["spec"]["capacity"] = serde_json::json!({"example.com/widget": "lots"});
         let e = node_overlay(&bad).expect_err("bad quantity");
@@ -717,7 +725,7 @@ mod tests {
     }
 
     #[test]
-    fn eviction_thresholds_keep_their_percent_sign() {
+    fn eviction_thresholds_in_percent_and_absolute_are_read_once() {
         let class = |threshold: &str| {
             serde_json::json!({
                 "metadata": {"name": "default"},
@@ -730,10 +738,10 @@ mod tests {
             .expect("valid")
             .kubelet
             .expect("kubelet");
-        assert_eq!(k.eviction_hard_percent["memory"], "5%");
+        assert_eq!(k.eviction_hard_percent_milli["memory"], 5000);
         assert_eq!(
-            k.eviction_hard.expect("absolute").quantities["ephemeral-storage"],
-            "1Gi"
+            k.eviction_hard.expect("absolute").milli["ephemeral-storage"],
+            (1_i64 << 30) * 1000
         );
         assert_eq!(
             node_class(&class("150%"))

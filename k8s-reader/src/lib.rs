@@ -5,7 +5,8 @@
 //! The watcher converts the objects it receives from the API through it, so every planner
 //! reads the cluster as this crate reads it. Kubernetes' rules that shape what the planner
 //! sees are written here once: a pod's effective requests, Karpenter's CRD defaults, which
-//! annotations the planner reads, resource quantities checked where they are read. No kube
+//! annotations the planner reads, resource quantities parsed once where they are read (the
+//! messages carry them in milli-units). No kube
 //! client or runtime, no planner engine: only `proto`, `common` and k8s-openapi.
 //!
 //! Only what the planner reads is kept; everything else of an object is dropped as soon as it
@@ -71,15 +72,16 @@ fn labels(m: &meta::ObjectMeta) -> BTreeMap<String, String> {
     m.labels.clone().unwrap_or_default()
 }
 
-/// Checks and copies a resource list (`at` is its path).
+/// A resource list in milli-units, each quantity parsed once (`at` is its path).
 fn quantities(
     list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
     at: &str,
-) -> Result<std::collections::BTreeMap<String, String>> {
-    let mut out = std::collections::BTreeMap::new();
+) -> Result<BTreeMap<String, i64>> {
+    let mut out = BTreeMap::new();
     for (k, q) in list.into_iter().flatten() {
-        quantity::parse_milli(&q.0).map_err(|e| field_err(format!("{at}.{k}"), e.to_string()))?;
-        out.insert(k.clone(), q.0.clone());
+        let m = quantity::parse_milli(&q.0)
+            .map_err(|e| field_err(format!("{at}.{k}"), e.to_string()))?;
+        out.insert(k.clone(), m);
     }
     Ok(out)
 }

@@ -127,7 +127,7 @@ pub(crate) fn template_pod(
 /// Converts a pod spec found at `base`.
 fn pod_spec(spec: &core::PodSpec, base: &str, priorities: &PriorityClasses) -> Result<pb::Pod> {
     let mut pod = pb::Pod {
-        requests: effective_requests(spec, base)?,
+        requests_milli: effective_requests(spec, base)?,
         node_selector: spec
             .node_selector
             .clone()
@@ -353,7 +353,7 @@ fn amounts(
     for (k, q) in list.into_iter().flatten() {
         let v = quantity::parse_milli(&q.0)
             .map_err(|e| field_err(format!("{at}.{k}"), e.to_string()))?;
-        out.insert(k.clone(), v);
+        out.insert(k.clone(), i128::from(v));
     }
     Ok(out)
 }
@@ -395,9 +395,9 @@ fn requests(r: Option<&core::ResourceRequirements>, at: &str) -> Result<Amounts>
     Ok(pod_requests::container(&limits, &requests))
 }
 
-/// The effective requests of a pod, by Kubernetes' rule (`common::pod_requests::pod`), as
-/// quantities in a canonical form; resources that come to zero are left out.
-fn effective_requests(spec: &core::PodSpec, base: &str) -> Result<BTreeMap<String, String>> {
+/// The effective requests of a pod, by Kubernetes' rule (`common::pod_requests::pod`), in
+/// milli-units; resources that come to zero are left out.
+fn effective_requests(spec: &core::PodSpec, base: &str) -> Result<BTreeMap<String, i64>> {
     let containers = spec
         .containers
         .iter()
@@ -431,20 +431,20 @@ fn effective_requests(spec: &core::PodSpec, base: &str) -> Result<BTreeMap<Strin
     );
     // Each amount fits a quantity; their sum (in i128, which cannot wrap) may not: refused
     // here, naming the pod's containers, rather than wrapping or failing later unnamed.
-    if let Some((k, v)) = reqs.iter().find(|(_, v)| **v > i128::from(i64::MAX)) {
-        return Err(field_err(
-            format!("{base}.containers"),
-            format!(
-                "the requests of {k} sum to {v}m, more than a quantity can hold ({}m)",
-                i64::MAX
-            ),
-        ));
-    }
-    Ok(reqs
-        .into_iter()
+    reqs.into_iter()
         .filter(|(_, v)| *v != 0)
-        .map(|(k, v)| (k, quantity::format_milli(v)))
-        .collect())
+        .map(|(k, v)| {
+            i64::try_from(v).map(|v| (k.clone(), v)).map_err(|_| {
+                field_err(
+                    format!("{base}.containers"),
+                    format!(
+                        "the requests of {k} sum to {v}m, more than a quantity can hold ({}m)",
+                        i64::MAX
+                    ),
+                )
+            })
+        })
+        .collect()
 }
 
 fn host_ports(spec: &core::PodSpec) -> Vec<pb::HostPort> {
@@ -510,9 +510,13 @@ mod tests {
         }));
         let p = pod(&p, &PriorityClasses::default()).expect("converts");
         // max(500+250+100, 2000+100) + 10 overhead.
-        assert_eq!(p.requests["cpu"], "2110m");
-        assert_eq!(p.requests["memory"], "1073741824");
-        assert_eq!(p.requests["pods"], "1");
+        assert_eq!(p.requests_milli["cpu"], 2110);
+        assert_eq!(p.requests_milli["memory"], 1_073_741_824_000);
+        assert_eq!(p.requests_milli["pods"], 1000);
+        assert!(
+            p.requests.is_empty(),
+            "each quantity parsed once, sent as milli-units"
+        );
         assert_eq!(p.uid, "u1");
         let kept: Vec<&str> = p.annotations.keys().map(String::as_str).collect();
         assert_eq!(

@@ -11,6 +11,9 @@
 //! `dovetail plan --output json` prints.
 
 pub mod codec;
+mod object;
+
+pub use object::Kind;
 
 /// Package `dovetail.v1`: cluster model, planner and actuator services.
 pub mod v1 {

@@ -319,9 +319,9 @@ impl KarpenterMetrics {
                 continue;
             }
             let e = requests.entry(node.name.as_str()).or_default();
-            add(&mut e.0, &p.requests);
+            add(&mut e.0, &p.requests_milli);
             if p.owner.as_ref().is_some_and(|o| o.kind == "DaemonSet") {
-                add(&mut e.1, &p.requests);
+                add(&mut e.1, &p.requests_milli);
             }
         }
         let mut usage: BTreeMap<String, Resources> = BTreeMap::new();
@@ -331,11 +331,11 @@ impl KarpenterMetrics {
             if let Some(created) = n.creation_time {
                 self.lifetime.get_or_create(&base).set(now - created as f64);
             }
-            let alloc = to_base(&n.allocatable);
+            let alloc = to_base(&n.allocatable_milli);
             for (resource, v) in &alloc {
                 *all_alloc.entry(resource.clone()).or_default() += v;
             }
-            let cap = to_base(&n.capacity);
+            let cap = to_base(&n.capacity_milli);
             let (pods, daemons) = requests.get(n.name.as_str()).cloned().unwrap_or_default();
             for (resource, v) in &pods {
                 *all_requested.entry(resource.clone()).or_default() += v;
@@ -378,7 +378,7 @@ impl KarpenterMetrics {
                     .set(v);
             }
             if let Some(limits) = &p.limits {
-                for (resource, v) in to_base(&limits.quantities) {
+                for (resource, v) in to_base(&limits.milli) {
                     self.nodepools_limit
                         .get_or_create(&with(&pool, &resource))
                         .set(v);
@@ -390,18 +390,14 @@ impl KarpenterMetrics {
 
 type Resources = BTreeMap<String, f64>;
 
-/// Quantities in base units (cores, bytes, counts); unparsable ones are left out.
-fn to_base(q: &BTreeMap<String, String>) -> Resources {
+/// Amounts in milli-units (as k8s-reader reads them) in base units (cores, bytes, counts).
+fn to_base(q: &BTreeMap<String, i64>) -> Resources {
     q.iter()
-        .filter_map(|(k, v)| {
-            common::quantity::parse_milli(v)
-                .ok()
-                .map(|m| (k.clone(), m as f64 / 1000.0))
-        })
+        .map(|(k, m)| (k.clone(), *m as f64 / 1000.0))
         .collect()
 }
 
-fn add(sum: &mut Resources, q: &BTreeMap<String, String>) {
+fn add(sum: &mut Resources, q: &BTreeMap<String, i64>) {
     for (k, v) in to_base(q) {
         *sum.entry(k).or_default() += v;
     }
@@ -464,6 +460,14 @@ mod tests {
             .collect()
     }
 
+    /// Quantities in milli-units, as k8s-reader sends them.
+    fn milli(pairs: &[(&str, &str)]) -> BTreeMap<String, i64> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), common::quantity::parse_milli(v).expect(v)))
+            .collect()
+    }
+
     #[test]
     fn exports_karpenters_names_and_labels() {
         let mut state = State::default();
@@ -476,8 +480,8 @@ mod tests {
                 ("topology.kubernetes.io/zone", "us-east-1a"),
                 ("kubernetes.io/arch", "amd64"),
             ]),
-            capacity: q(&[("cpu", "2"), ("memory", "8Gi"), ("pods", "29")]),
-            allocatable: q(&[("cpu", "1930m"), ("memory", "7Gi"), ("pods", "29")]),
+            capacity_milli: milli(&[("cpu", "2"), ("memory", "8Gi"), ("pods", "29")]),
+            allocatable_milli: milli(&[("cpu", "1930m"), ("memory", "7Gi"), ("pods", "29")]),
             creation_time: Some(1_000),
             ..Default::default()
         }));
@@ -486,7 +490,7 @@ mod tests {
             name: "web-1".into(),
             node_name: Some("n1".into()),
             phase: "Running".into(),
-            requests: q(&[("cpu", "500m")]),
+            requests_milli: milli(&[("cpu", "500m")]),
             ..Default::default()
         }));
         state.upsert(Object::Pod(pb::Pod {
@@ -497,7 +501,8 @@ mod tests {
         state.upsert(Object::NodePool(pb::NodePool {
             name: "default".into(),
             limits: Some(pb::ResourceList {
-                quantities: q(&[("cpu", "100")]),
+                milli: milli(&[("cpu", "100")]),
+                ..Default::default()
             }),
             ..Default::default()
         }));

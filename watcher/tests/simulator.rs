@@ -274,18 +274,13 @@ impl Cluster {
         what: &str,
         pred: impl Fn(&[(&'static str, pb::ClusterUpdate)]) -> bool,
     ) -> anyhow::Result<Vec<(&'static str, pb::ClusterUpdate)>> {
-        tokio::time::timeout(WAIT, async {
-            loop {
-                let notified = self.arrived.notified();
-                let log = self.log();
-                if pred(&log) {
-                    return log;
-                }
-                notified.await;
-            }
-        })
-        .await
-        .with_context(|| format!("waiting for {what}"))
+        let log = test_support::when_notified(&self.arrived, || {
+            let log = self.log();
+            pred(&log).then_some(log)
+        });
+        tokio::time::timeout(WAIT, log)
+            .await
+            .with_context(|| format!("waiting for {what}"))
     }
 
     fn pods(&self) -> Api<Pod> {
@@ -459,7 +454,11 @@ async fn every_store_syncs_before_the_first_snapshot() -> anyhow::Result<()> {
     assert_eq!(s.node_classes.len(), 1);
     assert!(s.namespaces.iter().any(|n| n.name == "kube-system"));
     let web = s.pods.iter().find(|p| p.name == "web-1").context("web-1")?;
-    assert_eq!(web.requests.get("cpu").map(String::as_str), Some("500m"));
+    assert_eq!(
+        web.requests_milli.get("cpu"),
+        Some(&500),
+        "parsed once, sent in milli-units"
+    );
     assert!(!web.uid.is_empty());
     // The pending pods close a batch right after the snapshot.
     let log = c

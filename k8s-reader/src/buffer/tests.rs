@@ -38,7 +38,7 @@ fn a_pod_template_buffer_carries_its_template() {
     assert_eq!(out.replicas, Some(3));
     assert_eq!(out.pod_template_generation, Some(4));
     let t = out.template.unwrap();
-    assert_eq!(t.requests.get("cpu").map(String::as_str), Some("500m"));
+    assert_eq!(t.requests_milli.get("cpu"), Some(&500));
     assert_eq!(t.labels.get("app").map(String::as_str), Some("spare"));
     assert_eq!((t.namespace.as_str(), t.name.as_str()), ("team", "spare"));
 }
@@ -68,14 +68,7 @@ fn a_scalable_ref_buffer_carries_the_workloads_replicas() {
     assert_eq!(out.scalable_ref, "Deployment/web");
     assert_eq!(out.scalable_replicas, Some(1));
     assert_eq!(out.percentage, Some(20));
-    assert_eq!(
-        out.limits
-            .unwrap()
-            .quantities
-            .get("cpu")
-            .map(String::as_str),
-        Some("4")
-    );
+    assert_eq!(out.limits.unwrap().milli.get("cpu"), Some(&4000));
 }
 
 /// Karpenter's `handleResolveError` reasons.

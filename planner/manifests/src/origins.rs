@@ -158,10 +158,11 @@ fn camel(segment: &str) -> String {
     out
 }
 
-/// A wire path below an object in camelCase, dropping the wire's `quantities` wrapper.
+/// A wire path below an object in camelCase, dropping the wire's `quantities` and `milli`
+/// wrappers of a resource list.
 fn camel_path(rest: &str) -> String {
     rest.split('.')
-        .filter(|s| *s != "quantities")
+        .filter(|s| !matches!(*s, "quantities" | "milli"))
         .map(|s| match s.split_once('[') {
             Some((name, tail)) => format!("{}[{tail}", camel(name)),
             None => camel(s),
@@ -185,8 +186,13 @@ fn join(base: &str, rest: &str) -> String {
     }
 }
 
-/// The Kubernetes path of a wire path `rest` below an object of `list`.
+/// The Kubernetes path of a wire path `rest` below an object of `list`. A resource map's
+/// milli-unit twin (`requests_milli`) names the field its text form (`requests`) does.
 fn kubernetes_field(list: &str, rest: &str) -> String {
+    let end = rest.find(['.', '[']).unwrap_or(rest.len());
+    if let Some(field) = rest[..end].strip_suffix("_milli") {
+        return kubernetes_field(list, &format!("{field}{}", &rest[end..]));
+    }
     if list == "daemon_sets"
         && let Some(t) = rest.strip_prefix("template.")
     {
@@ -303,6 +309,15 @@ mod tests {
                 "snapshot.nodes[0].allocatable.memory",
                 "status.allocatable.memory",
             ),
+            (
+                "snapshot.nodes[0].allocatable_milli.memory",
+                "status.allocatable.memory",
+            ),
+            (
+                "snapshot.pods[0].requests_milli[\"nvidia.com/gpu\"]",
+                "spec.containers[*].resources.requests[\"nvidia.com/gpu\"]",
+            ),
+            ("snapshot.node_pools[0].limits.milli.cpu", "spec.limits.cpu"),
         ];
         for (wire, want) in cases {
             let (location, field) = o.locate(wire).expect(wire);

@@ -278,6 +278,141 @@ fn snapshot_round_trips_through_the_wire() {
     assert_eq!(back.catalog, catalog);
 }
 
+/// Moves every quantity of a text map into its milli-unit twin, as k8s-reader sends them.
+fn to_milli(text: &mut BTreeMap<String, String>, milli: &mut BTreeMap<String, i64>) {
+    for (k, v) in std::mem::take(text) {
+        let m = planner::model::quantity::parse_milli(&v).expect("a quantity");
+        milli.insert(k, m);
+    }
+}
+
+fn list_to_milli(l: Option<&mut pb::ResourceList>) {
+    if let Some(l) = l {
+        to_milli(&mut l.quantities, &mut l.milli);
+    }
+}
+
+fn pod_to_milli(p: &mut pb::Pod) {
+    to_milli(&mut p.requests, &mut p.requests_milli);
+}
+
+/// The milli-unit twins (what k8s-reader sends) decode to the model the text quantities decode
+/// to: memory, ephemeral-storage and pods rounded up to whole units as the text is.
+#[test]
+fn milli_units_decode_as_their_quantities_do() {
+    let mut s = rich_snapshot();
+    s.pods[1].requests.memory = 1; // "1", 1000 milli-units
+    s.pods[1].requests.ephemeral_storage = 3;
+    let req = to_wire::plan_request(
+        &s,
+        &CatalogChoice::Inline(fixtures::catalog()),
+        &PlanOptions::default(),
+    );
+    let mut milli = req.clone();
+    let snap = milli.snapshot.as_mut().expect("snapshot");
+    snap.pods.iter_mut().for_each(pod_to_milli);
+    for d in &mut snap.daemon_sets {
+        d.template.as_mut().map(pod_to_milli);
+    }
+    for b in &mut snap.capacity_buffers {
+        b.template.as_mut().map(pod_to_milli);
+        list_to_milli(b.limits.as_mut());
+    }
+    for n in &mut snap.nodes {
+        to_milli(&mut n.allocatable, &mut n.allocatable_milli);
+        to_milli(&mut n.capacity, &mut n.capacity_milli);
+    }
+    for c in &mut snap.node_claims {
+        to_milli(&mut c.requests, &mut c.requests_milli);
+        to_milli(&mut c.capacity, &mut c.capacity_milli);
+        to_milli(&mut c.allocatable, &mut c.allocatable_milli);
+    }
+    for p in &mut snap.node_pools {
+        list_to_milli(p.limits.as_mut());
+    }
+    for c in &mut snap.node_classes {
+        if let Some(k) = c.kubelet.as_mut() {
+            list_to_milli(k.kube_reserved.as_mut());
+            list_to_milli(k.system_reserved.as_mut());
+            list_to_milli(k.eviction_hard.as_mut());
+            for (r, v) in std::mem::take(&mut k.eviction_hard_percent) {
+                let p = v.strip_suffix('%').expect("a percentage");
+                let m = planner::model::quantity::parse_milli(p).expect("a number");
+                k.eviction_hard_percent_milli.insert(r, m);
+            }
+        }
+    }
+    for o in &mut snap.node_overlays {
+        to_milli(&mut o.capacity, &mut o.capacity_milli);
+    }
+    assert!(
+        snap.pods
+            .iter()
+            .all(|p| p.requests.is_empty() && !p.requests_milli.is_empty()),
+        "every pod's requests in milli-units"
+    );
+    assert!(snap.node_classes.iter().any(|c| {
+        c.kubelet
+            .as_ref()
+            .is_some_and(|k| !k.eviction_hard_percent_milli.is_empty())
+    }));
+    let text = to_model::plan_request(req).expect("valid");
+    let milli = to_model::plan_request(milli).expect("valid");
+    assert_eq!(milli.snapshot, text.snapshot);
+    assert_eq!(milli.snapshot, s);
+}
+
+/// A resource is given once: in the text map or in its milli-unit twin.
+#[test]
+fn a_resource_in_both_twins_is_refused_naming_it() {
+    let e = error_of(|r| {
+        let p = &mut snap(r).pods[17];
+        p.requests.insert("cpu".into(), "500m".into());
+        p.requests_milli.insert("cpu".into(), 500);
+    });
+    assert_eq!(e.field(), "snapshot.pods[17].requests_milli.cpu");
+    assert!(
+        e.reason().contains("snapshot.pods[17].requests.cpu"),
+        "names the other twin: {e}"
+    );
+    // Other resources may be split between the twins.
+    let ok = |mutate: fn(&mut pb::Pod)| {
+        let mut req = to_wire::plan_request(
+            &fixtures::snapshot(2),
+            &CatalogChoice::Inline(fixtures::catalog()),
+            &PlanOptions::default(),
+        );
+        mutate(&mut snap(&mut req).pods[0]);
+        strict(req)
+    };
+    ok(|p| {
+        p.requests.remove("cpu");
+        p.requests_milli.insert("cpu".into(), 250);
+    })
+    .expect("cpu in milli-units, the rest as text");
+}
+
+#[test]
+fn a_negative_milli_amount_names_the_pod_and_resource() {
+    let e = error_of(|r| {
+        let p = &mut snap(r).pods[4];
+        p.requests.remove("nvidia.com/gpu");
+        p.requests_milli.insert("nvidia.com/gpu".into(), -1000);
+    });
+    assert_eq!(
+        e.field(),
+        "snapshot.pods[4].requests_milli[\"nvidia.com/gpu\"]"
+    );
+    assert!(e.reason().contains("negative"), "{e}");
+    let e = error_of(|r| {
+        snap(r).node_pools[0].limits = Some(pb::ResourceList {
+            milli: [("cpu".to_string(), -1)].into(),
+            ..pb::ResourceList::default()
+        });
+    });
+    assert_eq!(e.field(), "snapshot.node_pools[0].limits.milli.cpu");
+}
+
 #[test]
 fn ignore_dra_requests_unset_is_karpenters_default_true() {
     let mut o = to_wire::options(&PlanOptions::default());

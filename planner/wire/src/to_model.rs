@@ -185,8 +185,21 @@ pub fn shifted_zones(zones: Vec<String>, at: At<'_>) -> Result<Vec<String>> {
 
 /// Kubernetes quantities by name → [`Resources`].
 pub fn resources(map: BTreeMap<String, String>, at: At<'_>) -> Result<Resources> {
+    amounts(map, at, BTreeMap::new(), at)
+}
+
+/// A field's resource amounts from its twin maps → [`Resources`]: `text` holds Kubernetes
+/// quantities, parsed here (what a client sent as text), `milli` holds milli-units, which
+/// k8s-reader has parsed once and are only checked and scaled here. A resource is named in
+/// one of the two maps.
+pub fn amounts(
+    text: BTreeMap<String, String>,
+    at: At<'_>,
+    milli: BTreeMap<String, i64>,
+    at_milli: At<'_>,
+) -> Result<Resources> {
     let mut r = Resources::default();
-    for (k, v) in &map {
+    for (k, v) in &text {
         let a = at.key(k);
         if k.is_empty() {
             return Err(at.err("resource names must not be empty"));
@@ -198,12 +211,37 @@ pub fn resources(map: BTreeMap<String, String>, at: At<'_>) -> Result<Resources>
         let n = parsed.map_err(|e| a.err(e.to_string()))?;
         r.set(k, non_negative(n, a)?);
     }
+    for (k, &m) in &milli {
+        let a = at_milli.key(k);
+        if k.is_empty() {
+            return Err(at_milli.err("resource names must not be empty"));
+        }
+        if text.contains_key(k) {
+            return Err(a.err(format!(
+                "{k} is also given as a quantity ({}); a resource is given once",
+                at.key(k).render()
+            )));
+        }
+        let m = non_negative(m, a)?;
+        let n = match k.as_str() {
+            names::MEMORY | names::EPHEMERAL_STORAGE | names::PODS => quantity::units_of_milli(m),
+            _ => m,
+        };
+        r.set(k, n);
+    }
     Ok(r)
 }
 
 fn resource_list(l: Option<pb::ResourceList>, at: At<'_>) -> Result<Option<Resources>> {
-    l.map(|l| resources(l.quantities, at.field("quantities")))
-        .transpose()
+    l.map(|l| {
+        amounts(
+            l.quantities,
+            at.field("quantities"),
+            l.milli,
+            at.field("milli"),
+        )
+    })
+    .transpose()
 }
 
 fn operator(s: &str, at: At<'_>) -> Result<Operator> {
@@ -469,7 +507,12 @@ pub fn pod(p: pb::Pod, at: At<'_>) -> Result<model::Pod> {
             controller: o.controller,
         }),
         requests: {
-            let mut r = resources(p.requests, at.field("requests"))?;
+            let mut r = amounts(
+                p.requests,
+                at.field("requests"),
+                p.requests_milli,
+                at.field("requests_milli"),
+            )?;
             // Every pod takes one pod slot; callers may leave it out.
             if r.pods == 0 {
                 r.pods = 1;
@@ -524,8 +567,18 @@ pub fn node(n: pb::Node, at: At<'_>) -> Result<model::Node> {
         labels: n.labels,
         annotations: n.annotations,
         taints: taints(n.taints, at.field("taints"))?,
-        allocatable: resources(n.allocatable, at.field("allocatable"))?,
-        capacity: resources(n.capacity, at.field("capacity"))?,
+        allocatable: amounts(
+            n.allocatable,
+            at.field("allocatable"),
+            n.allocatable_milli,
+            at.field("allocatable_milli"),
+        )?,
+        capacity: amounts(
+            n.capacity,
+            at.field("capacity"),
+            n.capacity_milli,
+            at.field("capacity_milli"),
+        )?,
         unschedulable: n.unschedulable,
         provider_id: n.provider_id,
         ready: n.ready,
@@ -543,7 +596,12 @@ pub fn node_claim(c: pb::NodeClaim, at: At<'_>) -> Result<model::NodeClaim> {
         requirements: requirements(c.requirements, at.field("requirements"))?,
         taints: taints(c.taints, at.field("taints"))?,
         startup_taints: taints(c.startup_taints, at.field("startup_taints"))?,
-        requests: resources(c.requests, at.field("requests"))?,
+        requests: amounts(
+            c.requests,
+            at.field("requests"),
+            c.requests_milli,
+            at.field("requests_milli"),
+        )?,
         node_class: c.node_class,
         expire_after: c
             .expire_after
@@ -551,8 +609,18 @@ pub fn node_claim(c: pb::NodeClaim, at: At<'_>) -> Result<model::NodeClaim> {
             .transpose()?,
         node_name: c.node_name.filter(|n| !n.is_empty()),
         provider_id: c.provider_id,
-        capacity: resources(c.capacity, at.field("capacity"))?,
-        allocatable: resources(c.allocatable, at.field("allocatable"))?,
+        capacity: amounts(
+            c.capacity,
+            at.field("capacity"),
+            c.capacity_milli,
+            at.field("capacity_milli"),
+        )?,
+        allocatable: amounts(
+            c.allocatable,
+            at.field("allocatable"),
+            c.allocatable_milli,
+            at.field("allocatable_milli"),
+        )?,
         last_pod_event_time: c.last_pod_event_time,
         creation_time: c.creation_time,
         deletion_time: c.deletion_time,
@@ -687,6 +755,8 @@ pub fn node_class(c: pb::NodeClass, at: At<'_>) -> Result<model::NodeClass> {
             eviction_hard_percent: percentages(
                 k.eviction_hard_percent,
                 ka.field("eviction_hard_percent"),
+                k.eviction_hard_percent_milli,
+                ka.field("eviction_hard_percent_milli"),
             )?,
         },
         spec_hash: c.spec_hash,
@@ -708,10 +778,16 @@ pub fn node_class(c: pb::NodeClass, at: At<'_>) -> Result<model::NodeClass> {
     })
 }
 
-/// `{"memory": "7.5%"}` → milli-percent by resource name.
-fn percentages(m: BTreeMap<String, String>, at: At<'_>) -> Result<BTreeMap<String, i64>> {
+/// `{"memory": "7.5%"}` and `{"memory": 7500}` → milli-percent by resource name; a resource is
+/// in one of the two maps.
+fn percentages(
+    text: BTreeMap<String, String>,
+    at: At<'_>,
+    milli: BTreeMap<String, i64>,
+    at_milli: At<'_>,
+) -> Result<BTreeMap<String, i64>> {
     let mut out = BTreeMap::new();
-    for (k, v) in &m {
+    for (k, v) in &text {
         let a = at.key(k);
         let n = v
             .strip_suffix('%')
@@ -721,6 +797,21 @@ fn percentages(m: BTreeMap<String, String>, at: At<'_>) -> Result<BTreeMap<Strin
             return Err(a.err(format!("{v:?} is not between 0% and 100%")));
         }
         out.insert(k.clone(), n);
+    }
+    for (k, n) in milli {
+        let a = at_milli.key(&k);
+        if out.contains_key(&k) {
+            return Err(a.err(format!(
+                "{k} is also given as a percentage ({}); a resource is given once",
+                at.key(&k).render()
+            )));
+        }
+        if !(0..=100_000).contains(&n) {
+            return Err(a.err(format!(
+                "{n} thousandths of a percent is not between 0% and 100%"
+            )));
+        }
+        out.insert(k, n);
     }
     Ok(out)
 }
@@ -874,14 +965,20 @@ pub fn node_overlay(o: pb::NodeOverlay, at: At<'_>) -> Result<model::NodeOverlay
         return Err(at.field("weight").err(format!("must be 1-10000, got {w}")));
     }
     let caps = at.field("capacity");
-    for k in o.capacity.keys() {
+    let caps_milli = at.field("capacity_milli");
+    for (k, a) in o
+        .capacity
+        .keys()
+        .map(|k| (k, caps.key(k)))
+        .chain(o.capacity_milli.keys().map(|k| (k, caps_milli.key(k))))
+    {
         if matches!(
             k.as_str(),
             names::CPU | names::MEMORY | names::EPHEMERAL_STORAGE | names::PODS
         ) {
-            return Err(caps
-                .key(k)
-                .err("invalid resource restricted (capacity adds extended resources only)"));
+            return Err(
+                a.err("invalid resource restricted (capacity adds extended resources only)")
+            );
         }
     }
     let requirements = requirements(o.requirements, at.field("requirements"))?;
@@ -901,7 +998,7 @@ pub fn node_overlay(o: pb::NodeOverlay, at: At<'_>) -> Result<model::NodeOverlay
         name,
         requirements,
         price,
-        capacity: resources(o.capacity, caps)?,
+        capacity: amounts(o.capacity, caps, o.capacity_milli, caps_milli)?,
         weight: o.weight,
     })
 }

@@ -1,5 +1,6 @@
 //! Model → wire: encoding the planner's model and plans as `dovetail.v1` messages. Total: every
-//! model value has a wire form.
+//! model value has a wire form. Resource amounts are written as Kubernetes quantities (the text
+//! maps; their milli-unit twins stay empty), which holds any amount the model holds.
 
 use std::collections::BTreeMap;
 
@@ -43,6 +44,7 @@ pub fn quantities(r: &Resources) -> BTreeMap<String, String> {
 fn resource_list_out(r: &Option<Resources>) -> Option<pb::ResourceList> {
     r.as_ref().map(|r| pb::ResourceList {
         quantities: quantities(r),
+        milli: BTreeMap::new(),
     })
 }
 
@@ -116,6 +118,7 @@ pub fn pod(p: &model::Pod) -> pb::Pod {
             controller: o.controller,
         }),
         requests: quantities(&p.requests),
+        requests_milli: BTreeMap::new(),
         node_selector: p.node_selector.clone(),
         required_node_affinity: p.required_node_affinity.iter().map(term_out).collect(),
         preferred_node_affinity: p
@@ -187,6 +190,8 @@ pub fn node(n: &model::Node) -> pb::Node {
         taints: n.taints.iter().map(taint_out).collect(),
         allocatable: quantities(&n.allocatable),
         capacity: quantities(&n.capacity),
+        allocatable_milli: BTreeMap::new(),
+        capacity_milli: BTreeMap::new(),
         unschedulable: n.unschedulable,
         provider_id: n.provider_id.clone(),
         ready: n.ready,
@@ -217,6 +222,9 @@ pub fn node_claim(c: &model::NodeClaim) -> pb::NodeClaim {
         deletion_time: c.deletion_time,
         image_id: c.image_id.clone(),
         uid: String::new(),
+        requests_milli: BTreeMap::new(),
+        capacity_milli: BTreeMap::new(),
+        allocatable_milli: BTreeMap::new(),
     }
 }
 
@@ -274,6 +282,7 @@ pub fn node_class(c: &model::NodeClass) -> pb::NodeClass {
             system_reserved: resource_list_out(&k.system_reserved),
             eviction_hard: resource_list_out(&k.eviction_hard),
             eviction_hard_percent: percentages_out(&k.eviction_hard_percent),
+            eviction_hard_percent_milli: BTreeMap::new(),
         }),
         spec_hash: c.spec_hash.clone(),
         uid: String::new(),
@@ -392,6 +401,7 @@ fn node_overlay_out(o: &model::NodeOverlay) -> pb::NodeOverlay {
         price,
         price_adjustment,
         capacity: quantities(&o.capacity),
+        capacity_milli: BTreeMap::new(),
         weight: o.weight,
         uid: String::new(),
     }
@@ -409,9 +419,7 @@ pub fn capacity_buffer(b: &planner::model::CapacityBuffer) -> pb::CapacityBuffer
         scalable_ref: b.scalable_ref.clone().unwrap_or_default(),
         replicas: b.replicas,
         percentage: b.percentage,
-        limits: b.limits.as_ref().map(|l| pb::ResourceList {
-            quantities: quantities(l),
-        }),
+        limits: resource_list_out(&b.limits),
         template: b.template.as_ref().map(pod),
         pod_template_generation: b.pod_template_generation,
         scalable_replicas: b.scalable_replicas,

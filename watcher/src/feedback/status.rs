@@ -87,10 +87,8 @@ pub fn desired_status(
         };
         let (sum, count) = usage.entry(pool.as_str()).or_default();
         *count += 1;
-        for (k, v) in &n.capacity {
-            if let Ok(m) = quantity::parse_milli(v) {
-                *sum.entry(k.clone()).or_default() += m;
-            }
+        for (k, m) in &n.capacity_milli {
+            *sum.entry(k.clone()).or_default() += i128::from(*m);
         }
     }
     let mut out = BTreeMap::new();
