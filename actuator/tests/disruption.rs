@@ -23,12 +23,10 @@ use std::time::Duration;
 use actuator::api::ActuatorService;
 use actuator::disruption::{self, Executor};
 use actuator::ledger::{
-    self, ClaimState, DisruptionState, Ledger, NewDisruption, ProposalOutcome, Proposals,
+    self, ClaimState, DisruptionState, NewDisruption, ProposalOutcome, Proposals,
 };
-use actuator::lifecycle::{Controller, drain};
-use actuator::metrics::Metrics;
+use actuator::lifecycle::drain;
 use actuator::worker::{self, Worker};
-use crds::NodeClaim;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
@@ -36,25 +34,27 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use proto::v1 as pb;
 use proto::v1::actuator_server::Actuator;
 use serde_json::json;
-use service_shell::clock::Clock;
-use simulator::Simulation;
-use support::frozen::Frozen;
 use support::{TestDb, plan};
 
 use support::CLUSTER;
 /// The plans' clock at the first proposal (seconds since the epoch).
 const T0: i64 = 1_767_225_600;
 
+/// The shared fixture ([`support::fx`]: kube-scheduler on, Postgres ledger frozen for paused
+/// time, evictions without retries) with a worker, the disruption executor and the `Submit` API.
 struct Fx {
-    sim: Simulation,
-    db: TestDb,
-    ledger: Arc<dyn Ledger>,
-    ctl: Controller,
+    base: support::fx::Fx,
     executor: Executor,
     worker: Worker,
     api: ActuatorService,
-    metrics: Metrics,
-    client: kube::Client,
+}
+
+impl std::ops::Deref for Fx {
+    type Target = support::fx::Fx;
+
+    fn deref(&self) -> &Self::Target {
+        &self.base
+    }
 }
 
 impl Fx {
@@ -68,39 +68,22 @@ impl Fx {
         if !grace.is_null() {
             template["terminationGracePeriod"] = grace;
         }
-        let (sim, client) = support::cluster(
-            true,
-            json!({
+        let base = support::fx::Builder::new()
+            .scheduler()
+            .pool(json!({
                 "template": {"spec": template},
                 "disruption": {"budgets": budgets}
-            }),
-        )
-        .await;
-        sim.cloud().register_nodes_unregistered(true);
-        let mut no_retry = sim.kube_config().expect("config");
-        no_retry.default_retry = false;
-        let evictions = kube::Client::try_from(no_retry).expect("eviction client");
-        let db = TestDb::postgres().await;
-        let ledger: Arc<dyn Ledger> =
-            Arc::new(Frozen(ledger::open(db.url()).expect("open the ledger")));
-        ledger.migrate().await.expect("migrate");
-        let clock = Clock::new();
-        let metrics = Metrics::new();
-        let cloud: Arc<dyn cloud::CloudProvider> = Arc::new(sim.cloud().clone());
-        let ctl = Controller::new(
-            client.clone(),
-            ledger.clone(),
-            cloud.clone(),
-            clock.clone(),
-            metrics.clone(),
-            support::lifecycle_options(Duration::from_secs(1)),
-        )
-        .with_eviction_client(evictions);
+            }))
+            .postgres()
+            .frozen()
+            .eviction_client()
+            .build()
+            .await;
         let worker = Worker::new(
-            ledger.clone(),
-            cloud,
-            clock.clone(),
-            metrics.clone(),
+            base.ledger.clone(),
+            base.cloud.clone(),
+            base.clock.clone(),
+            base.metrics.clone(),
             worker::Options {
                 owner: "w1".into(),
                 cluster_name: CLUSTER.into(),
@@ -108,36 +91,27 @@ impl Fx {
                 ..worker::Options::default()
             },
         )
-        .with_lifecycle(Arc::new(ctl.launch_hook()));
+        .with_lifecycle(Arc::new(base.ctl.launch_hook()));
         let executor = Executor::new(
-            ctl.clone(),
+            base.ctl.clone(),
             disruption::Options {
                 owner: "executor-1".into(),
                 ..disruption::Options::default()
             },
         )
         .with_worker_waker(worker.waker());
-        let api = ActuatorService::new(ledger.clone(), clock, metrics.clone(), worker.waker());
+        let api = ActuatorService::new(
+            base.ledger.clone(),
+            base.clock.clone(),
+            base.metrics.clone(),
+            worker.waker(),
+        );
         Self {
-            sim,
-            db,
-            ledger,
-            ctl,
+            base,
             executor,
             worker,
             api,
-            metrics,
-            client,
         }
-    }
-
-    async fn state(&self, name: &str) -> ClaimState {
-        self.ledger
-            .claim(name)
-            .await
-            .expect("read")
-            .expect("claim")
-            .state
     }
 
     async fn disruption_state(&self, key: &str) -> DisruptionState {
@@ -186,28 +160,8 @@ impl Fx {
         self.node_of(name).await.expect("node")
     }
 
-    async fn node_of(&self, name: &str) -> Option<Node> {
-        let c = self.ledger.claim(name).await.ok()??;
-        let pid = c.instance?.provider_id;
-        self.nodes()
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid.as_str()))
-    }
-
-    fn nodes(&self) -> Api<Node> {
-        Api::all(self.client.clone())
-    }
-
     fn pods(&self) -> Api<Pod> {
         Api::namespaced(self.client.clone(), "default")
-    }
-
-    fn nodeclaims(&self) -> Api<NodeClaim> {
-        Api::all(self.client.clone())
     }
 
     async fn node_tainted(&self, name: &str) -> bool {
@@ -265,9 +219,7 @@ impl Fx {
     }
 
     async fn finish(self) {
-        self.sim.shutdown().await;
-        self.ledger.close().await;
-        self.db.drop().await;
+        self.base.finish().await;
     }
 }
 

@@ -28,8 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actuator::interruption::{self, Interruptions, Outcome};
-use actuator::ledger::{ClaimState, Ledger};
-use actuator::lifecycle::Controller;
+use actuator::ledger::ClaimState;
 use actuator::metrics::Metrics;
 use actuator::worker::{self, Worker};
 use async_trait::async_trait;
@@ -39,66 +38,44 @@ use cloud_aws::testing::{self as aws_testing, MotoServer};
 use crds::NodeClaim;
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::Api;
-use serde_json::json;
 use service_shell::clock::Clock;
-use simulator::Simulation;
 use support::{TestDb, plan};
 
 use support::CLUSTER;
 
+/// The shared fixture ([`support::fx`]: SQLite ledger, lifecycle passes half a second apart)
+/// with the interruption handler.
 struct Fx {
-    sim: Simulation,
-    db: TestDb,
-    ledger: Arc<dyn Ledger>,
-    clock: Clock,
-    ctl: Controller,
-    client: kube::Client,
-    metrics: Metrics,
+    base: support::fx::Fx,
     handler: Interruptions,
+}
+
+impl std::ops::Deref for Fx {
+    type Target = support::fx::Fx;
+
+    fn deref(&self) -> &Self::Target {
+        &self.base
+    }
 }
 
 impl Fx {
     /// The simulator with a NodePool, and `names` launched as spot claims and registered.
     async fn new(names: &[&str]) -> Self {
-        let (sim, client) = support::cluster(
-            false,
-            json!({"template": {"spec": support::template_spec()}}),
-        )
-        .await;
-        sim.cloud().register_nodes_unregistered(true);
-        let db = TestDb::sqlite();
-        let ledger = db.ledger().await;
-        let clock = Clock::new();
-        let cloud: Arc<dyn cloud::CloudProvider> = Arc::new(sim.cloud().clone());
-        let ctl = Controller::new(
-            client.clone(),
-            ledger.clone(),
-            cloud.clone(),
-            clock.clone(),
-            Metrics::new(),
-            support::lifecycle_options(Duration::from_millis(500)),
-        );
-        let metrics = Metrics::new();
+        let base = support::fx::Builder::new()
+            .interval(Duration::from_millis(500))
+            .build()
+            .await;
         let handler = Interruptions::new(
-            client.clone(),
-            ledger.clone(),
-            clock.clone(),
-            metrics.clone(),
+            base.client.clone(),
+            base.ledger.clone(),
+            base.clock.clone(),
+            base.metrics.clone(),
             interruption::Options {
                 owner: "interruption-1".into(),
                 ..interruption::Options::default()
             },
         );
-        let fx = Self {
-            sim,
-            db,
-            ledger,
-            clock,
-            ctl,
-            client,
-            metrics,
-            handler,
-        };
+        let fx = Self { base, handler };
         let mut p = plan("p1", &[], names);
         for l in &mut p.launches {
             l.spec.capacity_types = vec![CapacityType::Spot];
@@ -106,7 +83,7 @@ impl Fx {
         fx.ledger.submit(&p, 1).await.expect("submit");
         let w = Worker::new(
             fx.ledger.clone(),
-            cloud,
+            fx.cloud.clone(),
             fx.clock.clone(),
             Metrics::new(),
             worker::Options {
@@ -121,15 +98,6 @@ impl Fx {
             fx.until(name, ClaimState::Registered, 60).await;
         }
         fx
-    }
-
-    async fn state(&self, name: &str) -> ClaimState {
-        self.ledger
-            .claim(name)
-            .await
-            .expect("read")
-            .expect("claim")
-            .state
     }
 
     /// Lifecycle passes half a second apart until `name` is in `state` or past it.
@@ -166,17 +134,6 @@ impl Fx {
             .provider_id
             .parse()
             .expect("provider ID")
-    }
-
-    async fn node_of(&self, name: &str) -> Option<Node> {
-        let pid = self.provider_id(name).await.to_string();
-        Api::<Node>::all(self.client.clone())
-            .list(&Default::default())
-            .await
-            .expect("nodes")
-            .items
-            .into_iter()
-            .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid.as_str()))
     }
 
     async fn nodeclaim(&self, name: &str) -> Option<NodeClaim> {
@@ -222,9 +179,7 @@ impl Fx {
     }
 
     async fn finish(self) {
-        self.sim.shutdown().await;
-        self.ledger.close().await;
-        self.db.drop().await;
+        self.base.finish().await;
     }
 }
 

@@ -12,8 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actuator::launch::{Taint as SpecTaint, TaintEffect};
-use actuator::ledger::{self, ClaimState, Ledger, Submission};
-use actuator::lifecycle::Controller;
+use actuator::ledger::{ClaimState, Submission};
 use actuator::lifecycle::gc;
 use actuator::metrics::Metrics;
 use actuator::worker::{self, Step, Worker};
@@ -24,11 +23,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use service_shell::clock::Clock;
-use simulator::Simulation;
 use simulator::cloud::SimCloud;
-use support::frozen::Frozen;
-use support::{TestDb, plan};
+use support::plan;
 
 use support::CLUSTER;
 
@@ -80,47 +76,35 @@ fn pool_template() -> serde_json::Value {
     })
 }
 
+/// The shared fixture ([`support::fx`]) over the witness cloud, its ledger frozen for paused
+/// time.
 struct Fx {
-    sim: Simulation,
-    db: TestDb,
-    ledger: Arc<dyn Ledger>,
+    base: support::fx::Fx,
     cloud: Arc<Witness>,
-    clock: Clock,
-    ctl: Controller,
-    client: kube::Client,
+}
+
+impl std::ops::Deref for Fx {
+    type Target = support::fx::Fx;
+
+    fn deref(&self) -> &Self::Target {
+        &self.base
+    }
 }
 
 impl Fx {
     async fn new() -> Self {
-        let (sim, client) = support::cluster(false, json!({"template": pool_template()})).await;
-        sim.cloud().register_nodes_unregistered(true);
-        let db = TestDb::sqlite();
-        let ledger: Arc<dyn Ledger> =
-            Arc::new(Frozen(ledger::open(db.url()).expect("open the ledger")));
-        ledger.migrate().await.expect("migrate");
-        let cloud = Arc::new(Witness {
-            sim: sim.cloud().clone(),
-            store: sim.store().clone(),
-            nodeclaim_at_create: Mutex::default(),
-        });
-        let clock = Clock::new();
-        let ctl = Controller::new(
-            client.clone(),
-            ledger.clone(),
-            cloud.clone(),
-            clock.clone(),
-            Metrics::new(),
-            support::lifecycle_options(Duration::from_secs(1)),
-        );
-        Self {
-            sim,
-            db,
-            ledger,
-            cloud,
-            clock,
-            ctl,
-            client,
-        }
+        let (base, cloud) = support::fx::Builder::new()
+            .pool(json!({"template": pool_template()}))
+            .frozen()
+            .build_with(|sim| {
+                Arc::new(Witness {
+                    sim: sim.cloud().clone(),
+                    store: sim.store().clone(),
+                    nodeclaim_at_create: Mutex::default(),
+                })
+            })
+            .await;
+        Self { base, cloud }
     }
 
     fn worker(&self, owner: &str, pause_at: Option<Step>) -> Worker {
@@ -159,15 +143,6 @@ impl Fx {
         self.ledger.submit(&p, 1).await.expect("submit");
     }
 
-    async fn state(&self, name: &str) -> ClaimState {
-        self.ledger
-            .claim(name)
-            .await
-            .expect("read")
-            .expect("claim")
-            .state
-    }
-
     /// Runs controller passes a second apart until `name` is in `state` (at most `max` passes).
     async fn until(&self, name: &str, state: ClaimState, max: u32) {
         for _ in 0..max {
@@ -181,34 +156,12 @@ impl Fx {
         panic!("{name} did not reach {state}: {}", self.state(name).await);
     }
 
-    fn nodeclaims(&self) -> Api<NodeClaim> {
-        Api::all(self.client.clone())
-    }
-
-    fn nodes(&self) -> Api<Node> {
-        Api::all(self.client.clone())
-    }
-
     fn instances(&self) -> Vec<Instance> {
         self.sim.cloud().instances()
     }
 
-    async fn node_of(&self, name: &str) -> Option<Node> {
-        let c = self.ledger.claim(name).await.ok()??;
-        let pid = c.instance?.provider_id;
-        self.nodes()
-            .list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid.as_str()))
-    }
-
     async fn finish(self) {
-        self.sim.shutdown().await;
-        self.ledger.close().await;
-        self.db.drop().await;
+        self.base.finish().await;
     }
 }
 

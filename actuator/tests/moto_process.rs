@@ -70,33 +70,16 @@ async fn start(moto: &str, ledger: &str, kubeconfig: &Path, pause_at: Option<&st
 
 /// One launch of `m5.large` in `us-east-1a` (moto launches the first override only).
 fn request() -> pb::SubmitRequest {
-    pb::SubmitRequest {
-        plan_id: "plan-moto".into(),
-        session_id: "session-1".into(),
-        basis: Some(pb::PlanBasis {
-            in_flight_claims: vec![],
-            now: 1_767_225_600,
-            sequence: 1,
-        }),
-        commands: vec![pb::Command {
-            command: Some(pb::command::Command::Launch(pb::LaunchCommand {
-                idempotency_key: format!("launch-{CLAIM}"),
-                node_claim: Some(pb::PlannedNodeClaim {
-                    name: CLAIM.into(),
-                    node_pool: "default".into(),
-                    instance_types: vec![INSTANCE_TYPE.into()],
-                    zones: vec!["us-east-1a".into()],
-                    capacity_types: vec!["on-demand".into()],
-                    price: 0.096,
-                    ..Default::default()
-                }),
-                template: Some(pb::NodeClaimTemplate {
-                    node_class: "default".into(),
-                    ..Default::default()
-                }),
-            })),
-        }],
+    let mut r = support::process::request("plan-moto", &[], &[CLAIM]);
+    for c in &mut r.commands {
+        if let Some(pb::command::Command::Launch(l)) = &mut c.command
+            && let Some(claim) = &mut l.node_claim
+        {
+            claim.instance_types = vec![INSTANCE_TYPE.into()];
+            claim.zones = vec!["us-east-1a".into()];
+        }
     }
+    r
 }
 
 #[tokio::test]

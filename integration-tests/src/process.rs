@@ -244,17 +244,7 @@ pub async fn wait_serving(
 /// # Errors
 /// When the endpoint cannot be read.
 pub async fn metric(addr: SocketAddr, name: &str) -> anyhow::Result<Option<f64>> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await?;
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-        .await?;
-    let mut body = String::new();
-    s.read_to_string(&mut body).await?;
-    Ok(body.lines().find_map(|l| {
-        l.strip_prefix(name)
-            .and_then(|rest| rest.strip_prefix(' '))
-            .and_then(|v| v.trim().parse().ok())
-    }))
+    Ok(test_support::process::sample(&scrape(addr).await?, name))
 }
 
 /// The whole Prometheus text at `addr`'s `/metrics` (the HTTP body).
@@ -262,15 +252,7 @@ pub async fn metric(addr: SocketAddr, name: &str) -> anyhow::Result<Option<f64>>
 /// # Errors
 /// When the endpoint cannot be read.
 pub async fn scrape(addr: SocketAddr) -> anyhow::Result<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await?;
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-        .await?;
-    let mut body = String::new();
-    s.read_to_string(&mut body).await?;
-    Ok(body
-        .split_once("\r\n\r\n")
-        .map_or(body.clone(), |(_, b)| b.to_string()))
+    Ok(test_support::process::scrape(addr).await?)
 }
 
 /// The last `lines` lines of a log file.

@@ -22,7 +22,6 @@ use planner::model::{ClusterSnapshot, NodePool, PlanOptions, Pod, Requirement, R
 use planner_wire::CatalogChoice;
 use proto::v1 as pb;
 use test_support::{eventually, try_eventually};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_stream::wrappers::ReceiverStream;
 
 const GI: i64 = 1 << 30;
@@ -65,21 +64,15 @@ fn heavy_snapshot(pods: usize) -> ClusterSnapshot {
     s
 }
 
-/// GET /metrics over a raw HTTP/1.1 connection.
 async fn scrape(addr: SocketAddr) -> String {
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+    test_support::process::scrape(addr)
         .await
-        .expect("write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.expect("read");
-    out
+        .expect("GET /metrics")
 }
 
 /// The value of a metric without labels.
 fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+    test_support::process::sample(text, name)
         .unwrap_or_else(|| panic!("{name} not in /metrics:\n{text}"))
 }
 

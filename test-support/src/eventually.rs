@@ -125,6 +125,22 @@ where
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Waits until `check` holds, checking again each time `signal` is notified: for a condition
+/// whose changes come with a signal to wait on (no clock, no polling). A notification between
+/// a check and the wait is not lost.
+pub async fn when_notified<O: Outcome>(
+    signal: &tokio::sync::Notify,
+    mut check: impl FnMut() -> O,
+) -> O::Value {
+    loop {
+        let notified = signal.notified();
+        if let Ok(v) = check().into_outcome() {
+            return v;
+        }
+        notified.await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

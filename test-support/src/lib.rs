@@ -7,7 +7,8 @@
 //! the tools' names as the failures print them, or `all`); the test then prints a notice and
 //! skips.
 //!
-//! [`eventually`] is the one poll-until loop of the tests; [`process`] finds free ports for
+//! [`eventually`] is the one poll-until loop of the tests ([`when_notified`] its twin for
+//! conditions that come with a change signal); [`process`] finds free ports for
 //! programs a test runs; `postgres` (feature `postgres`) gives each test its own database on
 //! the shared server, or a private server it may stop and start.
 //!
@@ -29,7 +30,7 @@ pub mod process;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use eventually::{Outcome, TimedOut, eventually, try_eventually};
+pub use eventually::{Outcome, TimedOut, eventually, try_eventually, when_notified};
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
 

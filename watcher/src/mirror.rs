@@ -14,120 +14,12 @@ use proto::v1 as pb;
 use proto::v1::upsert::Object;
 use tokio::sync::Notify;
 
-/// The kinds the planner reads, in snapshot order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Kind {
-    /// Pods.
-    Pod,
-    /// Nodes.
-    Node,
-    /// Karpenter NodeClaims.
-    NodeClaim,
-    /// Karpenter NodePools.
-    NodePool,
-    /// EC2NodeClasses.
-    NodeClass,
-    /// DaemonSets.
-    DaemonSet,
-    /// PodDisruptionBudgets.
-    Pdb,
-    /// Namespaces.
-    Namespace,
-    /// PersistentVolumeClaims.
-    Pvc,
-    /// PersistentVolumes.
-    Pv,
-    /// StorageClasses.
-    StorageClass,
-    /// Karpenter NodeOverlays (watched under the `NodeOverlay` gate).
-    NodeOverlay,
-    /// CapacityBuffers with their resolved templates (mirrored while the CapacityBuffer
-    /// feature gate is on).
-    CapacityBuffer,
-}
-
-// === impl Kind ===
-
-impl Kind {
-    /// Every kind.
-    pub const ALL: [Kind; 13] = [
-        Kind::Pod,
-        Kind::Node,
-        Kind::NodeClaim,
-        Kind::NodePool,
-        Kind::NodeClass,
-        Kind::DaemonSet,
-        Kind::Pdb,
-        Kind::Namespace,
-        Kind::Pvc,
-        Kind::Pv,
-        Kind::StorageClass,
-        Kind::NodeOverlay,
-        Kind::CapacityBuffer,
-    ];
-
-    /// The kind of a compact object.
-    pub fn of(o: &Object) -> Kind {
-        match o {
-            Object::Pod(_) => Kind::Pod,
-            Object::Node(_) => Kind::Node,
-            Object::NodeClaim(_) => Kind::NodeClaim,
-            Object::NodePool(_) => Kind::NodePool,
-            Object::NodeClass(_) => Kind::NodeClass,
-            Object::DaemonSet(_) => Kind::DaemonSet,
-            Object::Pdb(_) => Kind::Pdb,
-            Object::Namespace(_) => Kind::Namespace,
-            Object::Pvc(_) => Kind::Pvc,
-            Object::Pv(_) => Kind::Pv,
-            Object::StorageClass(_) => Kind::StorageClass,
-            Object::NodeOverlay(_) => Kind::NodeOverlay,
-            Object::CapacityBuffer(_) => Kind::CapacityBuffer,
-        }
-    }
-
-    /// The name of the kind in a `Delete` message.
-    pub fn wire_name(self) -> &'static str {
-        match self {
-            Kind::Pod => "Pod",
-            Kind::Node => "Node",
-            Kind::NodeClaim => "NodeClaim",
-            Kind::NodePool => "NodePool",
-            Kind::NodeClass => "NodeClass",
-            Kind::DaemonSet => "DaemonSet",
-            Kind::Pdb => "PodDisruptionBudget",
-            Kind::Namespace => "Namespace",
-            Kind::Pvc => "PersistentVolumeClaim",
-            Kind::Pv => "PersistentVolume",
-            Kind::StorageClass => "StorageClass",
-            Kind::NodeOverlay => "NodeOverlay",
-            Kind::CapacityBuffer => "CapacityBuffer",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
+pub use proto::Kind;
 
 /// The key an object is upserted and deleted with: its uid, else `namespace/name` or `name`
-/// (the planner keys sessions the same way).
+/// (the planner keys sessions the same way, by `Object::key`).
 pub fn key(o: &Object) -> String {
-    let k = common::key::object;
-    match o {
-        Object::Pod(p) => k(&p.uid, Some(&p.namespace), &p.name),
-        Object::Node(n) => k(&n.uid, None, &n.name),
-        Object::NodeClaim(c) => k(&c.uid, None, &c.name),
-        Object::NodePool(p) => k(&p.uid, None, &p.name),
-        Object::NodeClass(c) => k(&c.uid, None, &c.name),
-        Object::DaemonSet(d) => k(&d.uid, Some(&d.namespace), &d.name),
-        Object::Pdb(p) => k(&p.uid, Some(&p.namespace), &p.name),
-        Object::Namespace(n) => k(&n.uid, None, &n.name),
-        Object::Pvc(c) => k(&c.uid, Some(&c.namespace), &c.name),
-        Object::Pv(v) => k(&v.uid, None, &v.name),
-        Object::StorageClass(c) => k(&c.uid, None, &c.name),
-        Object::NodeOverlay(o) => k(&o.uid, None, &o.name),
-        Object::CapacityBuffer(b) => k(&b.uid, Some(&b.namespace), &b.name),
-    }
+    o.key()
 }
 
 fn is_pending(o: &Object) -> bool {

@@ -1,12 +1,14 @@
 //! Test support shared by the actuator's integration tests: fresh ledgers on both backends
 //! (a new Postgres database per test from `test_support::postgres`, dropped afterwards; a SQLite
 //! file in a fresh temporary directory), launch fixtures and the simulated cluster the
-//! lifecycle tests start from ([`cluster`]); [`process`]: the `dovetail-actuator` process;
-//! [`frozen`]: a ledger for paused tokio time.
+//! lifecycle tests start from ([`cluster`]); [`fx`]: the one fixture builder of the tests
+//! against the simulator; [`process`]: the `dovetail-actuator` process; [`frozen`]: a ledger
+//! for paused tokio time.
 
 #![allow(dead_code, unreachable_pub)] // Each test crate uses a different part.
 
 pub mod frozen;
+pub mod fx;
 pub mod process;
 
 use std::path::PathBuf;

@@ -236,14 +236,9 @@ pub fn cloud_file(db: &TestDb, tag: &str) -> PathBuf {
     dir.join("cloud.json")
 }
 
-/// GET /metrics over a plain TCP connection (no HTTP client in the dependencies).
+/// The Prometheus text of `GET /metrics` at `addr`.
 pub async fn get_metrics(addr: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    s.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+    test_support::process::scrape(addr)
         .await
-        .expect("write");
-    let mut body = String::new();
-    s.read_to_string(&mut body).await.expect("read");
-    body
+        .unwrap_or_else(|e| panic!("GET /metrics at {addr}: {e}"))
 }

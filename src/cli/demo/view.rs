@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
+use common::pod_requests;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -146,33 +147,56 @@ pub(crate) fn lock(board: &SharedBoard) -> std::sync::MutexGuard<'_, Board> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// CPU quantity in millicores (`500m`, `2`, `1.5`); 0 when unreadable.
+/// A quantity (a string or a JSON number) in milli-units by the one parser
+/// (`common::quantity`); 0 when absent or unreadable.
 pub(crate) fn cpu_millis(q: &Value) -> u64 {
-    let Some(s) = q.as_str() else {
-        return q.as_f64().map_or(0, |f| (f * 1000.0) as u64);
-    };
-    if let Some(m) = s.strip_suffix('m') {
-        m.parse().unwrap_or(0)
-    } else {
-        s.parse::<f64>().map_or(0, |f| (f * 1000.0).round() as u64)
-    }
+    milli(q).map_or(0, |m| u64::try_from(m).unwrap_or(0))
 }
 
-/// A pod's CPU request: the larger of its containers' sum and its largest init container.
-pub(crate) fn pod_cpu_millis(pod: &Value) -> u64 {
-    let sum = |key: &str| -> Vec<u64> {
-        pod["spec"][key]
-            .as_array()
-            .map(|cs| {
-                cs.iter()
-                    .map(|c| cpu_millis(&c["resources"]["requests"]["cpu"]))
-                    .collect()
-            })
+fn milli(q: &Value) -> Option<i64> {
+    let text = match q {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    common::quantity::parse_milli(&text).ok()
+}
+
+/// The CPU of a `resources` object (`{"requests": ..., "limits": ...}`) after defaulting.
+fn cpu_requests(resources: &Value) -> pod_requests::Amounts<i64> {
+    let cpu = |list: &str| -> pod_requests::Amounts<i64> {
+        milli(&resources[list]["cpu"])
+            .map(|m| [("cpu".to_string(), m)].into())
             .unwrap_or_default()
     };
-    let main: u64 = sum("containers").iter().sum();
-    let init = sum("initContainers").into_iter().max().unwrap_or(0);
-    main.max(init)
+    pod_requests::container(&cpu("limits"), &cpu("requests"))
+}
+
+/// A pod's CPU request, by Kubernetes' rule (`common::pod_requests`: sidecars, init
+/// containers, pod-level resources and overhead).
+pub(crate) fn pod_cpu_millis(pod: &Value) -> u64 {
+    let spec = &pod["spec"];
+    let list = |key: &str| spec[key].as_array().map(Vec::as_slice).unwrap_or_default();
+    let containers: Vec<_> = list("containers")
+        .iter()
+        .map(|c| cpu_requests(&c["resources"]))
+        .collect();
+    let init: Vec<_> = list("initContainers")
+        .iter()
+        .map(|c| pod_requests::InitContainer {
+            requests: cpu_requests(&c["resources"]),
+            restartable: c["restartPolicy"] == "Always",
+        })
+        .collect();
+    let pod_level = spec
+        .get("resources")
+        .filter(|r| r.is_object())
+        .map(cpu_requests);
+    let overhead: pod_requests::Amounts<i64> = milli(&spec["overhead"]["cpu"])
+        .map(|m| [("cpu".to_string(), m)].into())
+        .unwrap_or_default();
+    let r = pod_requests::pod(&containers, &init, pod_level.as_ref(), Some(&overhead), 0);
+    r.get("cpu").map_or(0, |m| u64::try_from(*m).unwrap_or(0))
 }
 
 /// A bar of `width` cells, `fraction` full.
@@ -225,4 +249,31 @@ pub(crate) fn render_block(b: &Board) -> String {
     let _ = writeln!(out, "  by zone:     {}", join_counts(&zones));
     let _ = writeln!(out, "  by capacity: {}", join_counts(&caps));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_pods_cpu_is_kubernetes_effective_request() {
+        let pod = json!({"spec": {
+            "containers": [
+                {"resources": {"requests": {"cpu": "500m"}}},
+                {"resources": {"limits": {"cpu": 1}}}
+            ],
+            "initContainers": [
+                {"restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}},
+                {"resources": {"requests": {"cpu": "2"}}}
+            ],
+            "overhead": {"cpu": "10m"}
+        }});
+        // max(500 + 1000 (its limit) + 100, 2000 + 100) + 10.
+        assert_eq!(pod_cpu_millis(&pod), 2110);
+        assert_eq!(cpu_millis(&json!("1.5")), 1500);
+        assert_eq!(cpu_millis(&json!(2)), 2000);
+        assert_eq!(cpu_millis(&json!("1e3")), 1_000_000);
+        assert_eq!(cpu_millis(&json!("lots")), 0);
+    }
 }

@@ -54,14 +54,11 @@ impl Fake {
 
     /// Waits until `pred` holds over the log.
     async fn until(&self, pred: impl Fn(&[Received]) -> bool) -> Vec<Received> {
-        loop {
-            let notified = self.arrived.notified();
+        test_support::when_notified(&self.arrived, || {
             let log = self.log();
-            if pred(&log) {
-                return log;
-            }
-            notified.await;
-        }
+            pred(&log).then_some(log)
+        })
+        .await
     }
 }
 

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use prometheus_client::metrics::gauge::Gauge;
+use proto::Kind;
 use proto::v1 as pb;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::Instant;
@@ -26,7 +27,6 @@ use super::convert::to_model as convert;
 use super::convert::{At, to_wire};
 use super::planning::{CatalogSource, PlannerService, blocking};
 use super::{Error, Result};
-use common::key::object as key;
 use planner::exclusion::{self, Exclusion};
 use planner::model::{self, ClusterSnapshot, PlanOptions};
 use planner_wire::to_model::isolated;
@@ -228,105 +228,6 @@ struct Base {
     options: PlanOptions,
     /// Zones under an ARC zonal shift, as the snapshot said (a change comes as a new snapshot).
     shifted_zones: Vec<String>,
-}
-
-/// The kinds a session holds, in the order of the snapshot's lists.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Kind {
-    Pod,
-    Node,
-    NodeClaim,
-    NodePool,
-    NodeClass,
-    DaemonSet,
-    Pdb,
-    Namespace,
-    Pvc,
-    Pv,
-    StorageClass,
-    NodeOverlay,
-    CapacityBuffer,
-}
-
-// === impl Kind ===
-
-impl Kind {
-    /// The field of `ClusterSnapshot` holding this kind (and of the validated snapshot's paths).
-    fn list(self) -> &'static str {
-        match self {
-            Kind::Pod => "pods",
-            Kind::Node => "nodes",
-            Kind::NodeClaim => "node_claims",
-            Kind::NodePool => "node_pools",
-            Kind::NodeClass => "node_classes",
-            Kind::DaemonSet => "daemon_sets",
-            Kind::Pdb => "pdbs",
-            Kind::Namespace => "namespaces",
-            Kind::Pvc => "pvcs",
-            Kind::Pv => "pvs",
-            Kind::StorageClass => "storage_classes",
-            Kind::NodeOverlay => "node_overlays",
-            Kind::CapacityBuffer => "capacity_buffers",
-        }
-    }
-
-    /// The field of `Upsert.object` holding this kind.
-    fn upsert_field(self) -> &'static str {
-        match self {
-            Kind::Pod => "pod",
-            Kind::Node => "node",
-            Kind::NodeClaim => "node_claim",
-            Kind::NodePool => "node_pool",
-            Kind::NodeClass => "node_class",
-            Kind::DaemonSet => "daemon_set",
-            Kind::Pdb => "pdb",
-            Kind::Namespace => "namespace",
-            Kind::Pvc => "pvc",
-            Kind::Pv => "pv",
-            Kind::StorageClass => "storage_class",
-            Kind::NodeOverlay => "node_overlay",
-            Kind::CapacityBuffer => "capacity_buffer",
-        }
-    }
-
-    /// The kind a `Delete` names.
-    fn named(kind: &str) -> Option<Kind> {
-        Some(match kind {
-            "Pod" => Kind::Pod,
-            "Node" => Kind::Node,
-            "NodeClaim" => Kind::NodeClaim,
-            "NodePool" => Kind::NodePool,
-            "NodeClass" | "EC2NodeClass" => Kind::NodeClass,
-            "DaemonSet" => Kind::DaemonSet,
-            "PodDisruptionBudget" => Kind::Pdb,
-            "Namespace" => Kind::Namespace,
-            "PersistentVolumeClaim" => Kind::Pvc,
-            "PersistentVolume" => Kind::Pv,
-            "StorageClass" => Kind::StorageClass,
-            "NodeOverlay" => Kind::NodeOverlay,
-            "CapacityBuffer" => Kind::CapacityBuffer,
-            _ => return None,
-        })
-    }
-
-    fn of(object: &pb::upsert::Object) -> Kind {
-        use pb::upsert::Object;
-        match object {
-            Object::Pod(_) => Kind::Pod,
-            Object::Node(_) => Kind::Node,
-            Object::NodeClaim(_) => Kind::NodeClaim,
-            Object::NodePool(_) => Kind::NodePool,
-            Object::NodeClass(_) => Kind::NodeClass,
-            Object::DaemonSet(_) => Kind::DaemonSet,
-            Object::Pdb(_) => Kind::Pdb,
-            Object::Namespace(_) => Kind::Namespace,
-            Object::Pvc(_) => Kind::Pvc,
-            Object::Pv(_) => Kind::Pv,
-            Object::StorageClass(_) => Kind::StorageClass,
-            Object::NodeOverlay(_) => Kind::NodeOverlay,
-            Object::CapacityBuffer(_) => Kind::CapacityBuffer,
-        }
-    }
 }
 
 /// Where the client sent an object: the update's sequence number and the object's place in
@@ -820,10 +721,9 @@ impl SessionState {
             }
         }
         let k = Kind::of(&object);
+        let (key, by_uid) = (object.key(), object.has_uid());
         match object {
             Object::Pod(p) => {
-                let by_uid = !p.uid.is_empty();
-                let key = key(&p.uid, Some(&p.namespace), &p.name);
                 let stand_in = isolated::pod_placeholder(&p);
                 let id: Id = ("Pod", p.namespace.clone(), p.name.clone());
                 let d = isolated::decode(p, "Pod", &id.1, &id.2, convert::pod);
@@ -834,64 +734,51 @@ impl SessionState {
                 }
             }
             Object::Node(n) => {
-                let (key, by_uid) = (key(&n.uid, None, &n.name), !n.uid.is_empty());
                 let id: Id = ("Node", String::new(), n.name.clone());
                 let d = isolated::decode(n, id.0, "", &id.2, convert::node);
                 store(self, k, key, id, d, origin, by_uid, |s| &mut s.nodes);
             }
             Object::NodeClaim(c) => {
-                let (key, by_uid) = (key(&c.uid, None, &c.name), !c.uid.is_empty());
                 let id: Id = ("NodeClaim", String::new(), c.name.clone());
                 let d = isolated::decode(c, id.0, "", &id.2, convert::node_claim);
                 store(self, k, key, id, d, origin, by_uid, |s| &mut s.node_claims);
             }
             Object::NodePool(p) => {
-                let (key, by_uid) = (key(&p.uid, None, &p.name), !p.uid.is_empty());
                 let id: Id = ("NodePool", String::new(), p.name.clone());
                 let d = isolated::node_pool(p);
                 store(self, k, key, id, d, origin, by_uid, |s| &mut s.node_pools);
             }
             Object::NodeClass(c) => {
-                let (key, by_uid) = (key(&c.uid, None, &c.name), !c.uid.is_empty());
                 let id: Id = ("EC2NodeClass", String::new(), c.name.clone());
                 let d = isolated::decode(c, id.0, "", &id.2, convert::node_class);
                 store(self, k, key, id, d, origin, by_uid, |s| &mut s.node_classes);
             }
             Object::DaemonSet(d) => {
-                let key = key(&d.uid, Some(&d.namespace), &d.name);
-                let by_uid = !d.uid.is_empty();
                 let id: Id = ("DaemonSet", d.namespace.clone(), d.name.clone());
                 let d = isolated::decode(d, id.0, &id.1, &id.2, convert::daemon_set);
                 store(self, k, key, id, d, origin, by_uid, |s| &mut s.daemon_sets);
             }
             Object::Pdb(p) => {
-                let key = key(&p.uid, Some(&p.namespace), &p.name);
-                let by_uid = !p.uid.is_empty();
                 let id: Id = ("PodDisruptionBudget", p.namespace.clone(), p.name.clone());
                 let d = isolated::decode(p, id.0, &id.1, &id.2, convert::pdb);
                 store(self, k, key, id, d, origin, by_uid, |s| &mut s.pdbs);
             }
             Object::Namespace(n) => {
-                let (key, by_uid) = (key(&n.uid, None, &n.name), !n.uid.is_empty());
                 let id: Id = ("Namespace", String::new(), n.name.clone());
                 let d = isolated::decode(n, id.0, "", &id.2, convert::namespace);
                 store(self, k, key, id, d, origin, by_uid, |s| &mut s.namespaces);
             }
             Object::Pvc(c) => {
-                let key = key(&c.uid, Some(&c.namespace), &c.name);
-                let by_uid = !c.uid.is_empty();
                 let id: Id = ("PersistentVolumeClaim", c.namespace.clone(), c.name.clone());
                 let d = isolated::decode(c, id.0, &id.1, &id.2, convert::pvc);
                 store(self, k, key, id, d, origin, by_uid, |s| &mut s.pvcs);
             }
             Object::Pv(v) => {
-                let (key, by_uid) = (key(&v.uid, None, &v.name), !v.uid.is_empty());
                 let id: Id = ("PersistentVolume", String::new(), v.name.clone());
                 let d = isolated::decode(v, id.0, "", &id.2, convert::pv);
                 store(self, k, key, id, d, origin, by_uid, |s| &mut s.pvs);
             }
             Object::StorageClass(c) => {
-                let (key, by_uid) = (key(&c.uid, None, &c.name), !c.uid.is_empty());
                 let id: Id = ("StorageClass", String::new(), c.name.clone());
                 let d = isolated::decode(c, id.0, "", &id.2, convert::storage_class);
                 store(self, k, key, id, d, origin, by_uid, |s| {
@@ -899,7 +786,6 @@ impl SessionState {
                 });
             }
             Object::NodeOverlay(o) => {
-                let (key, by_uid) = (key(&o.uid, None, &o.name), !o.uid.is_empty());
                 let id: Id = ("NodeOverlay", String::new(), o.name.clone());
                 let d = isolated::decode(o, id.0, "", &id.2, convert::node_overlay);
                 store(self, k, key, id, d, origin, by_uid, |s| {
@@ -907,7 +793,6 @@ impl SessionState {
                 });
             }
             Object::CapacityBuffer(b) => {
-                let (key, by_uid) = (key(&b.uid, Some(&b.namespace), &b.name), !b.uid.is_empty());
                 let id: Id = ("CapacityBuffer", b.namespace.clone(), b.name.clone());
                 let d = isolated::decode(b, id.0, &id.1, &id.2, convert::capacity_buffer);
                 store(self, k, key, id, d, origin, by_uid, |s| {

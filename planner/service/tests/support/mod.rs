@@ -71,15 +71,10 @@ pub async fn channel(server: &Server) -> Channel {
         .expect("connects")
 }
 
-/// GET /metrics over a raw HTTP/1.1 connection.
+/// The Prometheus text of the server's `/metrics`.
 pub async fn scrape(server: &Server) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let addr = server.running.metrics_addr.expect("metrics on");
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+    test_support::process::scrape(addr)
         .await
-        .expect("write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.expect("read");
-    out
+        .expect("GET /metrics")
 }
