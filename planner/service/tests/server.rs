@@ -183,7 +183,7 @@ async fn plan_answers_what_the_planner_computes() {
     );
 
     let text = scrape(&server).await;
-    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.starts_with("# HELP"), "{text}");
     assert!(
         text.contains(r#"dovetail_planner_requests_total{method="Plan",code="Ok"} 1"#),
         "{text}"
