@@ -44,13 +44,19 @@ pub enum Kind {
     /// CapacityBuffers with their resolved templates (mirrored while the CapacityBuffer
     /// feature gate is on).
     CapacityBuffer,
+    /// DRA ResourceClaims (mirrored while `ignoreDRARequests` is off).
+    ResourceClaim,
+    /// DRA DeviceClasses (likewise).
+    DeviceClass,
+    /// DRA ResourceSlices (likewise).
+    ResourceSlice,
 }
 
 // === impl Kind ===
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 16] = [
         Kind::Pod,
         Kind::Node,
         Kind::NodeClaim,
@@ -64,6 +70,9 @@ impl Kind {
         Kind::StorageClass,
         Kind::NodeOverlay,
         Kind::CapacityBuffer,
+        Kind::ResourceClaim,
+        Kind::DeviceClass,
+        Kind::ResourceSlice,
     ];
 
     /// The kind of a compact object.
@@ -82,6 +91,9 @@ impl Kind {
             Object::StorageClass(_) => Kind::StorageClass,
             Object::NodeOverlay(_) => Kind::NodeOverlay,
             Object::CapacityBuffer(_) => Kind::CapacityBuffer,
+            Object::ResourceClaim(_) => Kind::ResourceClaim,
+            Object::DeviceClass(_) => Kind::DeviceClass,
+            Object::ResourceSlice(_) => Kind::ResourceSlice,
         }
     }
 
@@ -101,6 +113,9 @@ impl Kind {
             Kind::StorageClass => "StorageClass",
             Kind::NodeOverlay => "NodeOverlay",
             Kind::CapacityBuffer => "CapacityBuffer",
+            Kind::ResourceClaim => "ResourceClaim",
+            Kind::DeviceClass => "DeviceClass",
+            Kind::ResourceSlice => "ResourceSlice",
         }
     }
 
@@ -127,6 +142,9 @@ pub fn key(o: &Object) -> String {
         Object::StorageClass(c) => k(&c.uid, None, &c.name),
         Object::NodeOverlay(o) => k(&o.uid, None, &o.name),
         Object::CapacityBuffer(b) => k(&b.uid, Some(&b.namespace), &b.name),
+        Object::ResourceClaim(c) => k(&c.uid, Some(&c.namespace), &c.name),
+        Object::DeviceClass(c) => k(&c.uid, None, &c.name),
+        Object::ResourceSlice(c) => k(&c.uid, None, &c.name),
     }
 }
 
@@ -274,6 +292,9 @@ impl State {
                     Object::StorageClass(x) => s.storage_classes.push(x),
                     Object::NodeOverlay(x) => s.node_overlays.push(x),
                     Object::CapacityBuffer(x) => s.capacity_buffers.push(x),
+                    Object::ResourceClaim(x) => s.resource_claims.push(x),
+                    Object::DeviceClass(x) => s.device_classes.push(x),
+                    Object::ResourceSlice(x) => s.resource_slices.push(x),
                 }
             }
         }
