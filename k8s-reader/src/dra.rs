@@ -17,7 +17,7 @@ pub const GROUP: &str = "resource.k8s.io";
 /// The API version of DRA objects Karpenter v1.14 reads.
 pub const VERSION: &str = "v1";
 
-fn array<'a>(v: Option<&'a Value>) -> impl Iterator<Item = &'a Value> {
+fn array(v: Option<&Value>) -> impl Iterator<Item = &Value> {
     v.and_then(Value::as_array).into_iter().flatten()
 }
 

@@ -546,7 +546,7 @@ impl<'a> Universe<'a> {
         let reachable: Vec<&Dev<'_>> = self
             .devices
             .iter()
-            .filter(|d| can_reach(d, node) && !away.is_some_and(|a| a == d.owner))
+            .filter(|d| can_reach(d, node) && away.is_none_or(|a| a != d.owner))
             .collect();
         // Slots: (claim, request, candidates); All requests name every matching device.
         let mut slots: Vec<Slot<'_, '_>> = Vec::new();
