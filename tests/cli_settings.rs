@@ -138,7 +138,8 @@ async fn settings_and_zonal_shifts_reach_the_plan_locally_and_remotely() {
             "{remote:?}: {p}"
         );
         // Karpenter's ignoreDRARequests, true by default: the pod with a ResourceClaim gets
-        // nothing; --ignore-dra-requests=false plans it on its cpu and memory.
+        // nothing; --ignore-dra-requests=false allocates its claim from the input's
+        // cluster-wide ResourceSlice (through the wire too, when remote) and plans it.
         let dra = "karpenter/dra/container-claims-ignored";
         let p = plan(dra, &[], remote).await;
         assert_eq!(p["options"]["ignoreDraRequests"], true, "{remote:?}");

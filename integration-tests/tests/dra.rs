@@ -7,14 +7,18 @@
 //! `IGNORE_DRA_REQUESTS` defaults), not planned for: no node is launched for it and its
 //! `FailedScheduling` Event reads Karpenter's "Failed to schedule pod, pod has Dynamic Resource
 //! Allocation requirements that are not yet supported by Karpenter", while a plain pod created
-//! alongside gets its node. With `--ignore-dra-requests false` the same pod gets a node, planned
-//! on its cpu and memory, devices not simulated, as Karpenter v1.13 does. kubernetes-sigs/karpenter
-//! `pkg/controllers/provisioning/scheduling/scheduler.go` (`add`, `Results.Record`) and
-//! `suite_test.go` "Dynamic Resource Allocation (DRA)".
+//! alongside gets its node. With `--ignore-dra-requests false` the watcher mirrors
+//! ResourceClaims, DeviceClasses and ResourceSlices and the planner allocates the claim's devices
+//! as Karpenter v1.14 does: with no device published the pod is unschedulable with Karpenter's
+//! "allocating dynamic resources, no instance type can satisfy the allocation", and once a
+//! cluster-wide ResourceSlice (`allNodes`) offers a matching device the pod gets a node.
+//! kubernetes-sigs/karpenter `pkg/controllers/provisioning/scheduling/scheduler.go` (`add`,
+//! `Results.Record`), `suite_test.go` "Dynamic Resource Allocation (DRA)" and
+//! `pkg/controllers/provisioning/dra_test.go` (U2, V2).
 //!
-//! What moto and the simulator cannot show: no DRA driver runs, so no ResourceSlice is published
-//! and no claim is ever allocated; the simulator's scheduler binds a pod with claims as if it had
-//! none (a real one would keep it pending without a driver's devices).
+//! What moto and the simulator cannot show: no DRA driver runs, so the test publishes the slice
+//! itself and no claim is ever allocated; the simulator's scheduler binds a pod with claims as if
+//! it had none (a real one would wait for the driver's allocation).
 //!
 //! Fails when moto_server is not installed, unless `DOVETAIL_ALLOW_MISSING` names it.
 
@@ -157,8 +161,13 @@ async fn a_pod_with_a_resource_claim_gets_no_node_by_default() -> anyhow::Result
     sys.finish().await
 }
 
+/// Karpenter's Event message for a pod whose claim no device can satisfy.
+const UNSATISFIABLE: &str = "Failed to schedule pod, allocating dynamic resources, no instance \
+                             type can satisfy the allocation";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn with_ignore_dra_requests_false_the_pod_gets_a_node() -> anyhow::Result<()> {
+async fn with_ignore_dra_requests_false_the_pod_gets_a_node_once_a_device_is_published()
+-> anyhow::Result<()> {
     let mut opts = Options::new("dra-planned");
     opts.watcher_args = vec!["--ignore-dra-requests".into(), "false".into()];
     let Some(sys) = System::start(opts).await? else {
@@ -166,7 +175,39 @@ async fn with_ignore_dra_requests_false_the_pod_gets_a_node() -> anyhow::Result<
     };
     create_dra_workload(&sys).await?;
     let train = pod_of(&sys, "train").await?;
-    // Planned on its cpu and memory: nominated to a NodeClaim, which is launched.
+    // No device anywhere: unschedulable, nothing launched.
+    try_eventually(
+        "the unsatisfiable claim's FailedScheduling Event",
+        WAIT,
+        POLL,
+        || async {
+            match event_messages(&sys, &train, "FailedScheduling").await {
+                Ok(m) if m.iter().any(|m| m == UNSATISFIABLE) => Ok(()),
+                Ok(m) => Err(format!("{m:?}")),
+                Err(e) => Err(format!("{e:#}")),
+            }
+        },
+    )
+    .await?;
+    assert!(
+        event_messages(&sys, &train, "Nominated").await?.is_empty(),
+        "nominated nowhere while no device is published"
+    );
+    // A cluster-wide device of the class's driver: the watcher mirrors it, the claim is
+    // allocated from it on a new NodeClaim.
+    dra_api(&sys, "ResourceSlice", false)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": "shared-gpus"},
+                "spec": {"driver": "gpu.example.com", "allNodes": true,
+                         "pool": {"name": "shared-gpus", "generation": 1, "resourceSliceCount": 1},
+                         "devices": [{"name": "gpu-0"}]},
+            }))?,
+        )
+        .await?;
+    // Nominated to a NodeClaim, which is launched.
     let nominated = try_eventually("the DRA pod nominated", WAIT, POLL, || async {
         match event_messages(&sys, &train, "Nominated").await {
             Ok(m) if !m.is_empty() => Ok(m),

@@ -126,7 +126,7 @@ fn budget_reasons(b: &Value, base: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
-fn requirements(v: Option<&Value>, base: &str) -> Result<Vec<pb::Requirement>> {
+pub(crate) fn requirements(v: Option<&Value>, base: &str) -> Result<Vec<pb::Requirement>> {
     let mut out = Vec::new();
     for (i, r) in v
         .and_then(Value::as_array)

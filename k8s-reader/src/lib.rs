@@ -15,6 +15,7 @@
 
 pub mod buffer;
 mod cluster;
+pub mod dra;
 mod karpenter;
 mod pod;
 pub mod quantity;

@@ -30,6 +30,7 @@ pub fn pod(p: &core::Pod, priorities: &PriorityClasses) -> Result<pb::Pod> {
     out.namespace = m.namespace.clone().unwrap_or_else(|| "default".into());
     out.name = name(m);
     out.uid = uid(m);
+    out.resource_claim_objects = resource_claim_objects(p);
     out.labels = labels(m).into_iter().collect();
     // Only the annotations the planner reads: an empty map allocates nothing, which matters
     // at 100,000 pods.
@@ -143,6 +144,7 @@ fn pod_spec(spec: &core::PodSpec, base: &str, priorities: &PriorityClasses) -> R
             .collect::<Result<_>>()?,
         host_ports: host_ports(spec),
         resource_claims: resource_claims(spec),
+        resource_claim_objects: Vec::new(),
         node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
         priority: match (&spec.priority, &spec.priority_class_name) {
             (Some(p), _) => *p,
@@ -356,6 +358,36 @@ fn amounts(
         out.insert(k.clone(), i128::from(v));
     }
     Ok(out)
+}
+
+/// The ResourceClaim objects a pod's `spec.resourceClaims` resolve to (Karpenter's
+/// `resourceClaimName`): a `resourceClaimName` as given; a template's claim by the pod's
+/// `status.resourceClaimStatuses`; none for a template whose claim is not generated (yet).
+fn resource_claim_objects(p: &core::Pod) -> Vec<String> {
+    let Some(spec) = p.spec.as_ref() else {
+        return Vec::new();
+    };
+    let statuses = p
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_claim_statuses.as_ref());
+    let mut out = Vec::new();
+    for c in spec.resource_claims.iter().flatten() {
+        let name = match &c.resource_claim_name {
+            Some(n) => Some(n.clone()),
+            None => statuses
+                .into_iter()
+                .flatten()
+                .find(|s| s.name == c.name)
+                .and_then(|s| s.resource_claim_name.clone()),
+        };
+        if let Some(n) = name.filter(|n| !n.is_empty())
+            && !out.contains(&n)
+        {
+            out.push(n);
+        }
+    }
+    out
 }
 
 /// The names of a pod's Dynamic Resource Allocation claims: `spec.resourceClaims[].name`, then

@@ -34,11 +34,17 @@ pub enum Kind {
     NodeOverlay,
     /// CapacityBuffers with their resolved templates.
     CapacityBuffer,
+    /// DRA ResourceClaims (resource.k8s.io/v1).
+    ResourceClaim,
+    /// DRA DeviceClasses.
+    DeviceClass,
+    /// DRA ResourceSlices.
+    ResourceSlice,
 }
 
 impl Kind {
     /// Every kind, in snapshot order.
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 16] = [
         Kind::Pod,
         Kind::Node,
         Kind::NodeClaim,
@@ -52,6 +58,9 @@ impl Kind {
         Kind::StorageClass,
         Kind::NodeOverlay,
         Kind::CapacityBuffer,
+        Kind::ResourceClaim,
+        Kind::DeviceClass,
+        Kind::ResourceSlice,
     ];
 
     /// The kind of an object.
@@ -70,6 +79,9 @@ impl Kind {
             Object::StorageClass(_) => Kind::StorageClass,
             Object::NodeOverlay(_) => Kind::NodeOverlay,
             Object::CapacityBuffer(_) => Kind::CapacityBuffer,
+            Object::ResourceClaim(_) => Kind::ResourceClaim,
+            Object::DeviceClass(_) => Kind::DeviceClass,
+            Object::ResourceSlice(_) => Kind::ResourceSlice,
         }
     }
 
@@ -94,6 +106,9 @@ impl Kind {
             Kind::StorageClass => "StorageClass",
             Kind::NodeOverlay => "NodeOverlay",
             Kind::CapacityBuffer => "CapacityBuffer",
+            Kind::ResourceClaim => "ResourceClaim",
+            Kind::DeviceClass => "DeviceClass",
+            Kind::ResourceSlice => "ResourceSlice",
         }
     }
 
@@ -121,6 +136,9 @@ impl Kind {
             Kind::StorageClass => "storage_classes",
             Kind::NodeOverlay => "node_overlays",
             Kind::CapacityBuffer => "capacity_buffers",
+            Kind::ResourceClaim => "resource_claims",
+            Kind::DeviceClass => "device_classes",
+            Kind::ResourceSlice => "resource_slices",
         }
     }
 
@@ -140,6 +158,9 @@ impl Kind {
             Kind::StorageClass => "storage_class",
             Kind::NodeOverlay => "node_overlay",
             Kind::CapacityBuffer => "capacity_buffer",
+            Kind::ResourceClaim => "resource_claim",
+            Kind::DeviceClass => "device_class",
+            Kind::ResourceSlice => "resource_slice",
         }
     }
 }
@@ -161,6 +182,9 @@ impl Object {
             Object::StorageClass(c) => (None, &c.name, &c.uid),
             Object::NodeOverlay(o) => (None, &o.name, &o.uid),
             Object::CapacityBuffer(b) => (Some(&b.namespace), &b.name, &b.uid),
+            Object::ResourceClaim(c) => (Some(&c.namespace), &c.name, &c.uid),
+            Object::DeviceClass(c) => (None, &c.name, &c.uid),
+            Object::ResourceSlice(s) => (None, &s.name, &s.uid),
         }
     }
 

@@ -56,7 +56,7 @@ pub(crate) struct PlanArgs {
     vm_memory_overhead_percent: f64,
     /// Karpenter's ignoreDRARequests (--ignore-dra-requests, IGNORE_DRA_REQUESTS): true (the
     /// default) plans nothing for pods with Dynamic Resource Allocation requests (ResourceClaims);
-    /// false plans them on their other requests, devices not simulated (Karpenter v1.13).
+    /// false allocates their claims' devices from the input's ResourceSlices as Karpenter v1.14.
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set,
           num_args = 0..=1, default_missing_value = "true")]
     ignore_dra_requests: bool,

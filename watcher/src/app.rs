@@ -123,6 +123,11 @@ pub fn start(
     let mirror = Mirror::new();
     let mut informer_options = settings.informers.clone();
     informer_options.capacity_buffers = settings.base.options.capacity_buffer;
+    informer_options.dra = !settings
+        .base
+        .options
+        .ignore_dra_requests
+        .unwrap_or(common::dra::IGNORE_DRA_REQUESTS_DEFAULT);
     let readiness = Readiness::new(informer_options.names());
     metrics.attach(mirror.clone(), readiness.clone());
     let (invalid_tx, mut invalid_rx) = mpsc::unbounded_channel();

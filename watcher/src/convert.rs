@@ -5,6 +5,7 @@
 use k8s_openapi::api::core::v1 as core;
 use proto::v1 as pb;
 
+pub use k8s_reader::dra;
 pub use k8s_reader::{
     Error, PriorityClasses, Result, daemon_set, namespace, node, node_claim, node_class,
     node_overlay, node_pool, parse_duration, pdb, priority_class, pv, pvc, storage_class,

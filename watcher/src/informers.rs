@@ -25,7 +25,7 @@ use kube::runtime::watcher;
 use proto::v1::upsert::Object;
 use tokio::sync::mpsc;
 
-pub use kinds::{NAMES, NODE_OVERLAYS, Options, karpenter_resource, names, spawn_all};
+pub use kinds::{DRA, NAMES, NODE_OVERLAYS, Options, karpenter_resource, names, spawn_all};
 
 use crate::metrics::Metrics;
 use crate::mirror::{Applied, Kind, Mirror};

@@ -166,6 +166,9 @@ impl State {
                     Object::StorageClass(x) => s.storage_classes.push(x),
                     Object::NodeOverlay(x) => s.node_overlays.push(x),
                     Object::CapacityBuffer(x) => s.capacity_buffers.push(x),
+                    Object::ResourceClaim(x) => s.resource_claims.push(x),
+                    Object::DeviceClass(x) => s.device_classes.push(x),
+                    Object::ResourceSlice(x) => s.resource_slices.push(x),
                 }
             }
         }

@@ -242,8 +242,19 @@ impl Cluster {
 
     /// A watcher replica, electing a leader through a Lease when `elect`.
     async fn watcher_replica(&self, identity: &str, elect: bool) -> anyhow::Result<Running> {
+        self.watcher_with(identity, elect, |_| {}).await
+    }
+
+    /// [`Self::watcher_replica`] with `configure` applied to its settings.
+    async fn watcher_with(
+        &self,
+        identity: &str,
+        elect: bool,
+        configure: impl FnOnce(&mut Settings),
+    ) -> anyhow::Result<Running> {
         let planners = PlannerClient::connect(ClientConfig::new(self.endpoints.clone())).await?;
         let mut settings = Settings::new(identity);
+        configure(&mut settings);
         if elect {
             let mut l = watcher::leader::Settings::new("kube-system", identity);
             l.lease_duration = Duration::from_secs(3);
@@ -787,5 +798,131 @@ async fn a_new_nomination_of_a_pod_is_a_new_event_naming_the_new_claim() -> anyh
         notes.iter().any(|n| n.ends_with("nodeclaim/default-bbbbb")),
         "{notes:?}"
     );
+    Ok(())
+}
+
+/// The `resource.k8s.io/v1` API of `kind`.
+fn dra_api(c: &Cluster, kind: &str) -> Api<DynamicObject> {
+    let gvk = kube::api::GroupVersionKind::gvk("resource.k8s.io", "v1", kind);
+    let ar = kube::api::ApiResource::from_gvk(&gvk);
+    if kind == "ResourceClaim" {
+        Api::namespaced_with(c.client.clone(), "default", &ar)
+    } else {
+        Api::all_with(c.client.clone(), &ar)
+    }
+}
+
+async fn create(api: &Api<DynamicObject>, v: serde_json::Value) -> anyhow::Result<()> {
+    api.create(&PostParams::default(), &serde_json::from_value(v)?)
+        .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_objects_are_mirrored_while_ignore_dra_requests_is_off() -> anyhow::Result<()> {
+    let mut c = Cluster::start(1).await?;
+    c.karpenter().await?;
+    c.node("n1", "default").await?;
+    create(
+        &dra_api(&c, "DeviceClass"),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+               "metadata": {"name": "gpu.example.com"},
+               "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}}),
+    )
+    .await?;
+    create(
+        &dra_api(&c, "ResourceClaim"),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+               "metadata": {"name": "gpu", "namespace": "default"},
+               "spec": {"devices": {"requests": [
+                   {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "count": 2}}]}}}),
+    )
+    .await?;
+    let slices = dra_api(&c, "ResourceSlice");
+    create(
+        &slices,
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+               "metadata": {"name": "n1-gpu"},
+               "spec": {"driver": "gpu.example.com", "nodeName": "n1",
+                        "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                        "devices": [{"name": "gpu-0", "attributes": {"model": {"string": "a100"}}}]}}),
+    )
+    .await?;
+    c.watcher = Some(
+        c.watcher_with("test", false, |s| {
+            s.base.options.ignore_dra_requests = Some(false);
+        })
+        .await?,
+    );
+    let log = c.until("the first snapshot", |l| !l.is_empty()).await?;
+    let s = snapshot(&log[0].1).context("the first message is a snapshot")?;
+    assert_eq!(s.device_classes.len(), 1, "{:?}", s.device_classes);
+    assert_eq!(
+        s.device_classes[0].selectors,
+        ["device.driver == \"gpu.example.com\""]
+    );
+    let claim = s.resource_claims.first().context("the claim")?;
+    assert_eq!(
+        (claim.namespace.as_str(), claim.name.as_str()),
+        ("default", "gpu")
+    );
+    assert_eq!(claim.requests[0].count, 2);
+    let slice = s.resource_slices.first().context("the slice")?;
+    assert_eq!(
+        (slice.driver.as_str(), slice.node_name.as_str()),
+        ("gpu.example.com", "n1")
+    );
+    assert_eq!(
+        slice.devices[0]
+            .attributes
+            .get("gpu.example.com/model")
+            .map(String::as_str),
+        Some("\"a100\"")
+    );
+    // A slice published later arrives as an upsert, its deletion as a delete of its kind.
+    create(
+        &slices,
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+               "metadata": {"name": "shared"},
+               "spec": {"driver": "gpu.example.com", "allNodes": true,
+                        "pool": {"name": "shared", "generation": 1, "resourceSliceCount": 1},
+                        "devices": [{"name": "gpu-9"}]}}),
+    )
+    .await?;
+    c.until("the new slice upserted", |l| {
+        l.iter().any(|(_, u)| match &u.update {
+            Some(Update::Delta(d)) => d.upserts.iter().any(|x| {
+                matches!(&x.object, Some(pb::upsert::Object::ResourceSlice(r)) if r.name == "shared" && r.all_nodes)
+            }),
+            _ => false,
+        })
+    })
+    .await?;
+    slices.delete("shared", &DeleteParams::default()).await?;
+    c.until("the slice deleted", |l| {
+        l.iter().any(|(_, u)| match &u.update {
+            Some(Update::Delta(d)) => d.deletes.iter().any(|x| x.kind == "ResourceSlice"),
+            _ => false,
+        })
+    })
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_objects_are_not_mirrored_by_default() -> anyhow::Result<()> {
+    let mut c = Cluster::start(1).await?;
+    c.karpenter().await?;
+    create(
+        &dra_api(&c, "DeviceClass"),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+               "metadata": {"name": "gpu.example.com"}, "spec": {}}),
+    )
+    .await?;
+    c.start_watcher().await?;
+    let log = c.until("the first snapshot", |l| !l.is_empty()).await?;
+    let s = snapshot(&log[0].1).context("the first message is a snapshot")?;
+    assert!(s.device_classes.is_empty(), "{:?}", s.device_classes);
+    assert_eq!(s.node_pools.len(), 1);
     Ok(())
 }

@@ -1,6 +1,6 @@
-//! Dynamic Resource Allocation (DRA) as Karpenter v1.13 and v1.14 (AWS) plan it, under
-//! Karpenter's `ignoreDRARequests` setting ([`PlanOptions::ignore_dra_requests`], env
-//! `IGNORE_DRA_REQUESTS`, default true), read from kubernetes-sigs/karpenter:
+//! Dynamic Resource Allocation (DRA) as Karpenter v1.14 (AWS) plans it, under Karpenter's
+//! `ignoreDRARequests` setting ([`PlanOptions::ignore_dra_requests`], env
+//! `IGNORE_DRA_REQUESTS`, default true), read from kubernetes-sigs/karpenter v1.14.1:
 //!
 //! - `pkg/utils/pod/scheduling.go` `HasDRARequirements`: a pod has DRA requirements when
 //!   `spec.resourceClaims` or any (init) container's `resources.claims` is non-empty
@@ -13,11 +13,17 @@
 //!   move is no candidate to remove.
 //! - `shouldSkipDaemonPod` and `buildDaemonOverheadGroups`: DaemonSet pods with DRA
 //!   requirements add no daemon overhead while the setting is on ([`daemon_counts`]).
-//! - With the setting off, Karpenter v1.13 schedules such pods like any other (its
-//!   `deviceallocation` controller only records allocated devices; nothing in scheduling reads
-//!   them). v1.14 simulates device allocation against ResourceSlices and the cloud provider's
-//!   `ResourceSliceTemplates`; the AWS provider publishes no templates, and dovetail does not
-//!   simulate devices: with the setting off it plans as v1.13 (`designs/roadmap.md`).
+//! - With the setting off, v1.14 simulates device allocation (`pkg/scheduling/dynamicresources`,
+//!   the provisioner's `gatherResourceSlices`/`gatherAllocatedDevices`) against the cluster's
+//!   ResourceSlices and the cloud provider's per-instance-type `ResourceSliceTemplates`. The AWS
+//!   provider v1.14 publishes no templates (and NodeOverlays carry none), so a new NodeClaim
+//!   offers only devices reachable from any node: [`apply`] is that simulation, run once
+//!   before scheduling. See its documentation for what it does and does not model.
+
+mod alloc;
+mod cel;
+
+pub use alloc::{UNSATISFIABLE, apply};
 
 use crate::model::{PlanOptions, Pod};
 
@@ -32,6 +38,15 @@ pub fn ignore_default() -> bool {
 /// True when `pod` is not planned for: it has DRA requirements and `ignoreDRARequests` is on.
 pub fn refused(pod: &Pod, options: &PlanOptions) -> bool {
     options.ignore_dra_requests && pod.has_dra_requirements()
+}
+
+/// Why `pod` cannot be planned, if it cannot: Karpenter's `DRAError` while `ignoreDRARequests`
+/// is on; with it off, why its claims cannot be allocated anywhere ([`apply`]).
+pub fn refusal(pod: &Pod, options: &PlanOptions) -> Option<String> {
+    if refused(pod, options) {
+        return Some(REFUSED.to_string());
+    }
+    pod.dra_unsatisfiable.clone()
 }
 
 /// True when a DaemonSet whose pod template is `template` adds daemon overhead to nodes.

@@ -83,6 +83,10 @@ pub fn plan_timed(
     // CapacityBuffers' virtual pods join the pending pods (after every real pod).
     let buffered = buffers::with_virtual_pods(snapshot, options);
     let snapshot: &ClusterSnapshot = buffered.as_ref().map_or(snapshot, |b| &b.snapshot);
+    // With `ignoreDRARequests` off, pods' ResourceClaims are allocated against the published
+    // devices: pods pinned to where their devices are, or told why none can be had.
+    let allocated = dra::apply(snapshot, options);
+    let snapshot: &ClusterSnapshot = allocated.as_ref().unwrap_or(snapshot);
     // The NodePool tables are built once for the launch plan and every state of the
     // disruption search (they all have the input's NodePools).
     let shared = scheduling::SharedTables::new(snapshot, catalog);

@@ -6,6 +6,7 @@
 //! [`Resources`]; time is [`Timestamp`] seconds.
 
 mod buffer;
+mod dra;
 pub mod named;
 mod node;
 mod nodepool;
@@ -18,6 +19,9 @@ mod workloads;
 pub use buffer::CapacityBuffer;
 pub use common::quantity;
 pub use common::resources::{Resources, format_bytes, format_cpu, names};
+pub use dra::{
+    Device, DeviceClass, DeviceId, DeviceRequest, MatchAttribute, ResourceClaim, ResourceSlice,
+};
 pub use named::Named;
 pub use node::{ClaimIndex, Node, NodeClaim};
 pub use nodepool::{

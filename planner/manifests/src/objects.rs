@@ -36,6 +36,9 @@ const KINDS: &[(&str, bool)] = &[
     ("NodeOverlay", false),
     ("PodTemplate", true),
     ("CapacityBuffer", true),
+    ("ResourceClaim", true),
+    ("DeviceClass", false),
+    ("ResourceSlice", false),
 ];
 
 fn is_known(kind: &str) -> bool {
@@ -68,6 +71,9 @@ pub(crate) struct Objects {
     pub(crate) node_overlays: Vec<At<Value>>,
     pub(crate) pod_templates: Vec<At<core::PodTemplate>>,
     pub(crate) capacity_buffers: Vec<At<Value>>,
+    pub(crate) resource_claims: Vec<At<Value>>,
+    pub(crate) device_classes: Vec<At<Value>>,
+    pub(crate) resource_slices: Vec<At<Value>>,
     pub(crate) warnings: Vec<String>,
     pub(crate) skipped: Vec<Skipped>,
     /// Pods so far: pods as given plus every controller's desired replicas.
@@ -366,6 +372,26 @@ impl Objects {
                     m.insert("namespace".into(), Value::String("default".into()));
                 }
                 self.capacity_buffers.push((v, here()));
+            }
+            ("resource.k8s.io/v1", "ResourceClaim") => {
+                karpenter_meta(value)?;
+                let mut v = value.clone();
+                if v.pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                    && let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut)
+                {
+                    m.insert("namespace".into(), Value::String("default".into()));
+                }
+                self.resource_claims.push((v, here()));
+            }
+            ("resource.k8s.io/v1", "DeviceClass") => {
+                karpenter_meta(value)?;
+                self.device_classes.push((value.clone(), here()));
+            }
+            ("resource.k8s.io/v1", "ResourceSlice") => {
+                karpenter_meta(value)?;
+                self.resource_slices.push((value.clone(), here()));
             }
             _ => {
                 if let Some(warning) = legacy::legacy_kind(api_version, kind) {

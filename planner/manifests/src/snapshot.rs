@@ -358,6 +358,22 @@ fn others(
         objects.node_overlays,
         k8s_reader::node_overlay
     );
+    convert!(
+        resource_claims,
+        objects.resource_claims,
+        k8s_reader::dra::resource_claim
+    );
+    convert!(device_classes, objects.device_classes, |c| Ok::<
+        _,
+        k8s_reader::Error,
+    >(
+        k8s_reader::dra::device_class(c)
+    ));
+    convert!(
+        resource_slices,
+        objects.resource_slices,
+        k8s_reader::dra::resource_slice
+    );
     Ok(())
 }
 

@@ -18,10 +18,12 @@ use crate::{
 };
 
 mod catalog;
+mod dra;
 pub mod isolated;
 mod plan;
 
 pub use catalog::{catalog, live_catalog};
+pub use dra::{device_class, resource_claim, resource_slice};
 pub use plan::plan;
 
 /// Decodes a whole `PlanRequest`. An object of the snapshot that cannot be decoded or breaks
@@ -166,6 +168,17 @@ pub fn snapshot(s: pb::ClusterSnapshot, at: At<'_>) -> Result<ClusterSnapshot> {
             s.capacity_buffers,
             at.field("capacity_buffers"),
             capacity_buffer,
+        )?,
+        resource_claims: list(
+            s.resource_claims,
+            at.field("resource_claims"),
+            resource_claim,
+        )?,
+        device_classes: list(s.device_classes, at.field("device_classes"), device_class)?,
+        resource_slices: list(
+            s.resource_slices,
+            at.field("resource_slices"),
+            resource_slice,
         )?,
     })
 }
@@ -557,6 +570,8 @@ pub fn pod(p: pb::Pod, at: At<'_>) -> Result<model::Pod> {
         start_time: p.start_time,
         deletion_time: p.deletion_time,
         resource_claims: p.resource_claims,
+        resource_claim_objects: p.resource_claim_objects,
+        dra_unsatisfiable: None,
     })
 }
 

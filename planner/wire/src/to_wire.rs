@@ -178,6 +178,7 @@ pub fn pod(p: &model::Pod) -> pb::Pod {
         start_time: p.start_time,
         deletion_time: p.deletion_time,
         resource_claims: p.resource_claims.clone(),
+        resource_claim_objects: p.resource_claim_objects.clone(),
     }
 }
 
@@ -367,6 +368,9 @@ pub fn snapshot(s: &ClusterSnapshot) -> pb::ClusterSnapshot {
         shifted_zones: s.shifted_zones.clone(),
         node_overlays: s.node_overlays.iter().map(node_overlay_out).collect(),
         capacity_buffers: s.capacity_buffers.iter().map(capacity_buffer).collect(),
+        resource_claims: s.resource_claims.iter().map(resource_claim).collect(),
+        device_classes: s.device_classes.iter().map(device_class).collect(),
+        resource_slices: s.resource_slices.iter().map(resource_slice).collect(),
         storage_classes: s
             .storage_classes
             .iter()
@@ -403,6 +407,84 @@ fn node_overlay_out(o: &model::NodeOverlay) -> pb::NodeOverlay {
         capacity: quantities(&o.capacity),
         capacity_milli: BTreeMap::new(),
         weight: o.weight,
+        uid: String::new(),
+    }
+}
+
+/// A ResourceClaim on the wire.
+pub fn resource_claim(c: &model::ResourceClaim) -> pb::ResourceClaim {
+    pb::ResourceClaim {
+        namespace: c.namespace.clone(),
+        name: c.name.clone(),
+        requests: c
+            .requests
+            .iter()
+            .map(|r| pb::DeviceRequest {
+                name: r.name.clone(),
+                device_class_name: r.device_class_name.clone(),
+                count: r.count,
+                all: r.all,
+                selectors: r.selectors.clone(),
+                first_available: r.first_available,
+            })
+            .collect(),
+        match_attributes: c
+            .match_attributes
+            .iter()
+            .map(|m| pb::MatchAttribute {
+                attribute: m.attribute.clone(),
+                requests: m.requests.clone(),
+            })
+            .collect(),
+        unsupported_constraint: c.unsupported_constraint,
+        allocated: c.allocated,
+        allocation_node_selector: c.allocation_node_selector.iter().map(term_out).collect(),
+        allocated_devices: c
+            .allocated_devices
+            .iter()
+            .map(|d| pb::AllocatedDevice {
+                driver: d.driver.clone(),
+                pool: d.pool.clone(),
+                device: d.device.clone(),
+            })
+            .collect(),
+        reserved_for_pods: c.reserved_for_pods.clone(),
+        reserved_by_other: c.reserved_by_other,
+        uid: String::new(),
+    }
+}
+
+/// A DeviceClass on the wire.
+pub fn device_class(c: &model::DeviceClass) -> pb::DeviceClass {
+    pb::DeviceClass {
+        name: c.name.clone(),
+        selectors: c.selectors.clone(),
+        unsupported_selector: c.unsupported_selector,
+        uid: String::new(),
+    }
+}
+
+/// A ResourceSlice on the wire.
+pub fn resource_slice(s: &model::ResourceSlice) -> pb::ResourceSlice {
+    pb::ResourceSlice {
+        name: s.name.clone(),
+        driver: s.driver.clone(),
+        pool: s.pool.clone(),
+        pool_generation: s.pool_generation,
+        resource_slice_count: s.resource_slice_count,
+        node_name: s.node_name.clone(),
+        all_nodes: s.all_nodes,
+        node_selector: s.node_selector.iter().map(term_out).collect(),
+        owner_node: s.owner_node.clone(),
+        devices: s
+            .devices
+            .iter()
+            .map(|d| pb::Device {
+                name: d.name.clone(),
+                attributes: d.attributes.clone().into_iter().collect(),
+            })
+            .collect(),
+        shared_counters: s.shared_counters,
         uid: String::new(),
     }
 }

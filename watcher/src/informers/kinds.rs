@@ -39,6 +39,10 @@ pub const NAMES: [&str; 12] = [
 /// watches NodeOverlays only then, and a cluster without the CRD must still sync).
 pub const NODE_OVERLAYS: &str = "nodeoverlays";
 
+/// The DRA informers' names: they run only while `ignoreDRARequests` is off (the planner
+/// reads DRA objects only then, and a cluster without `resource.k8s.io/v1` must still sync).
+pub const DRA: [&str; 3] = ["resourceclaims", "deviceclasses", "resourceslices"];
+
 /// How the informers list and watch.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -48,6 +52,8 @@ pub struct Options {
     pub node_overlays: bool,
     /// Mirror CapacityBuffers (Karpenter's `CapacityBuffer` feature gate).
     pub capacity_buffers: bool,
+    /// Mirror ResourceClaims, DeviceClasses and ResourceSlices (`ignoreDRARequests` off).
+    pub dra: bool,
 }
 
 impl Default for Options {
@@ -56,13 +62,15 @@ impl Default for Options {
             page_size: 500,
             node_overlays: false,
             capacity_buffers: false,
+            dra: false,
         }
     }
 }
 
 impl Options {
     /// The informers readiness waits for: [`NAMES`], [`NODE_OVERLAYS`] when NodeOverlays are
-    /// watched and the CapacityBuffer informer when buffers are mirrored.
+    /// watched, the CapacityBuffer informer when buffers are mirrored and [`DRA`] when DRA
+    /// objects are.
     pub fn names(&self) -> Vec<&'static str> {
         let mut names = NAMES.to_vec();
         if self.node_overlays {
@@ -70,6 +78,9 @@ impl Options {
         }
         if self.capacity_buffers {
             names.push(super::buffers::NAME);
+        }
+        if self.dra {
+            names.extend(DRA);
         }
         names
     }
@@ -275,6 +286,50 @@ pub fn spawn_all(client: kube::Client, options: &Options, sinks: Sinks) -> Vec<J
             cfg(),
             sinks.clone(),
             classes.clone(),
+        )));
+    }
+    if options.dra {
+        let dra = |kind: &str| {
+            let gvk = GroupVersionKind::gvk(convert::dra::GROUP, convert::dra::VERSION, kind);
+            Api::<DynamicObject>::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
+        };
+        let stream = watcher(dra("ResourceClaim"), cfg()).default_backoff();
+        tasks.push(tokio::spawn(reflect(
+            DRA[0],
+            Kind::ResourceClaim,
+            stream,
+            sinks.clone(),
+            |o: &DynamicObject| {
+                keep(
+                    convert::dra::resource_claim(&json(o)),
+                    Object::ResourceClaim,
+                )
+            },
+        )));
+        let stream = watcher(dra("DeviceClass"), cfg()).default_backoff();
+        tasks.push(tokio::spawn(reflect(
+            DRA[1],
+            Kind::DeviceClass,
+            stream,
+            sinks.clone(),
+            |o: &DynamicObject| {
+                Converted::Keep(Box::new(Object::DeviceClass(convert::dra::device_class(
+                    &json(o),
+                ))))
+            },
+        )));
+        let stream = watcher(dra("ResourceSlice"), cfg()).default_backoff();
+        tasks.push(tokio::spawn(reflect(
+            DRA[2],
+            Kind::ResourceSlice,
+            stream,
+            sinks.clone(),
+            |o: &DynamicObject| {
+                keep(
+                    convert::dra::resource_slice(&json(o)),
+                    Object::ResourceSlice,
+                )
+            },
         )));
     }
     let stream = watcher(dynamic("karpenter.k8s.aws", "EC2NodeClass"), cfg()).default_backoff();

@@ -168,6 +168,12 @@ pub struct Pod {
     /// containers' `resources.claims`); see [`Pod::has_dra_requirements`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resource_claims: Vec<String>,
+    /// The ResourceClaim objects (in its namespace) its `spec.resourceClaims` resolve to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_claim_objects: Vec<String>,
+    /// Set by [`crate::dra::apply`] for this plan: why its claims cannot be allocated anywhere.
+    #[serde(skip)]
+    pub dra_unsatisfiable: Option<String>,
 }
 
 // === impl Pod ===

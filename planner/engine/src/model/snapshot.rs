@@ -3,8 +3,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    CapacityBuffer, DaemonSet, Namespace, Node, NodeClaim, NodeClass, NodeOverlay, NodePool,
-    PersistentVolume, PersistentVolumeClaim, Pod, PodDisruptionBudget, StorageClass,
+    CapacityBuffer, DaemonSet, DeviceClass, Namespace, Node, NodeClaim, NodeClass, NodeOverlay,
+    NodePool, PersistentVolume, PersistentVolumeClaim, Pod, PodDisruptionBudget, ResourceClaim,
+    ResourceSlice, StorageClass,
 };
 
 pub use common::Timestamp;
@@ -50,6 +51,15 @@ pub struct ClusterSnapshot {
     /// [`PlanOptions::capacity_buffer`] is on ([`crate::buffers`]).
     #[serde(default)]
     pub capacity_buffers: Vec<CapacityBuffer>,
+    /// ResourceClaims, used while [`PlanOptions::ignore_dra_requests`] is off ([`crate::dra`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_claims: Vec<ResourceClaim>,
+    /// DeviceClasses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_classes: Vec<DeviceClass>,
+    /// ResourceSlices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_slices: Vec<ResourceSlice>,
 }
 
 /// `--preference-policy`.

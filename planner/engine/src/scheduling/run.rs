@@ -243,14 +243,19 @@ impl<'s, 'a> Run<'s, 'a> {
         let mut errors: Vec<Option<String>> = vec![None; n_items];
         // Real pods first, to the end of their retries; CapacityBuffer virtual pods (the lowest
         // priority) then take what is left, so a buffer never takes room a real pod could use.
-        // Pods with DRA requests while `ignoreDRARequests` is on fail at once, their
-        // preferences never relaxed (Karpenter's DRAError, crate::dra).
+        // Pods with DRA requests while `ignoreDRARequests` is on (Karpenter's DRAError), and
+        // pods whose claims cannot be allocated anywhere, fail at once, their preferences never
+        // relaxed (crate::dra).
         let mut left: Vec<u32> = Vec::new();
-        let (refused, queued): (Vec<u32>, Vec<u32>) = (0..n_items as u32)
-            .partition(|&i| crate::dra::refused(&run.items[i as usize].pod, s.options));
-        for i in refused {
-            errors[i as usize] = Some(crate::dra::REFUSED.to_string());
-            left.push(i);
+        let mut queued: Vec<u32> = Vec::with_capacity(n_items);
+        for i in 0..n_items as u32 {
+            match crate::dra::refusal(&run.items[i as usize].pod, s.options) {
+                Some(reason) => {
+                    errors[i as usize] = Some(reason);
+                    left.push(i);
+                }
+                None => queued.push(i),
+            }
         }
         let (real, buffer): (Vec<u32>, Vec<u32>) = queued
             .into_iter()
@@ -318,8 +323,8 @@ impl<'s, 'a> Run<'s, 'a> {
 
     /// Places item `i`, or says why it cannot be placed.
     pub(super) fn add(&mut self, i: u32) -> Result<(), String> {
-        if crate::dra::refused(&self.items[i as usize].pod, self.s.options) {
-            return Err(crate::dra::REFUSED.to_string());
+        if let Some(reason) = crate::dra::refusal(&self.items[i as usize].pod, self.s.options) {
+            return Err(reason);
         }
         self.ensure_cursors();
         let sig_id = self.items[i as usize].sig;

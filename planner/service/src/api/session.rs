@@ -287,6 +287,9 @@ pub(crate) struct SessionState {
     storage_classes: Store<model::StorageClass>,
     node_overlays: Store<model::NodeOverlay>,
     capacity_buffers: Store<model::CapacityBuffer>,
+    resource_claims: Store<model::ResourceClaim>,
+    device_classes: Store<model::DeviceClass>,
+    resource_slices: Store<model::ResourceSlice>,
     /// Objects that cannot be decoded, by kind and key, each with why; left out of every batch
     /// until an upsert replaces them or a delete removes them.
     rejected: BTreeMap<(Kind, String), Exclusion>,
@@ -305,6 +308,9 @@ fn objects_in(s: &pb::ClusterSnapshot) -> usize {
         + s.pvcs.len()
         + s.pvs.len()
         + s.storage_classes.len()
+        + s.resource_claims.len()
+        + s.device_classes.len()
+        + s.resource_slices.len()
 }
 
 /// Stores one object. Inside a snapshot a key may appear once: a second object with the same
@@ -372,6 +378,9 @@ impl SessionState {
             storage_classes: BTreeMap::new(),
             node_overlays: BTreeMap::new(),
             capacity_buffers: BTreeMap::new(),
+            resource_claims: BTreeMap::new(),
+            device_classes: BTreeMap::new(),
+            resource_slices: BTreeMap::new(),
             rejected: BTreeMap::new(),
         }
     }
@@ -391,6 +400,9 @@ impl SessionState {
             + self.storage_classes.len()
             + self.node_overlays.len()
             + self.capacity_buffers.len()
+            + self.resource_claims.len()
+            + self.device_classes.len()
+            + self.resource_slices.len()
             + self.rejected.len()
     }
 
@@ -408,6 +420,9 @@ impl SessionState {
         self.storage_classes.clear();
         self.node_overlays.clear();
         self.capacity_buffers.clear();
+        self.resource_claims.clear();
+        self.device_classes.clear();
+        self.resource_slices.clear();
         self.rejected.clear();
     }
 
@@ -596,6 +611,9 @@ impl SessionState {
                 "StorageClass" => drop(self.storage_classes.remove(uid)),
                 "NodeOverlay" => drop(self.node_overlays.remove(uid)),
                 "CapacityBuffer" => drop(self.capacity_buffers.remove(uid)),
+                "ResourceClaim" => drop(self.resource_claims.remove(uid)),
+                "DeviceClass" => drop(self.device_classes.remove(uid)),
+                "ResourceSlice" => drop(self.resource_slices.remove(uid)),
                 // A kind this planner does not know holds nothing here.
                 other => tracing::debug!(kind = other, "Delete of an unknown kind ignored"),
             }
@@ -682,6 +700,27 @@ impl SessionState {
             sequence,
             Kind::CapacityBuffer,
             Object::CapacityBuffer,
+        );
+        each(
+            self,
+            s.resource_claims,
+            sequence,
+            Kind::ResourceClaim,
+            Object::ResourceClaim,
+        );
+        each(
+            self,
+            s.device_classes,
+            sequence,
+            Kind::DeviceClass,
+            Object::DeviceClass,
+        );
+        each(
+            self,
+            s.resource_slices,
+            sequence,
+            Kind::ResourceSlice,
+            Object::ResourceSlice,
         );
     }
 
@@ -799,6 +838,30 @@ impl SessionState {
                     &mut s.capacity_buffers
                 });
             }
+            Object::ResourceClaim(c) => {
+                let (key, by_uid) = (key(&c.uid, Some(&c.namespace), &c.name), !c.uid.is_empty());
+                let id: Id = ("ResourceClaim", c.namespace.clone(), c.name.clone());
+                let d = isolated::decode(c, id.0, &id.1, &id.2, convert::resource_claim);
+                store(self, k, key, id, d, origin, by_uid, |s| {
+                    &mut s.resource_claims
+                });
+            }
+            Object::DeviceClass(c) => {
+                let (key, by_uid) = (key(&c.uid, None, &c.name), !c.uid.is_empty());
+                let id: Id = ("DeviceClass", String::new(), c.name.clone());
+                let d = isolated::decode(c, id.0, "", &id.2, convert::device_class);
+                store(self, k, key, id, d, origin, by_uid, |s| {
+                    &mut s.device_classes
+                });
+            }
+            Object::ResourceSlice(c) => {
+                let (key, by_uid) = (key(&c.uid, None, &c.name), !c.uid.is_empty());
+                let id: Id = ("ResourceSlice", String::new(), c.name.clone());
+                let d = isolated::decode(c, id.0, "", &id.2, convert::resource_slice);
+                store(self, k, key, id, d, origin, by_uid, |s| {
+                    &mut s.resource_slices
+                });
+            }
         }
     }
 
@@ -826,6 +889,9 @@ impl SessionState {
             capacity_buffers: objects(&self.capacity_buffers),
             shifted_zones: base.map(|b| b.shifted_zones.clone()).unwrap_or_default(),
             node_overlays: objects(&self.node_overlays),
+            resource_claims: objects(&self.resource_claims),
+            device_classes: objects(&self.device_classes),
+            resource_slices: objects(&self.resource_slices),
         };
         let excluded = isolated::finish(&mut snapshot, self.rejected.values().cloned().collect());
         Batch {

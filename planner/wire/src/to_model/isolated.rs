@@ -210,6 +210,27 @@ pub fn snapshot(s: pb::ClusterSnapshot) -> (ClusterSnapshot, Vec<Exclusion>) {
         |b| ("CapacityBuffer", b.namespace.clone(), b.name.clone()),
         |b| decode(b, "CapacityBuffer", "", "", super::capacity_buffer),
     );
+    each(
+        s.resource_claims,
+        o,
+        &mut snap.resource_claims,
+        |c| ("ResourceClaim", c.namespace.clone(), c.name.clone()),
+        |c| decode(c, "ResourceClaim", "", "", super::resource_claim),
+    );
+    each(
+        s.device_classes,
+        o,
+        &mut snap.device_classes,
+        |c| ("DeviceClass", String::new(), c.name.clone()),
+        |c| decode(c, "DeviceClass", "", "", super::device_class),
+    );
+    each(
+        s.resource_slices,
+        o,
+        &mut snap.resource_slices,
+        |c| ("ResourceSlice", String::new(), c.name.clone()),
+        |c| decode(c, "ResourceSlice", "", "", super::resource_slice),
+    );
     let out = finish(&mut snap, out);
     (snap, out)
 }

@@ -200,7 +200,7 @@ fn smallest_first(run: &mut Run<'_, '_>, p: usize) {
         let i = run.unschedulable[k].0;
         let sig = run.items[i as usize].sig;
         // A pod refused for its DRA requests stays refused (crate::dra).
-        let refused = crate::dra::refused(&run.items[i as usize].pod, run.s.options);
+        let refused = crate::dra::refusal(&run.items[i as usize].pod, run.s.options).is_some();
         if !refused && run.sigs.get(sig).invalid.is_none() && run.pool_fit(sig, p).is_ok() {
             blocked.push(i);
         }
