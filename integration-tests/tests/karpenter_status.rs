@@ -21,8 +21,9 @@
 //!   (`pkg/metrics/metrics.go`, `pkg/controllers/disruption/metrics.go`);
 //! - the pod latency metrics (`karpenter_pods_bound_duration_seconds`, the startup summary, the
 //!   `provisioning_*` and scheduling-decision histograms, `pkg/controllers/metrics/pod/`), node
-//!   termination metrics (`pkg/controllers/node/termination/metrics.go`) and the disruption
-//!   evaluation histogram of the planners.
+//!   termination metrics (`pkg/controllers/node/termination/metrics.go`), the disruption
+//!   evaluation histogram and the consolidation move counter and score histogram of the
+//!   planners (`pkg/controllers/disruption/metrics.go`).
 //!
 //! What moto cannot show: nothing here depends on EC2 beyond launching and terminating.
 //! Fails when moto_server or kubectl is missing, unless `DOVETAIL_ALLOW_MISSING` names it.
@@ -384,11 +385,42 @@ async fn scenario(sys: &System, kubectl: &PathBuf) -> anyhow::Result<()> {
         .unwrap_or(0.0);
     }
     assert!(evaluated >= 1.0, "no plan timed its disruption methods");
+    // The planners export Karpenter's consolidation move counter and score histogram
+    // (`pkg/controllers/disruption/metrics.go`); every Underutilized decision counts as an
+    // approved move of its pool's policy (`balanced.go` `ApproveCommand`).
+    let mut moves = 0.0;
+    for p in sys.planners.iter().flatten() {
+        let t = process::scrape(p.metrics).await?;
+        assert!(
+            t.contains("# TYPE karpenter_consolidation_moves counter"),
+            "{t}"
+        );
+        assert!(
+            t.contains("# TYPE karpenter_consolidation_score histogram"),
+            "{t}"
+        );
+        moves += sample(
+            &t,
+            "karpenter_consolidation_moves_total",
+            &[
+                r#"decision="approved""#,
+                r#"nodepool="default""#,
+                r#"policy="WhenEmptyOrUnderutilized""#,
+            ],
+        )
+        .unwrap_or(0.0);
+    }
     // Seen on a claim while it was being disrupted (from the taint until the NodeClaim is
     // gone: the drain and the instance's termination, seconds, polled every POLL).
     let reasons = reasons.lock().unwrap_or_else(|p| p.into_inner()).clone();
     eprintln!("DisruptionReason seen on claims being disrupted: {reasons:?}");
     assert!(!reasons.is_empty(), "no claim showed DisruptionReason");
+    if reasons.contains("Underutilized") {
+        assert!(
+            moves >= 1.0,
+            "an Underutilized decision ran, yet no move was counted"
+        );
+    }
     assert!(
         reasons
             .iter()

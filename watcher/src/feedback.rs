@@ -3,12 +3,14 @@
 //! can never be planned), the status of NodePools (resources in use, node count, and the
 //! conditions Ready, ValidationSucceeded and NodeClassReady), the NodeClaim conditions
 //! Drifted and Consolidatable with the Events DisruptionBlocked and Unconsolidatable on Nodes
-//! and NodeClaims (`claims`), `PlannerValidationSucceeded=False` / `Ready=False` on the
+//! and NodeClaims (`claims`), ConsolidationApproved on Nodes, NodeClaims and NodePools
+//! (`approved`), `PlannerValidationSucceeded=False` / `Ready=False` on the
 //! EC2NodeClasses a plan left out, NodeOverlays' `ValidationSucceeded` / `Ready` (`overlays`,
 //! under the `NodeOverlay` gate) and the status of CapacityBuffers (`buffers`).
 //!
 //! Feedback only reports; it never changes what is planned.
 
+mod approved;
 mod buffers;
 mod claims;
 mod conditions;

@@ -924,5 +924,101 @@ async fn dra_objects_are_not_mirrored_by_default() -> anyhow::Result<()> {
     let s = snapshot(&log[0].1).context("the first message is a snapshot")?;
     assert!(s.device_classes.is_empty(), "{:?}", s.device_classes);
     assert_eq!(s.node_pools.len(), 1);
+/// Karpenter v1.14's `ConsolidationApproved` (`pkg/controllers/disruption/balanced.go`,
+/// `events/events.go`): an approved single-node Balanced move on the Node and its NodeClaim, an
+/// approved multi-node move on the NodePool, with `consolidationScoreMessage`'s words, written
+/// once however many plans repeat them, and nothing for a rejected move.
+#[tokio::test]
+async fn approved_balanced_moves_are_consolidation_approved_events() -> anyhow::Result<()> {
+    use proto::v1::upsert::Object;
+    let sim = simulator::Simulation::start(simulator::Config {
+        scheduler: false,
+        controllers: false,
+        ..Default::default()
+    })
+    .await?;
+    let client = sim.kube_client()?;
+    let mirror = watcher::mirror::Mirror::new();
+    mirror.update(|s| {
+        for n in ["n1", "n2", "n3", "n4"] {
+            s.upsert(Object::Node(pb::Node {
+                name: n.into(),
+                uid: format!("uid-{n}"),
+                ..Default::default()
+            }));
+            s.upsert(Object::NodeClaim(pb::NodeClaim {
+                name: format!("c-{n}"),
+                uid: format!("uid-c-{n}"),
+                ..Default::default()
+            }));
+        }
+        s.upsert(Object::NodePool(pb::NodePool {
+            name: "bal".into(),
+            uid: "uid-bal".into(),
+            ..Default::default()
+        }));
+    });
+    let pool = |score: f64, savings: f64, disruption: f64| pb::ConsolidationPoolScore {
+        node_pool: "bal".into(),
+        policy: "Balanced".into(),
+        scored: true,
+        score,
+        threshold: 0.5,
+        k: 2,
+        savings_percent: savings,
+        disruption_percent: disruption,
+    };
+    let mv = |decision: &str, nodes: &[&str], score| pb::ConsolidationMove {
+        decision: decision.into(),
+        nodes: nodes.iter().map(|n| n.to_string()).collect(),
+        node_claims: nodes.iter().map(|n| format!("c-{n}")).collect(),
+        node_pools: vec![score],
+    };
+    let plan = pb::PlanResponse {
+        consolidation_moves: vec![
+            mv("approved", &["n1"], pool(0.75, 75.0, 100.0)),
+            mv("approved", &["n2", "n3"], pool(1.25, 50.0, 40.0)),
+            mv("rejected", &["n4"], pool(0.39, 16.7, 42.9)),
+        ],
+        ..Default::default()
+    };
+    let mut events = watcher::feedback::Events::new(
+        client.clone(),
+        kube::runtime::events::Reporter {
+            controller: "dovetail-watcher".into(),
+            instance: Some("test".into()),
+        },
+    );
+    // Two plans with the same moves: one Event per object.
+    for _ in 0..2 {
+        let todo = watcher::feedback::disruption_events(&plan, &mirror);
+        events.publish_disruption(todo).await;
+    }
+    let mut got: Vec<(String, String, String)> =
+        Api::<k8s_openapi::api::core::v1::Event>::all(client)
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("ConsolidationApproved"))
+            .map(|e| {
+                (
+                    e.involved_object.kind.unwrap_or_default(),
+                    e.involved_object.name.unwrap_or_default(),
+                    e.message.unwrap_or_default(),
+                )
+            })
+            .collect();
+    got.sort();
+    let single = "score 0.75 >= threshold 0.50 (k: 2, savings 75.0%, disruption 100.0%)";
+    let multi = "score 1.25 >= threshold 0.50 (k: 2, savings 50.0%, disruption 40.0%)";
+    assert_eq!(
+        got,
+        vec![
+            ("Node".into(), "n1".into(), single.into()),
+            ("NodeClaim".into(), "c-n1".into(), single.into()),
+            ("NodePool".into(), "bal".into(), multi.into()),
+        ]
+    );
     Ok(())
 }

@@ -226,6 +226,10 @@ pub struct Stats {
 pub struct Outcome {
     /// Decisions, in the order they were committed.
     pub decisions: Vec<DisruptionDecision>,
+    /// The consolidation moves Karpenter's balanced evaluator would count: one approved per
+    /// Underutilized decision, in order, then the rejected single-node moves of candidates
+    /// that stay, by node (see [`crate::plan::ConsolidationMove`]).
+    pub moves: Vec<crate::plan::ConsolidationMove>,
     /// Things a person should know (blockers, many→k repacks, forced expiries).
     pub notes: Vec<String>,
     /// Counters.
@@ -423,6 +427,7 @@ fn before_underutilized(
 fn keep_the_better<'a>(s: &mut Evaluation<'a>, sequence: Evaluation<'a>, before: usize) {
     if sequence.savings() > s.savings() + 1e-9 {
         sequence.absorb_counters(s);
+        sequence.absorb_refusals(s);
         let mut sequence = sequence;
         let n = sequence.decision_count() - before;
         sequence.note(format!(
@@ -431,6 +436,7 @@ fn keep_the_better<'a>(s: &mut Evaluation<'a>, sequence: Evaluation<'a>, before:
         *s = sequence;
     } else {
         s.absorb_counters(&sequence);
+        s.absorb_refusals(&sequence);
     }
 }
 

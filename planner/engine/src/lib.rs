@@ -148,6 +148,7 @@ pub fn plan_timed(
         match outcome {
             Ok(outcome) => {
                 plan.disruptions = outcome.decisions;
+                plan.consolidation_moves = outcome.moves;
                 plan.notes.extend(outcome.notes);
             }
             Err(e) => plan.notes.push(format!("disruption not planned: {e}")),

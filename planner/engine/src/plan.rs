@@ -55,6 +55,68 @@ pub struct Plan {
     /// `Underutilized`), sorted by pool and reason order.
     #[serde(default)]
     pub node_pool_budgets: Vec<NodePoolBudgetStatus>,
+    /// The consolidation moves Karpenter v1.14's balanced evaluator would count
+    /// (`karpenter_consolidation_moves_total`, `karpenter_consolidation_score`) and announce
+    /// (`ConsolidationApproved`): each Underutilized decision, approved, in decision order,
+    /// then each candidate the plan keeps whose single-node move its Balanced NodePool's
+    /// score refused, rejected, sorted by node (see [`ConsolidationMove`]).
+    #[serde(default)]
+    pub consolidation_moves: Vec<ConsolidationMove>,
+}
+
+/// One consolidation move as Karpenter v1.14's `balancedEvaluator` sees a command that reached
+/// `ApproveCommand` (kubernetes-sigs/karpenter `pkg/controllers/disruption/balanced.go`).
+///
+/// How dovetail's plan maps onto Karpenter's commands:
+/// - every Underutilized decision of the plan is one approved move: a decision of one node is
+///   Karpenter's single-node command (`ApproveCommand` counts it; its `ConsolidationApproved`
+///   Event goes on the Node and the NodeClaim), a decision of several nodes its multi-node
+///   command (`EmitMultiNodeEvents` counts it once per NodePool of its nodes; the Event goes on
+///   each Balanced NodePool). Empty, Drifted, Expired and static scale-down decisions never
+///   reach the evaluator in Karpenter either (`emptiness.go`, `drift.go`), and are not moves;
+/// - a candidate the plan leaves in place whose own move (deleting it, or replacing it with
+///   one cheaper node, the command Karpenter's single-node consolidation computes) was valid
+///   but refused by its Balanced NodePool's score is one rejected move: Karpenter's
+///   single-node `ApproveCommand` rejection, which counts and observes the score but
+///   publishes no Event. A candidate whose best case cannot pass is skipped before any
+///   command, as Karpenter's `CanPassThreshold`, and is no move;
+/// - the searches' trial groups (a prefix search's probes, a larger group refused) are not
+///   moves: Karpenter reports a multi-node rejection only when its binary search ends with
+///   nothing, from one window, and dovetail's searches form many windows Karpenter never
+///   would; one command per candidate and decision is what both agree on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsolidationMove {
+    /// `approved` or `rejected` (Karpenter's `decision` label).
+    pub decision: String,
+    /// The nodes the move removes (one for a single-node move), as the decision names them.
+    pub nodes: Vec<String>,
+    /// Their NodeClaims, in the same order (empty where none is known).
+    pub node_claims: Vec<String>,
+    /// One entry per NodePool of `nodes`, sorted by name.
+    pub node_pools: Vec<ConsolidationPoolScore>,
+}
+
+/// A move's facts for one NodePool (`ScoreResult` of Karpenter's `EvaluateBalancedMove`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsolidationPoolScore {
+    /// The NodePool.
+    pub node_pool: String,
+    /// Its `consolidationPolicy` (Karpenter's `policy` label).
+    pub policy: String,
+    /// Whether the pool was scored (only Balanced pools are); the fields below are 0 when not.
+    pub scored: bool,
+    /// Savings share over disruption share (Karpenter's `Score()`).
+    pub score: f64,
+    /// `1 / k`.
+    pub threshold: f64,
+    /// Karpenter's `BalancedK`.
+    pub k: u32,
+    /// The pool's share of the move's savings, as a percentage of the pool's cost.
+    pub savings_percent: f64,
+    /// The move's disruption, as a percentage of the pool's disruption.
+    pub disruption_percent: f64,
 }
 
 /// The allowed disruptions of one NodePool for one reason, as Karpenter's

@@ -86,6 +86,21 @@ struct DisruptionExpect {
     savings_min: Option<f64>,
 }
 
+/// One of the plan's `consolidationMoves` (Karpenter v1.14's balanced evaluator).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct MoveExpect {
+    /// `approved` or `rejected`.
+    decision: String,
+    /// Exactly these nodes (any order).
+    nodes: Vec<String>,
+    /// The NodePool whose entry the fields below check (the move's only one when absent).
+    node_pool: Option<String>,
+    policy: Option<String>,
+    /// The score as Karpenter's Event prints it (`%.2f`); only for a Balanced pool.
+    score: Option<f64>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Expect {
@@ -127,6 +142,10 @@ struct Expect {
     #[serde(default)]
     disruptions: Vec<DisruptionExpect>,
     disruptions_count: Option<usize>,
+    /// Each must match one of the plan's `consolidationMoves`.
+    #[serde(default)]
+    consolidation_moves: Vec<MoveExpect>,
+    consolidation_moves_count: Option<usize>,
     /// Total number of nodes named by all disruptions.
     disrupted_nodes: Option<usize>,
     /// Sum of `savingsPerHour` over all disruptions, at most.
@@ -433,6 +452,65 @@ fn check_claim(what: &str, c: &PlannedNodeClaim, e: &ClaimExpect, errs: &mut Vec
 
 /// What differs between `expect` and `plan`; `contract` also checks that every pending pod is
 /// in exactly one place.
+/// `consolidationMoves` and `consolidationMovesCount`.
+fn check_moves(expect: &Expect, plan: &Plan, errs: &mut Vec<String>) {
+    let got = &plan.consolidation_moves;
+    for me in &expect.consolidation_moves {
+        let Some(m) = got
+            .iter()
+            .find(|m| m.decision == me.decision && sorted(&m.nodes) == sorted(&me.nodes))
+        else {
+            errs.push(format!(
+                "no {} consolidation move of {:?}; got {got:?}",
+                me.decision, me.nodes
+            ));
+            continue;
+        };
+        let pool = match &me.node_pool {
+            Some(name) => m.node_pools.iter().find(|p| p.node_pool == *name),
+            None if m.node_pools.len() == 1 => m.node_pools.first(),
+            None => None,
+        };
+        let Some(pool) = pool else {
+            errs.push(format!(
+                "move {:?}: no entry for NodePool {:?}: {m:?}",
+                m.nodes, me.node_pool
+            ));
+            continue;
+        };
+        if let Some(p) = &me.policy
+            && pool.policy != *p
+        {
+            errs.push(format!(
+                "move {:?}: policy {}, expected {p}",
+                m.nodes, pool.policy
+            ));
+        }
+        if let Some(sc) = me.score
+            && !(pool.scored && (pool.score - sc).abs() < 0.005)
+        {
+            errs.push(format!(
+                "move {:?}: score {:.2} (scored: {}), expected {sc:.2}",
+                m.nodes, pool.score, pool.scored
+            ));
+        }
+        if me.score.is_none() && me.policy.as_deref() != Some("Balanced") && pool.scored {
+            errs.push(format!(
+                "move {:?}: scored, but its pool is {}",
+                m.nodes, pool.policy
+            ));
+        }
+    }
+    if let Some(n) = expect.consolidation_moves_count
+        && got.len() != n
+    {
+        errs.push(format!(
+            "{} consolidation moves, expected {n}: {got:?}",
+            got.len()
+        ));
+    }
+}
+
 fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot, contract: bool) -> Vec<String> {
     let mut errs = Vec::new();
     let pending = pending_pods(snapshot);
@@ -765,6 +843,7 @@ fn check(expect: &Expect, plan: &Plan, snapshot: &ClusterSnapshot, contract: boo
             ));
         }
     }
+    check_moves(expect, plan, &mut errs);
     if let Some(n) = expect.disruptions_count
         && plan.disruptions.len() != n
     {

@@ -28,7 +28,12 @@ pub struct Metrics {
     plans_cancelled: Counter,
     catalog_fetches: Family<Labels, Counter>,
     evaluation: Family<Labels, Histogram>,
+    consolidation_score: Family<Labels, Histogram>,
+    consolidation_moves: Family<Labels, Counter>,
 }
+
+/// Karpenter's buckets of `karpenter_consolidation_score` (`pkg/controllers/disruption/metrics.go`).
+pub const CONSOLIDATION_SCORE_BUCKETS: [f64; 8] = [0.1, 0.25, 0.33, 0.5, 1.0, 2.0, 5.0, 10.0];
 
 // === impl Metrics ===
 
@@ -118,14 +123,31 @@ impl Metrics {
         let evaluation = Family::<Labels, Histogram>::new_with_constructor(|| {
             Histogram::new(service_shell::metrics::DURATION_BUCKETS)
         });
-        root.sub_registry_with_prefix("karpenter").register(
+        let karpenter = root.sub_registry_with_prefix("karpenter");
+        karpenter.register(
             "voluntary_disruption_decision_evaluation_duration_seconds",
             "Duration of the disruption decision evaluation process in seconds. Labeled by method and consolidation type.",
             evaluation.clone(),
         );
+        let consolidation_score = Family::<Labels, Histogram>::new_with_constructor(|| {
+            Histogram::new(CONSOLIDATION_SCORE_BUCKETS)
+        });
+        karpenter.register(
+            "consolidation_score",
+            "Score of balanced consolidation moves. Labeled by decision, NodePool, and policy.",
+            consolidation_score.clone(),
+        );
+        let consolidation_moves = Family::<Labels, Counter>::default();
+        karpenter.register(
+            "consolidation_moves",
+            "Number of balanced consolidation moves. Labeled by decision, NodePool, and policy.",
+            consolidation_moves.clone(),
+        );
         Self {
             catalog_fetches,
             evaluation,
+            consolidation_score,
+            consolidation_moves,
             registry: Arc::new(root),
             requests,
             latency,
@@ -196,6 +218,38 @@ impl Metrics {
         }
     }
 
+    /// Counts a plan's consolidation moves as Karpenter's balanced evaluator does
+    /// (`pkg/controllers/disruption/balanced.go`, `ApproveCommand` and `EmitMultiNodeEvents`):
+    /// each move once per NodePool of its nodes in `karpenter_consolidation_moves_total`,
+    /// whatever the pool's policy, with the move's decision; each scored (Balanced) pool's score
+    /// in `karpenter_consolidation_score`, with that pool's own verdict.
+    pub fn consolidation_moves(&self, moves: &[planner::plan::ConsolidationMove]) {
+        for mv in moves {
+            for pool in &mv.node_pools {
+                let labels = |decision: &str| {
+                    vec![
+                        ("decision".to_string(), decision.to_string()),
+                        ("nodepool".to_string(), pool.node_pool.clone()),
+                        ("policy".to_string(), pool.policy.clone()),
+                    ]
+                };
+                self.consolidation_moves
+                    .get_or_create(&labels(&mv.decision))
+                    .inc();
+                if pool.scored {
+                    let verdict = if pool.score >= pool.threshold {
+                        "approved"
+                    } else {
+                        "rejected"
+                    };
+                    self.consolidation_score
+                        .get_or_create(&labels(verdict))
+                        .observe(pool.score);
+                }
+            }
+        }
+    }
+
     /// Counts a live catalog check (`updated`, `unchanged`, `refused`, `error`).
     pub fn catalog_fetch(&self, outcome: &str) {
         self.catalog_fetches
@@ -247,6 +301,80 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("dovetail_planner_plan_cost_per_hour_dollars_count 1"));
+    }
+
+    fn pool(name: &str, policy: &str, score: f64) -> planner::plan::ConsolidationPoolScore {
+        planner::plan::ConsolidationPoolScore {
+            node_pool: name.into(),
+            policy: policy.into(),
+            scored: policy == "Balanced",
+            score,
+            threshold: 0.5,
+            k: 2,
+            ..Default::default()
+        }
+    }
+
+    // kubernetes-sigs/karpenter v1.14 pkg/controllers/disruption/balanced.go: ApproveCommand
+    // (single node) and EmitMultiNodeEvents (per NodePool of a multi-node command).
+    #[test]
+    fn counts_consolidation_moves_and_scores_as_karpenter() {
+        use planner::plan::ConsolidationMove;
+        let m = Metrics::new();
+        m.consolidation_moves(&[
+            // A single-node Balanced move, approved at 0.75.
+            ConsolidationMove {
+                decision: "approved".into(),
+                nodes: vec!["n0".into()],
+                node_claims: vec!["c0".into()],
+                node_pools: vec![pool("bal", "Balanced", 0.75)],
+            },
+            // A multi-node move over a Balanced pool and a WhenEmptyOrUnderutilized one: one
+            // count per pool, one score (the Balanced pool's).
+            ConsolidationMove {
+                decision: "approved".into(),
+                nodes: vec!["n1".into(), "n2".into()],
+                node_claims: vec![String::new(), String::new()],
+                node_pools: vec![
+                    pool("bal", "Balanced", 3.0),
+                    pool("default", "WhenEmptyOrUnderutilized", 0.0),
+                ],
+            },
+            // A refused single-node move.
+            ConsolidationMove {
+                decision: "rejected".into(),
+                nodes: vec!["n3".into()],
+                node_claims: vec![String::new()],
+                node_pools: vec![pool("bal", "Balanced", 0.39)],
+            },
+        ]);
+        let text = m.render();
+        for line in [
+            r#"karpenter_consolidation_moves_total{decision="approved",nodepool="bal",policy="Balanced"} 2"#,
+            r#"karpenter_consolidation_moves_total{decision="approved",nodepool="default",policy="WhenEmptyOrUnderutilized"} 1"#,
+            r#"karpenter_consolidation_moves_total{decision="rejected",nodepool="bal",policy="Balanced"} 1"#,
+            r#"karpenter_consolidation_score_count{decision="approved",nodepool="bal",policy="Balanced"} 2"#,
+            r#"karpenter_consolidation_score_sum{decision="approved",nodepool="bal",policy="Balanced"} 3.75"#,
+            r#"karpenter_consolidation_score_bucket{le="0.33",decision="approved",nodepool="bal",policy="Balanced"} 0"#,
+            r#"karpenter_consolidation_score_bucket{le="1.0",decision="approved",nodepool="bal",policy="Balanced"} 1"#,
+            r#"karpenter_consolidation_score_bucket{le="5.0",decision="approved",nodepool="bal",policy="Balanced"} 2"#,
+            r#"karpenter_consolidation_score_bucket{le="0.5",decision="rejected",nodepool="bal",policy="Balanced"} 1"#,
+            r#"karpenter_consolidation_score_bucket{le="0.33",decision="rejected",nodepool="bal",policy="Balanced"} 0"#,
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
+        // Pools of other policies are counted, never scored.
+        assert!(!text.contains(
+            r#"karpenter_consolidation_score_count{decision="approved",nodepool="default""#
+        ));
+        assert!(
+            text.contains("# TYPE karpenter_consolidation_score histogram"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE karpenter_consolidation_moves counter"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -659,3 +659,100 @@ async fn an_undecodable_session_frame_ends_the_stream_with_invalid_argument() {
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     assert!(status.message().contains("undecodable"), "{status:?}");
 }
+
+/// A Balanced NodePool with one m5.2xlarge (0.384/h) whose one pod fits a cheaper node: the
+/// move saves most of the pool's cost for all of its disruption.
+fn oversized_balanced_node() -> planner::model::ClusterSnapshot {
+    use planner::model::{ConsolidationPolicy, Node, OwnerRef, Pod, PodPhase, Resources};
+    let mut s = fixtures::snapshot(0);
+    s.nodes.clear();
+    s.node_claims.clear();
+    s.node_pools[0].disruption.consolidation_policy = ConsolidationPolicy::Balanced;
+    let it = fixtures::catalog()
+        .instance_types
+        .into_iter()
+        .find(|t| t.name == "m5.2xlarge")
+        .expect("m5.2xlarge");
+    let mut node = Node {
+        name: "big".into(),
+        allocatable: it.allocatable(),
+        capacity: it.capacity.clone(),
+        labels: it.labels.clone(),
+        ready: true,
+        provider_id: Some("aws:///us-east-1a/i-0big".into()),
+        creation_time: Some(1_700_000_000),
+        ..Node::default()
+    };
+    for (k, v) in [
+        (planner::labels::NODEPOOL, "default"),
+        (planner::labels::ZONE, "us-east-1a"),
+        (planner::labels::CAPACITY_TYPE, "on-demand"),
+        (planner::labels::INITIALIZED, "true"),
+        (planner::labels::HOSTNAME, "big"),
+    ] {
+        node.labels.insert(k.into(), v.into());
+    }
+    s.nodes.push(node);
+    s.pods.push(Pod {
+        namespace: "default".into(),
+        name: "web-0".into(),
+        uid: "web-0".into(),
+        owner: Some(OwnerRef {
+            kind: "ReplicaSet".into(),
+            name: "web".into(),
+            controller: true,
+        }),
+        requests: Resources::cpu_memory(500, 1 << 30),
+        node_name: Some("big".into()),
+        phase: PodPhase::Running,
+        creation_time: Some(1_700_000_000),
+        start_time: Some(1_700_000_000),
+        ..Pod::default()
+    });
+    s
+}
+
+// kubernetes-sigs/karpenter v1.14 pkg/controllers/disruption/balanced.go ApproveCommand: the
+// real planner behind the server counts the plan's approved single-node Balanced move in
+// karpenter_consolidation_moves_total and observes its score in karpenter_consolidation_score.
+#[tokio::test]
+async fn plans_count_consolidation_moves_and_scores_by_karpenters_names() {
+    let metrics = Metrics::new();
+    let server = start(config(Auth::Disabled), service(&metrics, None), metrics).await;
+    let client = PlannerClient::connect(ClientConfig::new(vec![
+        server.running.grpc_addr.to_string(),
+    ]))
+    .await
+    .expect("client");
+    let snapshot = oversized_balanced_node();
+    let options = PlanOptions {
+        now: 1_700_100_000,
+        ..PlanOptions::default()
+    };
+    let remote = client
+        .plan(&snapshot, &CatalogChoice::Default, &options)
+        .await
+        .expect("plans");
+    let expected = planner::plan(&snapshot, &fixtures::catalog(), &options);
+    assert_eq!(remote, expected);
+    assert_eq!(remote.consolidation_moves.len(), 1, "{remote:?}");
+    let mv = &remote.consolidation_moves[0];
+    assert_eq!(
+        (mv.decision.as_str(), mv.nodes.as_slice()),
+        ("approved", &["big".to_string()][..])
+    );
+    // The pool is the one node: the move's savings share over all of its disruption.
+    let score = mv.node_pools[0].score;
+    let want = remote.disruptions[0].savings_per_hour / 0.384;
+    assert!((score - want).abs() < 1e-9 && score >= 0.5, "{mv:?}");
+
+    let text = scrape(&server).await;
+    for line in [
+        r#"karpenter_consolidation_moves_total{decision="approved",nodepool="default",policy="Balanced"} 1"#,
+        r#"karpenter_consolidation_score_count{decision="approved",nodepool="default",policy="Balanced"} 1"#,
+        r#"karpenter_consolidation_score_bucket{le="0.5",decision="approved",nodepool="default",policy="Balanced"} 0"#,
+        r#"karpenter_consolidation_score_bucket{le="1.0",decision="approved",nodepool="default",policy="Balanced"} 1"#,
+    ] {
+        assert!(text.contains(line), "{line} not in\n{text}");
+    }
+}

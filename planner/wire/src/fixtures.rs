@@ -270,5 +270,20 @@ pub fn plan() -> Plan {
             nodes: 3,
             disrupting: 0,
         }],
+        consolidation_moves: vec![planner::plan::ConsolidationMove {
+            decision: "approved".into(),
+            nodes: vec!["ip-10-0-1-9.ec2.internal".into()],
+            node_claims: vec!["default-x7k2p".into()],
+            node_pools: vec![planner::plan::ConsolidationPoolScore {
+                node_pool: "default".into(),
+                policy: "Balanced".into(),
+                scored: true,
+                score: 0.78,
+                threshold: 0.5,
+                k: 2,
+                savings_percent: 78.0,
+                disruption_percent: 100.0,
+            }],
+        }],
     }
 }

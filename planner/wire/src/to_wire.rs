@@ -738,6 +738,29 @@ pub fn plan_response(p: &Plan) -> pb::PlanResponse {
                 disrupting: b.disrupting,
             })
             .collect(),
+        consolidation_moves: p
+            .consolidation_moves
+            .iter()
+            .map(|m| pb::ConsolidationMove {
+                decision: m.decision.clone(),
+                nodes: m.nodes.clone(),
+                node_claims: m.node_claims.clone(),
+                node_pools: m
+                    .node_pools
+                    .iter()
+                    .map(|s| pb::ConsolidationPoolScore {
+                        node_pool: s.node_pool.clone(),
+                        policy: s.policy.clone(),
+                        scored: s.scored,
+                        score: s.score,
+                        threshold: s.threshold,
+                        k: s.k,
+                        savings_percent: s.savings_percent,
+                        disruption_percent: s.disruption_percent,
+                    })
+                    .collect(),
+            })
+            .collect(),
     }
 }
 

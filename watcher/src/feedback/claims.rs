@@ -6,7 +6,8 @@
 //!   `NodePoolDrifted`) and `Consolidatable` (True, reason `Consolidatable`), each present only
 //!   while it holds and removed otherwise;
 //! - Events `DisruptionBlocked` and `Unconsolidatable` (type Normal) on the Node and on its
-//!   NodeClaim, with Karpenter's messages, each sent once per distinct message.
+//!   NodeClaim, with Karpenter's messages, each sent once per distinct message, and the
+//!   `ConsolidationApproved` Events of Balanced moves (`super::approved`).
 //!
 //! The conditions are merged into the claim's status list with the claim's `resourceVersion`
 //! (the actuator writes the lifecycle conditions of the same list): a conflict is retried on
@@ -124,10 +125,15 @@ pub fn disruption_events(plan: &pb::PlanResponse, mirror: &Mirror) -> Vec<Disrup
             });
         }
     }
+    out.extend(super::approved::events(plan, &|kind, name| match kind {
+        "Node" => node_uid(name),
+        "NodeClaim" => claim_uid(name),
+        _ => pool_uid(name),
+    }));
     out
 }
 
-fn reference(api_version: &str, kind: &str, name: &str, uid: &str) -> ObjectReference {
+pub(super) fn reference(api_version: &str, kind: &str, name: &str, uid: &str) -> ObjectReference {
     ObjectReference {
         api_version: Some(api_version.into()),
         kind: Some(kind.into()),

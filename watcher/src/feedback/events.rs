@@ -76,13 +76,14 @@ pub fn pod_events(plan: &pb::PlanResponse, mirror: &Mirror) -> Vec<PodEvent> {
     out
 }
 
-/// One Event on a Node, a NodeClaim (`DisruptionBlocked` or `Unconsolidatable`) or a NodePool
-/// (`DisruptionBlocked` by its budgets).
+/// One Event on a Node, a NodeClaim (`DisruptionBlocked`, `Unconsolidatable` or
+/// `ConsolidationApproved`) or a NodePool (`DisruptionBlocked` by its budgets,
+/// `ConsolidationApproved`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DisruptionEvent {
     /// The object.
     pub object: ObjectReference,
-    /// `DisruptionBlocked` or `Unconsolidatable`.
+    /// `DisruptionBlocked`, `Unconsolidatable` or `ConsolidationApproved`.
     pub reason: &'static str,
     /// Karpenter's message.
     pub note: String,

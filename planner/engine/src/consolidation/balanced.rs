@@ -18,9 +18,13 @@ use std::collections::BTreeMap;
 use super::candidate::{self, Candidate, PodsByNode};
 use crate::labels;
 use crate::model::{ClusterSnapshot, ConsolidationPolicy, Pod};
+use crate::plan::ConsolidationPoolScore;
 
 /// Karpenter's `BalancedK`: a move passes when its score is at least `1 / k`.
-pub const BALANCED_K: f64 = 2.0;
+pub const BALANCED_K: f64 = K as f64;
+
+/// [`BALANCED_K`] as the integer Karpenter prints (`k: 2` in `ConsolidationApproved`).
+pub const K: u32 = 2;
 
 /// Karpenter's `PerNodeBaseDisruptionCost`: what disrupting a node costs before its pods.
 pub const PER_NODE_BASE_DISRUPTION_COST: f64 = 1.0;
@@ -73,8 +77,28 @@ impl Score {
 
     /// Whether the move passes at [`BALANCED_K`].
     pub fn approved(&self) -> bool {
-        self.value() >= 1.0 / BALANCED_K
+        self.value() >= threshold()
     }
+
+    /// The plan's facts of this score for `pool` (Karpenter's `ScoreResult` as its metrics and
+    /// Events print it).
+    pub fn facts(&self, pool: &str) -> ConsolidationPoolScore {
+        ConsolidationPoolScore {
+            node_pool: pool.to_string(),
+            policy: ConsolidationPolicy::Balanced.as_str().to_string(),
+            scored: true,
+            score: self.value(),
+            threshold: threshold(),
+            k: K,
+            savings_percent: 100.0 * self.savings_fraction,
+            disruption_percent: 100.0 * self.disruption_fraction,
+        }
+    }
+}
+
+/// Karpenter's `Threshold()`: `1 / k`.
+pub fn threshold() -> f64 {
+    1.0 / BALANCED_K
 }
 
 /// Disruption cost of a node whose reschedulable pods are `pods`.
@@ -125,16 +149,17 @@ pub fn pool_totals(
     out
 }
 
-/// Why a move is refused under Balanced, naming the first pool that refuses it; `None` when
-/// every Balanced pool of the move approves (or none is Balanced).
+/// The score of a move in each Balanced pool it touches, by pool name (Karpenter's
+/// `EvaluateBalancedMove`): each pool gets the savings in proportion to its share of the
+/// removed nodes' price when the move spans several pools.
 ///
 /// `nodes`: per removed node, its pool, its price and its disruption cost; `savings`: the
 /// move's net hourly savings.
-pub fn refusal(
+pub fn scores(
     nodes: &[(&str, f64, f64)],
     savings: f64,
     totals: &BTreeMap<String, PoolTotals>,
-) -> Option<String> {
+) -> Vec<(String, Score)> {
     let mut by_pool: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
     for &(pool, price, disruption) in nodes {
         if totals.contains_key(pool) {
@@ -149,20 +174,30 @@ pub fn refusal(
         .map(|n| n.0)
         .collect::<std::collections::BTreeSet<_>>()
         .len();
-    for (pool, (price, disruption)) in by_pool {
-        let share = if pools > 1 && source > 0.0 {
-            savings * price / source
-        } else {
-            savings
-        };
-        let score = Score::of(share, disruption, totals[pool]);
+    by_pool
+        .into_iter()
+        .map(|(pool, (price, disruption))| {
+            let share = if pools > 1 && source > 0.0 {
+                savings * price / source
+            } else {
+                savings
+            };
+            (pool.to_string(), Score::of(share, disruption, totals[pool]))
+        })
+        .collect()
+}
+
+/// Why a move is refused under Balanced, naming the first pool (by name) of [`scores`] that
+/// refuses it; `None` when every Balanced pool of the move approves (or none is Balanced).
+pub fn refusal(scores: &[(String, Score)]) -> Option<String> {
+    for (pool, score) in scores {
         if !score.approved() {
             return Some(format!(
                 "NodePool {pool} is Balanced: the move saves {:.1}% of its cost for {:.1}% of its disruption (score {:.2}, needs {:.2})",
                 100.0 * score.savings_fraction,
                 100.0 * score.disruption_fraction,
                 score.value(),
-                1.0 / BALANCED_K
+                threshold()
             ));
         }
     }
@@ -231,6 +266,74 @@ mod tests {
         assert!((a.value() - b.value()).abs() < 1e-12);
     }
 
+    // kubernetes-sigs/karpenter v1.14 pkg/controllers/disruption/balanced_test.go ("ScoreMove"),
+    // with its RFC pool: 8 m7i.xlarge ($4.84/day) and 2 m7i.2xlarge ($9.68/day), $58.08/day,
+    // disruption 90 (10 nodes, 80 pods). The fractions are computed in Karpenter's order, so
+    // the scores are the same doubles, and so are the verdicts at the threshold.
+    #[test]
+    fn scores_equal_karpenters_test_cases() {
+        let rfc = PoolTotals {
+            cost: 58.08,
+            disruption: 90.0,
+        };
+        let uniform = PoolTotals {
+            cost: 48.40,
+            disruption: 90.0,
+        };
+        let heterogeneous = PoolTotals {
+            cost: 58.08,
+            disruption: 117.0,
+        };
+        // (totals, savings, disruption, approved): "should approve an oversized node
+        // consolidation", "should approve a spare capacity delete", "should reject a marginal
+        // move", "should reject a well-packed node with zero savings", "should approve a replace
+        // in a uniform pool", "should approve low-disruption nodes and reject high-disruption
+        // nodes" (A, B).
+        for (t, savings, disruption, approved) in [
+            (rfc, 7.26, 4.0, true),
+            (rfc, 4.84, 5.0, true),
+            (rfc, 2.42, 9.0, false),
+            (rfc, 0.0, 11.0, false),
+            (uniform, 2.42, 9.0, true),
+            (heterogeneous, 4.84, 5.0, true),
+            (heterogeneous, 4.84, 32.0, false),
+        ] {
+            let s = Score::of(savings, disruption, t);
+            let want = if savings > 0.0 {
+                (savings / t.cost) / (disruption / t.disruption)
+            } else {
+                0.0
+            };
+            assert_eq!(s.value(), want, "{savings}/{disruption}");
+            assert_eq!(
+                s.approved(),
+                approved,
+                "{savings}/{disruption}: {}",
+                s.value()
+            );
+            // What the metrics and the ConsolidationApproved Event print.
+            let f = s.facts("default");
+            assert_eq!((f.k, f.threshold, f.scored), (2, 0.5, true));
+            assert_eq!(f.policy, "Balanced");
+            assert_eq!(f.score, want);
+            assert!((f.savings_percent - 100.0 * savings / t.cost).abs() < 1e-12);
+            assert!((f.disruption_percent - 100.0 * disruption / t.disruption).abs() < 1e-12);
+        }
+        // "should approve with +Inf score when move disruption is zero and savings positive",
+        // "should reject when both savings and disruption are zero".
+        assert!(Score::of(4.84, 0.0, rfc).value().is_infinite());
+        assert!(Score::of(4.84, 0.0, rfc).approved());
+        assert!(!Score::of(0.0, 0.0, rfc).approved());
+        // "scale invariance": ten times the pool, the same score.
+        let big = PoolTotals {
+            cost: 580.80,
+            disruption: 900.0,
+        };
+        assert!(
+            (Score::of(7.26, 4.0, rfc).value() - Score::of(7.26, 4.0, big).value()).abs() < 0.01
+        );
+    }
+
     #[test]
     fn every_balanced_pool_must_approve_with_its_share() {
         let mut t = totals("a", 10.0, 10.0);
@@ -243,9 +346,15 @@ mod tests {
         );
         // 4/h saved from 2/h of pool a and 2/h of pool b: each gets 2/h, 20% of its cost.
         // Pool a: disruption 2 of 10 (20%): score 1, passes. Pool b: 2 of 4 (50%): 0.4, refused.
-        let why = refusal(&[("a", 2.0, 2.0), ("b", 2.0, 2.0)], 4.0, &t).expect("b refuses");
+        let s = scores(&[("a", 2.0, 2.0), ("b", 2.0, 2.0)], 4.0, &t);
+        assert_eq!(s.len(), 2);
+        assert!((s[0].1.value() - 1.0).abs() < 1e-12 && s[0].1.approved());
+        assert!((s[1].1.value() - 0.4).abs() < 1e-12 && !s[1].1.approved());
+        let why = refusal(&s).expect("b refuses");
         assert!(why.starts_with("NodePool b is Balanced"), "{why}");
         // A pool that is not Balanced is not scored.
-        assert_eq!(refusal(&[("c", 2.0, 9.0)], 0.01, &t), None);
+        let s = scores(&[("c", 2.0, 9.0)], 0.01, &t);
+        assert!(s.is_empty());
+        assert_eq!(refusal(&s), None);
     }
 }

@@ -16,7 +16,9 @@ use super::candidate::{self, Candidate, PdbState, PodsByNode};
 use super::{BuildSimulator, Candidates, Error, Outcome, Reason, Relocation, Simulate, Stats};
 use crate::catalog::{Catalog, InstanceType};
 use crate::model::{ClusterSnapshot, ConsolidationPolicy, NodePool, PlanOptions, Pod, PodKey};
-use crate::plan::{DisruptionDecision, PlannedNodeClaim};
+use crate::plan::{
+    ConsolidationMove, ConsolidationPoolScore, DisruptionDecision, PlannedNodeClaim,
+};
 
 /// The least share of the removed nodes' price that a repack (two or more nodes onto new ones)
 /// must save: moving 50 nodes' pods to save 1% is churn, not consolidation. Deletions and 1→1
@@ -41,6 +43,8 @@ pub struct Command {
     pub savings_per_hour: f64,
     /// Pods no node can take (only ever set for forceful expiry).
     pub unschedulable: Vec<(PodKey, String)>,
+    /// Underutilized: the move's score in each Balanced NodePool it touches, by pool name.
+    pub scores: Vec<(String, balanced::Score)>,
 }
 
 /// Whether a simulation improves the cost of the new claims it opens.
@@ -94,6 +98,11 @@ pub struct Evaluation<'a> {
     /// Totals of the Balanced NodePools, taken once from the snapshot (as Karpenter takes them
     /// once per disruption cycle).
     balanced: BTreeMap<String, PoolTotals>,
+    /// The approved consolidation moves, one per committed Underutilized decision.
+    moves: Vec<ConsolidationMove>,
+    /// Per candidate, its latest single-node move that its Balanced NodePool's score refused
+    /// (reported by [`Evaluation::finish`] when the candidate stays).
+    refused: RefCell<BTreeMap<usize, ConsolidationMove>>,
     /// Per static NodePool, how many NodeClaims it has beyond its replicas.
     static_excess: BTreeMap<String, usize>,
     /// No offering of the catalog has a negative price: the scheduler's lower bound on new
@@ -199,6 +208,8 @@ impl<'a> Evaluation<'a> {
             simulations: Cell::new(0),
             rebuilds: Cell::new(0),
             balanced,
+            moves: Vec::new(),
+            refused: RefCell::new(BTreeMap::new()),
             static_excess,
             prices_nonnegative: catalog.instance_types.iter().all(|t| {
                 t.offerings
@@ -453,6 +464,7 @@ impl<'a> Evaluation<'a> {
             placements: BTreeMap::new(),
             savings_per_hour: nodes.iter().filter_map(|&c| self.candidates[c].price).sum(),
             unschedulable: Vec::new(),
+            scores: Vec::new(),
         }
     }
 
@@ -634,6 +646,7 @@ impl<'a> Evaluation<'a> {
                 100.0 * self.min_repack_saving
             )));
         }
+        let mut scores = Vec::new();
         if reason == Reason::Underutilized && !self.balanced.is_empty() {
             let nodes: Vec<(&str, f64, f64)> = group
                 .iter()
@@ -646,7 +659,16 @@ impl<'a> Evaluation<'a> {
                     )
                 })
                 .collect();
-            if let Some(why) = balanced::refusal(&nodes, price - cost, &self.balanced) {
+            scores = balanced::scores(&nodes, price - cost, &self.balanced);
+            if let Some(why) = balanced::refusal(&scores) {
+                // The command Karpenter's single-node consolidation would have scored (one
+                // node, at most one replacement): a rejected move if the candidate stays.
+                if let [c] = group
+                    && replacements.len() <= 1
+                {
+                    let mv = self.consolidation_move("rejected", group, &scores);
+                    self.refused.borrow_mut().insert(*c, mv);
+                }
                 return Err(Rejection::NotCheaper(why));
             }
         }
@@ -657,6 +679,7 @@ impl<'a> Evaluation<'a> {
             placements,
             savings_per_hour: price - cost,
             unschedulable: result.unschedulable,
+            scores,
         })
     }
 
@@ -713,6 +736,60 @@ impl<'a> Evaluation<'a> {
         Ok(())
     }
 
+    /// The plan's facts of a consolidation move of `group` (`decision`: `approved` or
+    /// `rejected`): one entry per NodePool of its nodes, the Balanced ones with their
+    /// `scores`.
+    fn consolidation_move(
+        &self,
+        decision: &str,
+        group: &[usize],
+        scores: &[(String, balanced::Score)],
+    ) -> ConsolidationMove {
+        let mut pools: BTreeMap<&str, ConsolidationPoolScore> = BTreeMap::new();
+        for &c in group {
+            let cand = &self.candidates[c];
+            pools.entry(cand.node_pool.as_str()).or_insert_with(|| {
+                match scores.iter().find(|(p, _)| *p == cand.node_pool) {
+                    Some((_, score)) => score.facts(&cand.node_pool),
+                    None => ConsolidationPoolScore {
+                        node_pool: cand.node_pool.clone(),
+                        policy: cand.policy.as_str().to_string(),
+                        ..ConsolidationPoolScore::default()
+                    },
+                }
+            });
+        }
+        ConsolidationMove {
+            decision: decision.to_string(),
+            nodes: group
+                .iter()
+                .map(|&c| self.candidates[c].name.clone())
+                .collect(),
+            node_claims: group
+                .iter()
+                .map(|&c| self.candidates[c].claim.clone().unwrap_or_default())
+                .collect(),
+            node_pools: pools.into_values().collect(),
+        }
+    }
+
+    /// Records the approved move of an Underutilized command about to be committed.
+    fn note_move(&mut self, cmd: &Command) {
+        if cmd.reason == Reason::Underutilized {
+            let mv = self.consolidation_move("approved", &cmd.nodes, &cmd.scores);
+            self.moves.push(mv);
+        }
+    }
+
+    /// Takes the other fork's Balanced refusals of candidates this one has none for: both
+    /// forks judged single-node moves from the same start, each of a part of the candidates.
+    pub fn absorb_refusals(&self, other: &Evaluation<'_>) {
+        let mut mine = self.refused.borrow_mut();
+        for (c, mv) in other.refused.borrow().iter() {
+            mine.entry(*c).or_insert_with(|| mv.clone());
+        }
+    }
+
     /// Hourly savings of the decisions committed so far.
     pub fn savings(&self) -> f64 {
         self.decisions.iter().map(|d| d.savings_per_hour).sum()
@@ -749,8 +826,19 @@ impl<'a> Evaluation<'a> {
                 ));
             }
         }
+        let mut moves = self.moves;
+        let mut refused: Vec<ConsolidationMove> = self
+            .refused
+            .into_inner()
+            .into_iter()
+            .filter(|(c, _)| !self.used[*c])
+            .map(|(_, mv)| mv)
+            .collect();
+        refused.sort_by(|a, b| a.nodes.cmp(&b.nodes));
+        moves.extend(refused);
         Outcome {
             decisions: self.decisions,
+            moves,
             notes,
             stats: Stats {
                 candidates: self.candidates.len(),

@@ -7,6 +7,8 @@
 
 use std::collections::BTreeMap;
 
+mod balanced;
+
 use super::run as run_all;
 use super::*;
 use crate::catalog::{InstanceType, Offering, Overhead};

@@ -17,6 +17,19 @@ pub enum ConsolidationPolicy {
     Balanced,
 }
 
+// === impl ConsolidationPolicy ===
+
+impl ConsolidationPolicy {
+    /// The name in NodePools (`spec.disruption.consolidationPolicy`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConsolidationPolicy::WhenEmpty => "WhenEmpty",
+            ConsolidationPolicy::WhenEmptyOrUnderutilized => "WhenEmptyOrUnderutilized",
+            ConsolidationPolicy::Balanced => "Balanced",
+        }
+    }
+}
+
 /// `nodes` of a disruption budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum BudgetNodes {

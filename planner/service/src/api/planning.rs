@@ -254,6 +254,7 @@ impl PlannerService {
         };
         self.metrics
             .plan(plan.summary.pending_pods, plan.summary.cost_per_hour);
+        self.metrics.consolidation_moves(&plan.consolidation_moves);
         Ok(plan)
     }
 

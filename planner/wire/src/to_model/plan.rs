@@ -163,6 +163,29 @@ pub fn plan(p: pb::PlanResponse) -> Plan {
                     disrupting: b.disrupting,
                 })
                 .collect(),
+            consolidation_moves: p
+                .consolidation_moves
+                .into_iter()
+                .map(|m| planner::plan::ConsolidationMove {
+                    decision: m.decision,
+                    nodes: m.nodes,
+                    node_claims: m.node_claims,
+                    node_pools: m
+                        .node_pools
+                        .into_iter()
+                        .map(|s| planner::plan::ConsolidationPoolScore {
+                            node_pool: s.node_pool,
+                            policy: s.policy,
+                            scored: s.scored,
+                            score: s.score,
+                            threshold: s.threshold,
+                            k: s.k,
+                            savings_percent: s.savings_percent,
+                            disruption_percent: s.disruption_percent,
+                        })
+                        .collect(),
+                })
+                .collect(),
         }
     }
 }

@@ -15,6 +15,7 @@ impl<'a> Evaluation<'a> {
     /// Applies a command: the nodes go, their pods move where the command says, replacements
     /// appear as nodes, budgets and PDB allowances are consumed, and the decision is recorded.
     pub fn commit(&mut self, mut cmd: Command) {
+        self.note_move(&cmd);
         // Replacement names must not collide with nodes of the working state.
         let mut names: BTreeSet<String> =
             self.working.nodes.iter().map(|n| n.name.clone()).collect();
