@@ -924,6 +924,9 @@ async fn dra_objects_are_not_mirrored_by_default() -> anyhow::Result<()> {
     let s = snapshot(&log[0].1).context("the first message is a snapshot")?;
     assert!(s.device_classes.is_empty(), "{:?}", s.device_classes);
     assert_eq!(s.node_pools.len(), 1);
+    Ok(())
+}
+
 /// Karpenter v1.14's `ConsolidationApproved` (`pkg/controllers/disruption/balanced.go`,
 /// `events/events.go`): an approved single-node Balanced move on the Node and its NodeClaim, an
 /// approved multi-node move on the NodePool, with `consolidationScoreMessage`'s words, written
