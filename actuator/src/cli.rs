@@ -97,8 +97,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
     // ARC zonal shifts (`--enable-zonal-shift`), served with the live catalog.
     let shifts = match (&config.cloud, &aws_config) {
         (CloudChoice::Aws(a), Some(c)) => match &a.zonal_shift {
-            Some(z) => Some((
-                Arc::new(zonal_shift::ZonalShifts::new(
+            Some(z) => {
+                let mut shifts = zonal_shift::ZonalShifts::new(
                     Arc::new(
                         cloud_aws::ArcZonalShifts::new(
                             c,
@@ -109,9 +109,16 @@ async fn run(config: Config) -> anyhow::Result<()> {
                     ),
                     clock.clone(),
                     metrics.clone(),
-                )),
-                z.interval,
-            )),
+                );
+                // With a cluster: Karpenter's ZonalShiftActive / ZonalShiftCleared Events.
+                if let Some(lc) = &config.lifecycle {
+                    shifts = shifts.with_events(zonal_shift::events::Announcer::new(
+                        kube_clients(&lc.kube).await?.0,
+                        config.instance.clone(),
+                    ));
+                }
+                Some((Arc::new(shifts), z.interval))
+            }
             None => None,
         },
         _ => None,

@@ -13,7 +13,10 @@
 //! stays, retried sooner with a backoff. Each answer replaces the previous one, so a cancelled
 //! shift ends at the next read, as the design asks (`designs/zonal-shift.md`: "If a subsequent
 //! response of GetManagedResource updates the Expiry or cancels a zonal shift, Karpenter will
-//! update its in memory store to match the state of the world").
+//! update its in memory store to match the state of the world"). With a cluster, each change is
+//! announced on the NodePools it affects, as Karpenter's Events ([`events`]).
+
+pub mod events;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -37,6 +40,7 @@ pub struct ZonalShifts {
     clock: Clock,
     metrics: Metrics,
     last: Mutex<Vec<ZonalShift>>,
+    events: Option<events::Announcer>,
 }
 
 // === impl ZonalShifts ===
@@ -49,7 +53,14 @@ impl ZonalShifts {
             clock,
             metrics,
             last: Mutex::new(Vec::new()),
+            events: None,
         }
+    }
+
+    /// Announces each change of the shifted zones on the NodePools it affects.
+    pub fn with_events(mut self, announcer: events::Announcer) -> Self {
+        self.events = Some(announcer);
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<ZonalShift>> {
@@ -76,11 +87,16 @@ impl ZonalShifts {
 
     /// The names of the zones under an applied, unexpired shift now, sorted.
     pub fn current(&self) -> BTreeSet<String> {
+        self.current_by_id().into_values().collect()
+    }
+
+    /// The zones under an applied, unexpired shift now: zone ID → name.
+    pub fn current_by_id(&self) -> events::Shifted {
         let now = self.clock.now_secs();
         self.lock()
             .iter()
             .filter(|s| s.applied && s.expiry > now)
-            .filter_map(|s| s.zone.clone())
+            .filter_map(|s| Some((s.zone_id.clone(), s.zone.clone()?)))
             .collect()
     }
 
@@ -102,6 +118,11 @@ impl ZonalShifts {
                         self.metrics.loop_recovered(LOOP);
                     }
                     backoff.succeeded();
+                    if let Some(a) = &self.events
+                        && let Err(e) = a.announce(&self.current_by_id()).await
+                    {
+                        tracing::warn!(error = %e, "Cannot announce a zonal shift change on the NodePools; retrying at the next read");
+                    }
                     every
                 }
                 Err(e) => {

@@ -11,6 +11,9 @@
 //!    one in it;
 //! 4. the shift cancelled (`CancelZonalShift`): the empty node in `us-east-1a` is consolidated.
 //!
+//! The NodePool gets Karpenter's `ZonalShiftActive` and `ZonalShiftCleared` Events
+//! (`pkg/controllers/arczonalshift/controller.go`).
+//!
 //! As aws/karpenter-provider-aws v1.14.1 `designs/zonal-shift.md` (requirements 1 and 2: no
 //! provisioning and no voluntary disruption in the impaired zone) and `pkg/providers/
 //! arczonalshift` (GetManagedResource with the cluster's ARN). Moto serves no ARC
@@ -77,6 +80,28 @@ async fn node_of(sys: &System, app: &str) -> anyhow::Result<(String, String)> {
     Ok((node, zone))
 }
 
+/// Waits for an Event `reason` on the NodePool `default` whose message names `zone`.
+async fn wait_pool_event(sys: &System, reason: &str, zone: &str) -> anyhow::Result<String> {
+    let events: Api<Event> = Api::all(sys.kube.clone());
+    let events = &events;
+    Ok(try_eventually(
+        &format!("{reason} on the NodePool"),
+        WAIT,
+        POLL,
+        || async move {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            list.items.into_iter().find_map(|e| {
+                (e.reason.as_deref() == Some(reason)
+                    && e.involved_object.kind.as_deref() == Some("NodePool")
+                    && e.involved_object.name.as_deref() == Some("default"))
+                .then_some(e.message?)
+                .filter(|m| m.contains(zone))
+            })
+        },
+    )
+    .await?)
+}
+
 async fn node_exists(sys: &System, name: &str) -> anyhow::Result<bool> {
     Ok(Api::<Node>::all(sys.kube.clone())
         .get_opt(name)
@@ -122,6 +147,11 @@ async fn no_capacity_and_no_consolidation_in_a_shifted_zone() -> anyhow::Result<
         },
     )
     .await?;
+    let active = wait_pool_event(&sys, "ZonalShiftActive", SHIFTED).await?;
+    assert!(
+        active.starts_with("Zonal shift detected: offerings in zone us-east-1a ("),
+        "{active}"
+    );
     // A pod preferring us-east-1a that does not fit beside the first gets a node elsewhere.
     deploy_preferring(&sys, "second", "1500m").await?;
     sys.wait_running("second", 1).await?;
@@ -147,6 +177,11 @@ async fn no_capacity_and_no_consolidation_in_a_shifted_zone() -> anyhow::Result<
 
     // 4. The shift cancelled: that node is consolidated too.
     sys.cancel_zonal_shift(&shift).await?;
+    let cleared = wait_pool_event(&sys, "ZonalShiftCleared", SHIFTED).await?;
+    assert!(
+        cleared.ends_with("are restored for this NodePool"),
+        "{cleared}"
+    );
     try_eventually(
         "the empty node in us-east-1a consolidated once the shift ended",
         WAIT,
