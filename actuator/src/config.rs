@@ -338,7 +338,9 @@ fn zonal_shift_settings(
             .nth(5)
             .is_some_and(|r| r.strip_prefix("cluster/").is_some_and(|n| !n.is_empty()));
     if !ok {
-        return Err(arn.invalid("expected an EKS cluster ARN, arn:PARTITION:eks:REGION:ACCOUNT:cluster/NAME"));
+        return Err(arn.invalid(
+            "expected an EKS cluster ARN, arn:PARTITION:eks:REGION:ACCOUNT:cluster/NAME",
+        ));
     }
     let endpoint = match endpoint.filter(|i| !i.value.is_empty()) {
         Some(i) if !(i.value.starts_with("http://") || i.value.starts_with("https://")) => {
@@ -825,8 +827,8 @@ mod tests {
                 ..
             })
         ));
-        let e = Config::load(flags(&BASE), &env(&[(ENV_ENABLE_ZONAL_SHIFT, "true")]))
-            .expect_err("sim");
+        let e =
+            Config::load(flags(&BASE), &env(&[(ENV_ENABLE_ZONAL_SHIFT, "true")])).expect_err("sim");
         assert!(e.to_string().contains("needs --cloud aws"), "{e}");
         let mut enis = base.to_vec();
         enis.push((ENV_RESERVED_ENIS, "1"));

@@ -209,6 +209,9 @@ mod tests {
         assert_eq!(z.current(), zones(&["us-east-1b"]));
         fake.set(Ok(Vec::new()));
         z.refresh().await.expect("read");
-        assert!(z.current().is_empty(), "a cancelled shift ends at the next read");
+        assert!(
+            z.current().is_empty(),
+            "a cancelled shift ends at the next read"
+        );
     }
 }

@@ -109,7 +109,10 @@ async fn a_shift_started_in_arc_reaches_the_served_catalog_and_ends_when_cancell
     let during = live.current().expect("served");
     assert_eq!(during.shifted_zones, ["us-east-1a"]);
     assert_ne!(during.version, before.version);
-    assert_eq!(during.facts, before.facts, "the offerings themselves are kept");
+    assert_eq!(
+        during.facts, before.facts,
+        "the offerings themselves are kept"
+    );
 
     // A failed read keeps the last answer.
     sim.aws().fail_operation(
@@ -122,7 +125,10 @@ async fn a_shift_started_in_arc_reaches_the_served_catalog_and_ends_when_cancell
     );
     let e = shifts.refresh().await.expect_err("throttled");
     assert_eq!(e.reason(), "throttled", "{e}");
-    assert_eq!(live.current().expect("served").shifted_zones, ["us-east-1a"]);
+    assert_eq!(
+        live.current().expect("served").shifted_zones,
+        ["us-east-1a"]
+    );
     sim.aws().heal();
 
     user.cancel_zonal_shift()
@@ -145,7 +151,10 @@ async fn a_shift_started_in_arc_reaches_the_served_catalog_and_ends_when_cancell
     .zonal_shifts()
     .await
     .expect_err("not managed");
-    assert!(unknown.to_string().contains("ResourceNotFoundException"), "{unknown}");
+    assert!(
+        unknown.to_string().contains("ResourceNotFoundException"),
+        "{unknown}"
+    );
     sim.shutdown().await;
 }
 

@@ -317,8 +317,7 @@ async fn a_zone_the_live_catalog_says_is_shifted_gets_no_capacity() -> anyhow::R
         running,
         dir,
         ..
-    } = support::serve_live_catalog("zonal-shift", clock.clone(), ametrics, live.clone())
-        .await?;
+    } = support::serve_live_catalog("zonal-shift", clock.clone(), ametrics, live.clone()).await?;
     let options = PlanOptions {
         now: 1_700_000_000,
         ..PlanOptions::default()

@@ -110,7 +110,8 @@ impl Announcer {
                     let Some(name) = zones.get(*id) else {
                         continue;
                     };
-                    if !(allows(reqs, common::labels::ZONE, name) && allows(reqs, ZONE_ID_LABEL, id))
+                    if !(allows(reqs, common::labels::ZONE, name)
+                        && allows(reqs, ZONE_ID_LABEL, id))
                     {
                         continue;
                     }

@@ -185,7 +185,12 @@ fn get_managed_resource(aws: &Aws, resource: &str) -> Result<Value> {
         .iter()
         .filter(|s| s.resource == resource && s.status(now) == "ACTIVE")
         .collect();
-    let zones: Vec<String> = aws.network().subnets.iter().map(|s| s.zone_id.clone()).collect();
+    let zones: Vec<String> = aws
+        .network()
+        .subnets
+        .iter()
+        .map(|s| s.zone_id.clone())
+        .collect();
     let weights: serde_json::Map<String, Value> = zones
         .iter()
         .map(|z| {
