@@ -225,7 +225,7 @@ impl pb::actuator_server::Actuator for ActuatorService {
             .catalog_request(if unchanged { "unchanged" } else { "sent" });
         Ok(Response::new(pb::CatalogResponse {
             version: served.version.clone(),
-            catalog: (!unchanged).then(|| catalog::live_catalog(&served.facts)),
+            catalog: (!unchanged).then(|| catalog::live_catalog(&served)),
         }))
     }
 }

@@ -6,7 +6,10 @@
 //! minus the offerings marked now. What it serves is raw facts; planners compute capacity and
 //! allocatable (`common::ec2::instance_type`). Each served catalog has a version, the content
 //! hash of what is served, so planners download it only when it changed: a new read with new
-//! prices, a new mark, or a mark that expired.
+//! prices, a new mark, or a mark that expired. With ARC zonal shifts read
+//! ([`LiveCatalog::with_zonal_shifts`]), the zones shifted now are served with it and are part
+//! of its version, so a shift that starts, ends or expires reaches every planner at its next
+//! check; while none is, the version is the facts' alone.
 
 pub mod unavailable;
 
@@ -19,6 +22,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;
+use crate::zonal_shift::ZonalShifts;
 use service_shell::backoff::Backoff;
 
 pub use unavailable::{DEFAULT_TTL, MarkingCloud, UnavailableOfferings};
@@ -26,28 +30,36 @@ pub use unavailable::{DEFAULT_TTL, MarkingCloud, UnavailableOfferings};
 /// Default interval between reads of the catalog from the cloud (spot prices change).
 pub const DEFAULT_REFRESH: Duration = Duration::from_secs(300);
 
-/// A served catalog: the facts minus the marked offerings, and its version.
+/// A served catalog: the facts minus the marked offerings, the zones shifted away from, and
+/// its version.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Served {
-    /// Content hash of `facts` (32 hex digits).
+    /// Content hash of `facts` and `shifted_zones` (32 hex digits).
     pub version: String,
     /// What planners get.
     pub facts: CatalogFacts,
+    /// Zones under an ARC zonal shift now (names, sorted); empty without one.
+    pub shifted_zones: Vec<String>,
 }
 
 /// The catalog read from the cloud and the view served from it. Cheap to share behind an `Arc`.
 pub struct LiveCatalog {
     cloud: Arc<dyn CloudProvider>,
     marks: Arc<UnavailableOfferings>,
+    shifts: Option<Arc<ZonalShifts>>,
     metrics: Metrics,
     state: Mutex<State>,
 }
+
+/// The served catalog and what it was made from: the read's generation, the marks, the shifted
+/// zones.
+type ServedFrom = (u64, BTreeSet<OfferingKey>, BTreeSet<String>, Arc<Served>);
 
 #[derive(Default)]
 struct State {
     read: Option<Arc<CatalogFacts>>,
     generation: u64,
-    served: Option<(u64, BTreeSet<OfferingKey>, Arc<Served>)>,
+    served: Option<ServedFrom>,
 }
 
 // === impl LiveCatalog ===
@@ -63,9 +75,16 @@ impl LiveCatalog {
         Self {
             cloud,
             marks,
+            shifts: None,
             metrics,
             state: Mutex::new(State::default()),
         }
+    }
+
+    /// Serves the zones `shifts` says are shifted now with the catalog.
+    pub fn with_zonal_shifts(mut self, shifts: Arc<ZonalShifts>) -> Self {
+        self.shifts = Some(shifts);
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -107,20 +126,28 @@ impl LiveCatalog {
     /// The catalog to serve now, `None` before the first successful read.
     pub fn current(&self) -> Option<Arc<Served>> {
         let marked = self.marks.current();
+        let shifted = self
+            .shifts
+            .as_ref()
+            .map(|z| z.current())
+            .unwrap_or_default();
         let mut s = self.lock();
         let read = s.read.clone()?;
-        if let Some((generation, m, served)) = &s.served
+        if let Some((generation, m, z, served)) = &s.served
             && *generation == s.generation
             && *m == marked
+            && *z == shifted
         {
             return Some(served.clone());
         }
         let facts = self.marks.filter_facts(&read);
+        let shifted_zones: Vec<String> = shifted.iter().cloned().collect();
         let served = Arc::new(Served {
-            version: version(&facts),
+            version: version_with_shifts(&facts, &shifted_zones),
             facts,
+            shifted_zones,
         });
-        s.served = Some((s.generation, marked, served.clone()));
+        s.served = Some((s.generation, marked, shifted, served.clone()));
         Some(served)
     }
 
@@ -171,12 +198,27 @@ pub fn retry_backoff(every: Duration) -> Backoff {
     Backoff::new(base, every)
 }
 
+/// The version of a catalog served with `shifted` zones: [`version`] when none is shifted, else
+/// a SHA-256 of the catalog's and the zones' canonical JSON.
+pub fn version_with_shifts(facts: &CatalogFacts, shifted: &[String]) -> String {
+    if shifted.is_empty() {
+        return version(facts);
+    }
+    // Serializing plain structs to a Vec cannot fail.
+    let bytes = serde_json::to_vec(&(facts, shifted)).unwrap_or_default();
+    hex16(&bytes)
+}
+
 /// The version of a catalog: a SHA-256 of its canonical JSON (types and offerings in their
 /// sorted order), 32 hex digits.
 pub fn version(facts: &CatalogFacts) -> String {
     // Serializing plain structs to a Vec cannot fail.
     let bytes = serde_json::to_vec(facts).unwrap_or_default();
-    Sha256::digest(&bytes)
+    hex16(&bytes)
+}
+
+fn hex16(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
         .iter()
         .take(16)
         .map(|b| format!("{b:02x}"))

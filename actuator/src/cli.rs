@@ -20,7 +20,7 @@ use crate::lifecycle::gc;
 use crate::metrics::Metrics;
 use crate::{
     api, catalog, disruption, interruption, ledger, lifecycle, node_class_status, repair, server,
-    standin, worker,
+    standin, worker, zonal_shift,
 };
 use anyhow::Context;
 use cloud::CloudProvider;
@@ -94,12 +94,41 @@ async fn run(config: Config) -> anyhow::Result<()> {
         clock.clone(),
         catalog::DEFAULT_TTL,
     ));
+    // ARC zonal shifts (`--enable-zonal-shift`), served with the live catalog.
+    let shifts = match (&config.cloud, &aws_config) {
+        (CloudChoice::Aws(a), Some(c)) => match &a.zonal_shift {
+            Some(z) => {
+                let mut shifts = zonal_shift::ZonalShifts::new(
+                    Arc::new(
+                        cloud_aws::ArcZonalShifts::new(
+                            c,
+                            z.cluster_arn.clone(),
+                            z.endpoint.as_deref(),
+                        )
+                        .await,
+                    ),
+                    clock.clone(),
+                    metrics.clone(),
+                );
+                // With a cluster: Karpenter's ZonalShiftActive / ZonalShiftCleared Events.
+                if let Some(lc) = &config.lifecycle {
+                    shifts = shifts.with_events(zonal_shift::events::Announcer::new(
+                        kube_clients(&lc.kube).await?.0,
+                        config.instance.clone(),
+                    ));
+                }
+                Some((Arc::new(shifts), z.interval))
+            }
+            None => None,
+        },
+        _ => None,
+    };
     let live = matches!(config.cloud, CloudChoice::Aws(_)).then(|| {
-        Arc::new(catalog::LiveCatalog::new(
-            cloud.clone(),
-            marks.clone(),
-            metrics.clone(),
-        ))
+        let live = catalog::LiveCatalog::new(cloud.clone(), marks.clone(), metrics.clone());
+        Arc::new(match &shifts {
+            Some((z, _)) => live.with_zonal_shifts(z.clone()),
+            None => live,
+        })
     });
     let cloud: Arc<dyn CloudProvider> =
         Arc::new(catalog::MarkingCloud::new(cloud, marks, metrics.clone()));
@@ -268,6 +297,10 @@ async fn run(config: Config) -> anyhow::Result<()> {
         let every = config.catalog_refresh;
         tokio::spawn(async move { live.run(every, rx).await })
     });
+    let shift_reader = shifts.map(|(z, every)| {
+        let rx = stopped.clone();
+        tokio::spawn(async move { z.run(every, rx).await })
+    });
     let executor = executor.map(|ex| {
         let rx = stopped.clone();
         tokio::spawn(async move { ex.run(rx).await })
@@ -337,6 +370,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
     }
     if let Some(r) = refresher {
         r.await?;
+    }
+    if let Some(z) = shift_reader {
+        z.await?;
     }
     ledger.close().await;
     tracing::info!("Stopped");

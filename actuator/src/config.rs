@@ -42,6 +42,14 @@ pub const ENV_AWS_ENDPOINT: &str = "DOVETAIL_AWS_ENDPOINT";
 pub const ENV_AWS_SSM_PREFIX: &str = "DOVETAIL_AWS_SSM_PREFIX";
 /// Environment variable of `--reserved-enis`.
 pub const ENV_RESERVED_ENIS: &str = "DOVETAIL_RESERVED_ENIS";
+/// Environment variable of `--enable-zonal-shift` (Karpenter's `ENABLE_ZONAL_SHIFT`).
+pub const ENV_ENABLE_ZONAL_SHIFT: &str = "DOVETAIL_ENABLE_ZONAL_SHIFT";
+/// `DOVETAIL_CLUSTER_ARN`: the EKS cluster's ARN, ARC's resource identifier of its zonal shifts.
+pub const ENV_CLUSTER_ARN: &str = "DOVETAIL_CLUSTER_ARN";
+/// `DOVETAIL_AWS_ARC_ENDPOINT`: endpoint override for ARC zonal shift alone.
+pub const ENV_AWS_ARC_ENDPOINT: &str = "DOVETAIL_AWS_ARC_ENDPOINT";
+/// `DOVETAIL_ZONAL_SHIFT_INTERVAL`: time between reads of the cluster's zonal shifts.
+pub const ENV_ZONAL_SHIFT_INTERVAL: &str = "DOVETAIL_ZONAL_SHIFT_INTERVAL";
 /// Environment variable of `--aws-isolated-vpc`.
 pub const ENV_ISOLATED_VPC: &str = "DOVETAIL_ISOLATED_VPC";
 /// `DOVETAIL_INTERRUPTION_QUEUE`: the SQS queue of interruption events (name or URL); unset,
@@ -131,6 +139,18 @@ pub struct Flags {
     /// `--cloud aws`: ENIs of each type's default network card left out of the kubelet's max pods (VPC CNI custom networking), as Karpenter's reservedENIs; set it as the watcher's [env DOVETAIL_RESERVED_ENIS, default 0]
     #[arg(long)]
     pub reserved_enis: Option<String>,
+    /// `--cloud aws`: read the cluster's ARC zonal shifts (GetManagedResource on --cluster-arn) and plan no capacity and no voluntary disruption in a shifted zone, as Karpenter's enableZonalShift [env DOVETAIL_ENABLE_ZONAL_SHIFT=true]
+    #[arg(long)]
+    pub enable_zonal_shift: bool,
+    /// `--cloud aws` with --enable-zonal-shift: the EKS cluster's ARN, arn:PARTITION:eks:REGION:ACCOUNT:cluster/NAME [env DOVETAIL_CLUSTER_ARN]
+    #[arg(long)]
+    pub cluster_arn: Option<String>,
+    /// Time between reads of the zonal shifts [env DOVETAIL_ZONAL_SHIFT_INTERVAL, default 30s]
+    #[arg(long)]
+    pub zonal_shift_interval: Option<String>,
+    /// `--cloud aws` with --enable-zonal-shift: endpoint override for ARC zonal shift alone (default: --aws-endpoint's) [env DOVETAIL_AWS_ARC_ENDPOINT]
+    #[arg(long)]
+    pub aws_arc_endpoint: Option<String>,
     /// `--cloud aws`: SQS queue (name or URL) of spot interruptions, rebalance recommendations, scheduled changes and state changes; needs a cluster (not --kubeconfig none) [env DOVETAIL_INTERRUPTION_QUEUE]
     #[arg(long)]
     pub interruption_queue: Option<String>,
@@ -222,6 +242,19 @@ pub struct AwsSettings {
     pub cluster_ca_bundle: Option<String>,
     /// Kubernetes minor version.
     pub kubernetes_version: String,
+    /// ARC zonal shifts (Karpenter's `ENABLE_ZONAL_SHIFT`); `None`: not read.
+    pub zonal_shift: Option<ZonalShiftSettings>,
+}
+
+/// How the cluster's ARC zonal shifts are read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZonalShiftSettings {
+    /// The EKS cluster's ARN (ARC's resource identifier).
+    pub cluster_arn: String,
+    /// Time between reads.
+    pub interval: Duration,
+    /// Endpoint override for ARC alone.
+    pub endpoint: Option<String>,
 }
 
 /// The NodeClaim lifecycle and garbage collection settings ([`crate::lifecycle`], [`crate::lifecycle::gc`]).
@@ -278,6 +311,48 @@ pub struct Config {
     pub disruption_confirm_after: Duration,
     /// The interruption queue (SQS name or URL); `None`: interruptions are not handled.
     pub interruption_queue: Option<String>,
+}
+
+/// The zonal shift settings when `enabled`: the cluster ARN is required (an empty value, the
+/// deploy/ base's default, is none).
+fn zonal_shift_settings(
+    enabled: bool,
+    arn: Option<Input>,
+    interval: Option<Input>,
+    endpoint: Option<Input>,
+) -> config::Result<Option<ZonalShiftSettings>> {
+    if !enabled {
+        return Ok(None);
+    }
+    let Some(arn) = arn.filter(|i| !i.value.trim().is_empty()) else {
+        return Err(missing(
+            "--cluster-arn",
+            ENV_CLUSTER_ARN,
+            "the EKS cluster's ARN, whose ARC zonal shifts are read (--enable-zonal-shift)",
+        ));
+    };
+    let v = arn.value.trim();
+    let ok = v.starts_with("arn:")
+        && v.split(':').nth(2) == Some("eks")
+        && v.split(':')
+            .nth(5)
+            .is_some_and(|r| r.strip_prefix("cluster/").is_some_and(|n| !n.is_empty()));
+    if !ok {
+        return Err(arn.invalid(
+            "expected an EKS cluster ARN, arn:PARTITION:eks:REGION:ACCOUNT:cluster/NAME",
+        ));
+    }
+    let endpoint = match endpoint.filter(|i| !i.value.is_empty()) {
+        Some(i) if !(i.value.starts_with("http://") || i.value.starts_with("https://")) => {
+            return Err(i.invalid("expected an http:// or https:// URL"));
+        }
+        other => other.map(|i| i.value),
+    };
+    Ok(Some(ZonalShiftSettings {
+        cluster_arn: v.to_string(),
+        interval: positive_duration_or(interval, crate::zonal_shift::DEFAULT_INTERVAL)?,
+        endpoint,
+    }))
 }
 
 fn missing(flag: &str, env: &str, what: &str) -> Error {
@@ -398,10 +473,31 @@ impl Config {
                             ENV_KUBERNETES_VERSION,
                         )
                         .map_or_else(|| "1.33".to_string(), |i| i.value),
+                    zonal_shift: zonal_shift_settings(
+                        s.switch(flags.enable_zonal_shift, ENV_ENABLE_ZONAL_SHIFT)?,
+                        s.get(flags.cluster_arn.clone(), "cluster-arn", ENV_CLUSTER_ARN),
+                        s.get(
+                            flags.zonal_shift_interval.clone(),
+                            "zonal-shift-interval",
+                            ENV_ZONAL_SHIFT_INTERVAL,
+                        ),
+                        s.get(
+                            flags.aws_arc_endpoint.clone(),
+                            "aws-arc-endpoint",
+                            ENV_AWS_ARC_ENDPOINT,
+                        ),
+                    )?,
                 })
             }
             Some(i) => return Err(i.invalid("expected sim or aws")),
         };
+        if !matches!(cloud, CloudChoice::Aws(_))
+            && s.switch(flags.enable_zonal_shift, ENV_ENABLE_ZONAL_SHIFT)?
+        {
+            return Err(Error::Conflict(format!(
+                "{ENV_ENABLE_ZONAL_SHIFT} needs --cloud aws (zonal shifts are read from ARC)"
+            )));
+        }
         let cluster_name = s
             .get(flags.cluster_name, "cluster-name", ENV_CLUSTER_NAME)
             .map_or_else(|| "dovetail".to_string(), |i| i.value);
@@ -692,8 +788,48 @@ mod tests {
                 cluster_endpoint: "https://k8s.example".into(),
                 cluster_ca_bundle: None,
                 kubernetes_version: "1.33".into(),
+                zonal_shift: None,
             })
         );
+        // Zonal shift: the cluster ARN is required and checked; the interval defaults to 30s.
+        let mut zs = base.to_vec();
+        zs.push((ENV_ENABLE_ZONAL_SHIFT, "true"));
+        let e = Config::load(flags(&args), &env(&zs)).expect_err("no ARN");
+        assert!(e.to_string().starts_with("--cluster-arn"), "{e}");
+        let mut bad = zs.clone();
+        bad.push((ENV_CLUSTER_ARN, "my-cluster"));
+        let e = Config::load(flags(&args), &env(&bad)).expect_err("not an ARN");
+        assert!(e.to_string().starts_with(ENV_CLUSTER_ARN), "{e}");
+        zs.push((
+            ENV_CLUSTER_ARN,
+            "arn:aws:eks:eu-west-1:123456789012:cluster/demo",
+        ));
+        let c = Config::load(flags(&args), &env(&zs)).expect("valid");
+        let CloudChoice::Aws(a) = c.cloud else {
+            panic!("aws")
+        };
+        assert_eq!(
+            a.zonal_shift,
+            Some(ZonalShiftSettings {
+                cluster_arn: "arn:aws:eks:eu-west-1:123456789012:cluster/demo".into(),
+                interval: crate::zonal_shift::DEFAULT_INTERVAL,
+                endpoint: None,
+            })
+        );
+        // The deploy/ ConfigMap's defaults: off, with an empty ARN.
+        let mut off = base.to_vec();
+        off.extend([(ENV_ENABLE_ZONAL_SHIFT, "false"), (ENV_CLUSTER_ARN, "")]);
+        let c = Config::load(flags(&args), &env(&off)).expect("valid");
+        assert!(matches!(
+            c.cloud,
+            CloudChoice::Aws(AwsSettings {
+                zonal_shift: None,
+                ..
+            })
+        ));
+        let e =
+            Config::load(flags(&BASE), &env(&[(ENV_ENABLE_ZONAL_SHIFT, "true")])).expect_err("sim");
+        assert!(e.to_string().contains("needs --cloud aws"), "{e}");
         let mut enis = base.to_vec();
         enis.push((ENV_RESERVED_ENIS, "1"));
         let c = Config::load(flags(&args), &env(&enis)).expect("valid");

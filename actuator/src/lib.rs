@@ -47,3 +47,4 @@ pub mod repair;
 pub mod server;
 pub mod standin;
 pub mod worker;
+pub mod zonal_shift;

@@ -13,6 +13,7 @@
 pub mod interruption;
 pub mod node_class;
 mod provider_id;
+pub mod zonal_shift;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -32,6 +33,7 @@ pub use node_class::{
     ResolvedSubnet, Taint, TaintEffect,
 };
 pub use provider_id::{ParseProviderIdError, ProviderId};
+pub use zonal_shift::{ZonalShift, ZonalShiftSource};
 
 /// Tag key carrying the NodeClaim name on every instance the actuator launches.
 pub const TAG_NODECLAIM: &str = "karpenter.sh/nodeclaim";

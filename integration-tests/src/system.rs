@@ -72,6 +72,10 @@ pub struct Options {
     pub disruption: Option<Value>,
     /// `DOVETAIL_TEST_PAUSE_AT` of the first actuator (its worker stops for good at that step).
     pub actuator_pause_at: Option<&'static str>,
+    /// ARC zonal shifts: the actuator reads them (`--enable-zonal-shift`, every second) from the
+    /// simulator's ARC, whose cluster has moto's zones ([`System::start_zonal_shift`]), and the
+    /// planners plan from its live catalog (`--catalog-from-actuator`, checked every second).
+    pub zonal_shift: bool,
     /// Extra arguments of the actuator.
     pub actuator_args: Vec<String>,
     /// Extra arguments of the watcher (e.g. `--feature-gates`).
@@ -100,6 +104,7 @@ impl Options {
             ]),
             disruption: None,
             actuator_pause_at: None,
+            zonal_shift: false,
             actuator_args: Vec::new(),
             watcher_args: Vec::new(),
         }
@@ -230,6 +235,9 @@ impl System {
         let ledger = actuator::ledger::open(&db.url)?;
 
         let sim = simulator::Simulation::start(simulator::Config::default()).await?;
+        if opts.zonal_shift {
+            same_zone_ids(&sim, &moto).await?;
+        }
         let mut kubelet_config = Ec2KubeletConfig::new(moto.url(), REGION);
         kubelet_config.poll_interval = opts.kubelet_poll;
         kubelet_config.register_after = opts.register_after;
@@ -374,6 +382,7 @@ impl System {
             ]
             .map(str::to_string)
             .into_iter()
+            .chain(self.zonal_shift_args())
             .chain(self.opts.actuator_args.iter().cloned())
             .collect(),
             env,
@@ -414,7 +423,83 @@ impl System {
         p.sigkill().await
     }
 
+    /// The actuator's zonal shift flags ([`Options::zonal_shift`]).
+    fn zonal_shift_args(&self) -> Vec<String> {
+        if !self.opts.zonal_shift {
+            return Vec::new();
+        }
+        vec![
+            "--enable-zonal-shift".into(),
+            "--cluster-arn".into(),
+            self.sim.aws().cluster_arn(),
+            "--aws-arc-endpoint".into(),
+            self.sim.aws_endpoint(),
+            "--zonal-shift-interval".into(),
+            "1s".into(),
+        ]
+    }
+
+    /// Starts an ARC zonal shift of the cluster away from `zone` (a name, e.g. `us-east-1a`)
+    /// for an hour, as a user does (`aws arc-zonal-shift start-zonal-shift` through the SDK
+    /// against the simulator's ARC); returns its ID. Needs [`Options::zonal_shift`].
+    ///
+    /// # Errors
+    /// When ARC refuses it.
+    pub async fn start_zonal_shift(&self, zone: &str) -> anyhow::Result<String> {
+        let zone_id = self
+            .sim
+            .aws()
+            .network()
+            .subnets
+            .iter()
+            .find(|s| s.zone == zone)
+            .map(|s| s.zone_id.clone())
+            .with_context(|| format!("no zone {zone}"))?;
+        let out = self
+            .arc()
+            .await
+            .start_zonal_shift()
+            .resource_identifier(self.sim.aws().cluster_arn())
+            .away_from(zone_id)
+            .expires_in("1h")
+            .comment(format!("{zone} impaired"))
+            .send()
+            .await
+            .context("StartZonalShift")?;
+        Ok(out.zonal_shift_id().to_string())
+    }
+
+    /// Cancels the zonal shift `id` (`aws arc-zonal-shift cancel-zonal-shift`).
+    ///
+    /// # Errors
+    /// When ARC refuses it.
+    pub async fn cancel_zonal_shift(&self, id: &str) -> anyhow::Result<()> {
+        self.arc()
+            .await
+            .cancel_zonal_shift()
+            .zonal_shift_id(id)
+            .send()
+            .await
+            .context("CancelZonalShift")?;
+        Ok(())
+    }
+
+    async fn arc(&self) -> aws_sdk_arczonalshift::Client {
+        let config = self
+            .moto
+            .config()
+            .with_endpoint_url(self.sim.aws_endpoint());
+        aws_sdk_arczonalshift::Client::new(&config.sdk_config().await)
+    }
+
     async fn start_planner(&self, i: usize) -> anyhow::Result<Planner> {
+        let catalog: Vec<String> = if self.opts.zonal_shift {
+            ["--catalog-from-actuator", "--catalog-poll-interval", "1s"]
+                .map(str::to_string)
+                .to_vec()
+        } else {
+            Vec::new()
+        };
         let spec = Spec {
             name: format!("planner-{i}"),
             binary: self.bins.planner.clone(),
@@ -428,7 +513,10 @@ impl System {
                 format!("http://127.0.0.1:{}", self.actuator_port),
                 "--instance".into(),
                 format!("planner-{i}"),
-            ],
+            ]
+            .into_iter()
+            .chain(catalog)
+            .collect(),
             env: vec![("RUST_LOG".into(), self.opts.rust_log.into())],
             env_remove: vec!["DOVETAIL_ACTUATOR_ENDPOINT".into()],
         };
@@ -891,6 +979,28 @@ pub fn states(claims: &[ClaimRecord]) -> BTreeMap<ClaimState, usize> {
         *out.entry(c.state).or_default() += 1;
     }
     out
+}
+
+/// Gives the simulator's network (the zones its ARC knows the cluster in) moto's zone IDs, so
+/// that a zonal shift away from a zone ID is the zone moto's EC2 names with it.
+async fn same_zone_ids(sim: &simulator::Simulation, moto: &MotoServer) -> anyhow::Result<()> {
+    let ec2 = aws_sdk_ec2::Client::new(&moto.config().sdk_config().await);
+    let zones = ec2
+        .describe_availability_zones()
+        .send()
+        .await
+        .context("DescribeAvailabilityZones on moto")?;
+    let ids: BTreeMap<String, String> = zones
+        .availability_zones()
+        .iter()
+        .filter_map(|z| Some((z.zone_name()?.to_string(), z.zone_id()?.to_string())))
+        .collect();
+    for s in &mut sim.aws().network().subnets {
+        if let Some(id) = ids.get(&s.zone) {
+            s.zone_id = id.clone();
+        }
+    }
+    Ok(())
 }
 
 /// Creates SQS queue `name` on moto (raw Query API) and returns its URL.

@@ -256,3 +256,140 @@ async fn planners_plan_from_the_actuators_live_catalog_by_version() -> anyhow::R
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
+
+/// ARC zonal shifts as the actuator reads them (a test double of `cloud::ZonalShiftSource`;
+/// the SDK against the simulator's ARC is `actuator/tests/zonal_shift.rs`).
+struct Shifts(Mutex<Vec<cloud::ZonalShift>>);
+
+#[async_trait::async_trait]
+impl cloud::ZonalShiftSource for Shifts {
+    async fn zonal_shifts(&self) -> cloud::Result<Vec<cloud::ZonalShift>> {
+        Ok(self.0.lock().expect("lock").clone())
+    }
+}
+
+/// [`snapshot`] with a second pod pinned to `us-east-1a` (a `topology.kubernetes.io/zone` node
+/// selector).
+fn snapshot_with_pinned() -> ClusterSnapshot {
+    let mut s = snapshot();
+    let mut pinned = s.pods[0].clone();
+    pinned.name = "pinned".into();
+    pinned.uid = "uid-pinned".into();
+    pinned
+        .node_selector
+        .insert(planner::labels::ZONE.into(), "us-east-1a".into());
+    s.pods.push(pinned);
+    s
+}
+
+/// Karpenter with `ENABLE_ZONAL_SHIFT` (aws/karpenter-provider-aws v1.14.1
+/// `designs/zonal-shift.md`: every offering in the impaired zone unavailable; pods whose
+/// requirements need it get no launch): the zone the actuator serves as shifted gets no
+/// capacity in any plan from its catalog, the pod pinned there none at all, and the plan says
+/// which zones it treated as shifted. Before the shift and after it ends the plan is the one a
+/// catalog without zonal shifts gives, under the same version.
+#[tokio::test]
+async fn a_zone_the_live_catalog_says_is_shifted_gets_no_capacity() -> anyhow::Result<()> {
+    let fixed = Arc::new(FixedCloud {
+        facts: Mutex::new(facts(&[("c5.large", 2, 0.03)])),
+    });
+    let clock = service_shell::clock::Clock::new();
+    let ametrics = actuator::metrics::Metrics::new();
+    let source = Arc::new(Shifts(Mutex::new(Vec::new())));
+    let shifts = Arc::new(actuator::zonal_shift::ZonalShifts::new(
+        source.clone(),
+        clock.clone(),
+        ametrics.clone(),
+    ));
+    let marks = Arc::new(actuator::catalog::UnavailableOfferings::new(
+        clock.clone(),
+        actuator::catalog::DEFAULT_TTL,
+    ));
+    let live = Arc::new(
+        actuator::catalog::LiveCatalog::new(fixed.clone(), marks, ametrics.clone())
+            .with_zonal_shifts(shifts.clone()),
+    );
+    live.refresh().await?;
+    shifts.refresh().await?;
+    let support::Planner {
+        fetcher,
+        mut client,
+        running,
+        dir,
+        ..
+    } = support::serve_live_catalog("zonal-shift", clock.clone(), ametrics, live.clone()).await?;
+    let options = PlanOptions {
+        now: 1_700_000_000,
+        ..PlanOptions::default()
+    };
+    let req = planner_wire::to_wire::plan_request(
+        &snapshot_with_pinned(),
+        &CatalogChoice::Default,
+        &options,
+    );
+    let zones = |p: &pb::PlanResponse| -> BTreeSet<String> {
+        p.node_claims.iter().flat_map(|c| c.zones.clone()).collect()
+    };
+
+    // No shift: the version is the facts' alone, as without zonal shifts; us-east-1a is used.
+    let Fetched::Updated { version: v0 } = fetcher.fetch().await? else {
+        panic!("first fetch downloads");
+    };
+    assert_eq!(
+        v0,
+        actuator::catalog::version(&live.current().expect("served").facts)
+    );
+    let before = client.plan(req.clone()).await?.into_inner();
+    assert!(zones(&before).contains("us-east-1a"), "{before:?}");
+    assert!(before.unschedulable.is_empty(), "{before:?}");
+    assert!(
+        !before.notes.iter().any(|n| n.contains("zonal shift")),
+        "{:?}",
+        before.notes
+    );
+
+    // us-east-1a shifted away from (its zone ID as ARC names it): a new version; no capacity
+    // there, the pinned pod unschedulable, the plan naming the zone.
+    *source.0.lock().expect("lock") = vec![cloud::ZonalShift {
+        zone_id: "use1-az1".into(),
+        zone: Some("us-east-1a".into()),
+        expiry: clock.now_secs() + 3600,
+        applied: true,
+    }];
+    shifts.refresh().await?;
+    let Fetched::Updated { version: v1 } = fetcher.fetch().await? else {
+        panic!("a shift changes the catalog's version");
+    };
+    assert_ne!(v1, v0);
+    let during = client.plan(req.clone()).await?.into_inner();
+    assert_eq!(during.catalog_version.as_deref(), Some(v1.as_str()));
+    assert_eq!(zones(&during), BTreeSet::from(["us-east-1b".to_string()]));
+    let unschedulable: Vec<&str> = during
+        .unschedulable
+        .iter()
+        .map(|u| u.pod.as_str())
+        .collect();
+    assert_eq!(unschedulable, ["default/pinned"], "{during:?}");
+    assert!(
+        during
+            .notes
+            .iter()
+            .any(|n| n.contains("zonal shift") && n.contains("us-east-1a")),
+        "{:?}",
+        during.notes
+    );
+
+    // The shift ends: the first version and the first plan again.
+    source.0.lock().expect("lock").clear();
+    shifts.refresh().await?;
+    let Fetched::Updated { version: v2 } = fetcher.fetch().await? else {
+        panic!("the end of a shift changes the catalog's version");
+    };
+    assert_eq!(v2, v0);
+    let after = client.plan(req).await?.into_inner();
+    assert_eq!(after, before);
+
+    running.shutdown(std::time::Duration::ZERO).await?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

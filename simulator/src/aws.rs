@@ -4,7 +4,8 @@
 //! the simulator unchanged: instances it launches become Nodes through the simulated kubelet,
 //! and the simulator's capacity errors, throttling and interruptions come back through the SDK.
 //!
-//! One endpoint serves all four services, as moto_server does: a request with an
+//! One endpoint serves all of them, as moto_server does: a `GET /managedresources/…`,
+//! `POST /zonalshifts` or `DELETE /zonalshifts/…` is ARC zonal shift ([`arc`], REST-JSON); a request with an
 //! `X-Amz-Target: AmazonSSM.<Operation>` or `AmazonSQS.<Operation>` header is SSM or SQS (JSON
 //! bodies), anything else is an EC2 Query request (`Action=…&Version=2016-11-15`, a form body;
 //! XML answers in EC2's namespace, errors as `<Response><Errors><Error><Code>…`).
@@ -22,6 +23,8 @@
 //!   `Version=2010-05-08` is IAM, any other form body EC2).
 //! - [`pricing`]: the Price List Query API's GetProducts (`X-Amz-Target:
 //!   AWSPriceListService.GetProducts`): the simulated catalog's on-demand prices.
+//! - [`arc`]: ARC zonal shift's GetManagedResource, StartZonalShift and CancelZonalShift for
+//!   the simulated EKS cluster (moto serves no ARC).
 //! - [`sqs`]: queues (GetQueueUrl, CreateQueue, SendMessage, ReceiveMessage with long polling,
 //!   DeleteMessage, …); every event of the simulated cloud is also delivered to the
 //!   interruption queue as an EventBridge-shaped body ([`events`]).
@@ -46,6 +49,7 @@ use tokio::sync::watch;
 
 use crate::cloud::SimCloud;
 
+pub mod arc;
 pub mod catalog;
 pub mod ec2;
 mod ec2_network;
@@ -174,6 +178,7 @@ struct Inner {
     network: Mutex<Network>,
     parameters: Mutex<ssm::Parameters>,
     iam: Mutex<iam::Profiles>,
+    arc: Mutex<arc::Shifts>,
     queues: sqs::Queues,
     requests: AtomicU64,
     /// Operations that fail (fault injection), with the error each answers.
@@ -196,6 +201,7 @@ impl Aws {
                 network: Mutex::new(network),
                 parameters: Mutex::default(),
                 iam: Mutex::default(),
+                arc: Mutex::default(),
                 queues,
                 requests: AtomicU64::new(0),
                 failing: Mutex::default(),
@@ -238,7 +244,7 @@ impl Aws {
                 tracing::error!(error = %e, "Simulated AWS endpoint failed");
             }
         });
-        tracing::info!(%addr, "Simulated AWS endpoint (EC2, SSM, SQS, IAM) started");
+        tracing::info!(%addr, "Simulated AWS endpoint (EC2, SSM, SQS, IAM, Pricing, ARC zonal shift) started");
         Ok((addr, task))
     }
 
@@ -277,6 +283,16 @@ impl Aws {
     /// The IAM instance profiles (read or change them in tests).
     pub fn iam(&self) -> MutexGuard<'_, iam::Profiles> {
         lock(&self.inner.iam)
+    }
+
+    /// The ARC zonal shifts started on the simulated cluster.
+    pub fn zonal_shifts(&self) -> Vec<arc::Shift> {
+        lock(&self.inner.arc).all().to_vec()
+    }
+
+    /// The simulated EKS cluster's ARN (ARC's identifier of its managed resource).
+    pub fn cluster_arn(&self) -> String {
+        arc::cluster_arn(self)
     }
 
     /// The SQS queues.
@@ -328,8 +344,20 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-async fn handle(State(aws): State<Aws>, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(
+    State(aws): State<Aws>,
+    method: http::Method,
+    uri: http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let request_id = aws.request_id();
+    if let Some(op) = arc::operation(&method, uri.path()) {
+        if let Some(e) = aws.call(op) {
+            return arc::error(&request_id, &e);
+        }
+        return arc::handle(&aws, op, uri.path(), &body, &request_id);
+    }
     let target = headers
         .get("x-amz-target")
         .and_then(|v| v.to_str().ok())

@@ -18,6 +18,8 @@
 //! - [`interruption`]: `cloud::InterruptionQueue` over SQS ([`SqsQueue`]) and the parsers of the
 //!   EventBridge messages on it (spot interruption warnings, rebalance recommendations, AWS
 //!   Health scheduled changes, instance state changes).
+//! - [`zonal_shift`]: `cloud::ZonalShiftSource` over ARC's GetManagedResource ([`ArcZonalShifts`]),
+//!   zone IDs named through DescribeAvailabilityZones.
 //! - `testing` (feature `test-util`): moto_server as the EC2/SSM stand-in, a seeded world.
 
 pub mod catalog;
@@ -32,7 +34,9 @@ pub mod resolve;
 #[cfg(feature = "test-util")]
 pub mod testing;
 pub mod user_data;
+pub mod zonal_shift;
 
 pub use config::{Cluster, Config, Credentials};
 pub use interruption::SqsQueue;
 pub use provider::Ec2Provider;
+pub use zonal_shift::ArcZonalShifts;

@@ -1,14 +1,18 @@
 //! The live catalog as `dovetail.v1.LiveCatalog` (raw facts and offerings, no allocatable).
 
-use cloud::{CatalogFacts, InstanceTypeFacts};
+use cloud::InstanceTypeFacts;
 use proto::v1 as pb;
 
+use crate::catalog::Served;
+
 /// The wire form of a served catalog.
-pub(crate) fn live_catalog(facts: &CatalogFacts) -> pb::LiveCatalog {
+pub(crate) fn live_catalog(served: &Served) -> pb::LiveCatalog {
+    let facts = &served.facts;
     pb::LiveCatalog {
         region: facts.region.clone(),
         instance_types: facts.instance_types.iter().map(instance_type).collect(),
         notes: facts.notes.clone(),
+        shifted_zones: served.shifted_zones.clone(),
     }
 }
 

@@ -617,6 +617,7 @@ fn live_catalog_facts_become_karpenter_sized_types() {
             live_type("mac1.metal", 12, "x86_64_mac"),
         ],
         notes: vec!["live".into()],
+        shifted_zones: vec![],
     };
     let c = to_model::live_catalog(wire, At::ROOT.field("catalog")).expect("valid");
     assert_eq!(c.instance_types.len(), 1, "Mac left out");
@@ -646,6 +647,7 @@ fn a_bad_live_catalog_entry_is_named() {
             region: "us-east-1".into(),
             instance_types: vec![live_type("m5.large", 2, "x86_64"), bad],
             notes: vec![],
+            shifted_zones: vec![],
         };
         let e = to_model::live_catalog(wire, At::ROOT.field("catalog")).expect_err("refused");
         assert_eq!(e.field(), field, "{e}");

@@ -8,7 +8,9 @@
 //! built-in catalog) and validated before it replaces the current one; a catalog with a bad
 //! entry is refused (the error names the entry) and the previous one stays. Until the first
 //! fetch, and for a region other than the live catalog's, plans use the region's built-in
-//! catalog, and say so.
+//! catalog, and say so. The zones the actuator says are under an ARC zonal shift come with the
+//! catalog (and change its version); plans from it treat them as shifted
+//! ([`super::planning::Picked::shift`]).
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -32,6 +34,8 @@ pub struct Current {
     pub version: String,
     /// The catalog, converted.
     pub catalog: Arc<Catalog>,
+    /// Zones under an ARC zonal shift, as the actuator served them with the catalog.
+    pub shifted_zones: Vec<String>,
 }
 
 /// What one check found.
@@ -127,13 +131,21 @@ impl LiveCatalog {
         if !known.is_empty() && resp.version == known {
             return Ok(Fetched::Unchanged);
         }
-        let Some(wire) = resp.catalog else {
+        let Some(mut wire) = resp.catalog else {
             return Err(FetchError::Missing {
                 version: resp.version,
             });
         };
         let version = resp.version;
         let region = wire.region.clone();
+        let shifted_zones = convert::to_model::shifted_zones(
+            std::mem::take(&mut wire.shifted_zones),
+            At::ROOT.field("catalog").field("shifted_zones"),
+        )
+        .map_err(|source| FetchError::Invalid {
+            version: version.clone(),
+            source,
+        })?;
         // Converting a thousand types is CPU work, but milliseconds of it.
         let catalog =
             convert::to_model::live_catalog(wire, At::ROOT.field("catalog")).map_err(|source| {
@@ -146,6 +158,7 @@ impl LiveCatalog {
             region,
             version: version.clone(),
             catalog: Arc::new(catalog),
+            shifted_zones,
         });
         Ok(Fetched::Updated { version })
     }
@@ -157,7 +170,8 @@ impl LiveCatalog {
             match self.fetch().await {
                 Ok(Fetched::Unchanged) => {}
                 Ok(Fetched::Updated { version }) => {
-                    tracing::info!(%version, "Planning from the actuator's live catalog");
+                    let shifted = self.current().map(|c| c.shifted_zones).unwrap_or_default();
+                    tracing::info!(%version, ?shifted, "Planning from the actuator's live catalog");
                 }
                 Err(e) if self.current().is_none() => {
                     tracing::warn!(error = %e, "No live catalog yet; planning from the built-in catalog");

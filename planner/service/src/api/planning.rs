@@ -158,6 +158,7 @@ impl PlannerService {
                     catalog: c.clone(),
                     version: None,
                     note: None,
+                    shifted_zones: Vec::new(),
                 });
             }
             CatalogSource::Region(region) => region,
@@ -170,6 +171,7 @@ impl PlannerService {
                 catalog: c.catalog.clone(),
                 version: Some(c.version.clone()),
                 note: None,
+                shifted_zones: c.shifted_zones.clone(),
             });
         }
         let note = match live {
@@ -194,6 +196,7 @@ impl PlannerService {
             catalog: self.builtin(region, "catalog_ref.region")?,
             version,
             note,
+            shifted_zones: Vec::new(),
         })
     }
 
@@ -263,12 +266,13 @@ impl PlannerService {
         req: pb::PlanRequest,
         cancel: &CancelToken,
     ) -> Result<pb::PlanResponse> {
-        let input = convert::to_model::plan_request(req)?;
+        let mut input = convert::to_model::plan_request(req)?;
         let source = self.catalog_source(input.catalog, "catalog_ref.region")?;
         let picked = self.pick_catalog(&source)?;
+        picked.shift(&mut input.snapshot);
         let mut plan = self.run_plan(&input.snapshot, &picked.catalog, &input.options, cancel)?;
         planner::exclusion::explain(&mut plan, &input.snapshot, &input.excluded);
-        picked.stamp(&mut plan);
+        picked.stamp(&mut plan, &input.snapshot);
         tracing::debug!(
             pods = input.snapshot.pods.len(),
             claims = plan.node_claims.len(),
@@ -325,14 +329,40 @@ pub(crate) struct Picked {
     pub(crate) version: Option<String>,
     /// Why the live catalog was not used, when it is configured.
     pub(crate) note: Option<String>,
+    /// Zones under an ARC zonal shift that came with the live catalog (empty otherwise).
+    pub(crate) shifted_zones: Vec<String>,
 }
 
 impl Picked {
-    /// Names the catalog version in the plan, and adds the note.
-    pub(crate) fn stamp(self, plan: &mut Plan) {
+    /// Adds the zones the live catalog says are shifted to `snapshot`'s (a union, the
+    /// snapshot's first): the snapshot is planned with every one of them shifted.
+    pub(crate) fn shift(&self, snapshot: &mut ClusterSnapshot) {
+        for z in &self.shifted_zones {
+            if !snapshot.shifted_zones.contains(z) {
+                snapshot.shifted_zones.push(z.clone());
+            }
+        }
+    }
+
+    /// Names the catalog version in the plan, and adds the notes: why the live catalog was not
+    /// used, and, when the live catalog brought shifted zones, every zone the plan treated as
+    /// shifted (`snapshot` after [`Picked::shift`]).
+    pub(crate) fn stamp(self, plan: &mut Plan, snapshot: &ClusterSnapshot) {
         plan.notes.extend(self.note);
+        if !self.shifted_zones.is_empty() {
+            plan.notes.push(shift_note(&snapshot.shifted_zones));
+        }
         plan.catalog_version = self.version;
     }
+}
+
+/// The note of a plan made with `zones` shifted.
+pub fn shift_note(zones: &[String]) -> String {
+    format!(
+        "Zones under an ARC zonal shift (the actuator's live catalog and the snapshot): {}; no \
+         capacity was planned there and their Nodes were not disrupted voluntarily.",
+        zones.join(", ")
+    )
 }
 
 /// Runs `f` on the blocking pool inside the current span; a panic becomes

@@ -142,10 +142,12 @@ async fn run(
                 let cancel = planner::cancel::CancelToken::new();
                 let run_cancel = cancel.clone();
                 let planned = blocking(move || {
-                    let batch = state.batch(close.sequence, close.now);
+                    let mut batch = state.batch(close.sequence, close.now);
                     // A session on a region's catalog plans from the live catalog current at
-                    // each batch when it is that region's, from the built-in one otherwise.
+                    // each batch when it is that region's (with the zones it says are
+                    // shifted), from the built-in one otherwise.
                     let picked = svc.pick_catalog(&batch.catalog)?;
+                    picked.shift(&mut batch.snapshot);
                     let mut plan = svc.run_plan(
                         &batch.snapshot,
                         &picked.catalog,
@@ -153,7 +155,7 @@ async fn run(
                         &run_cancel,
                     )?;
                     planner::exclusion::explain(&mut plan, &batch.snapshot, &batch.excluded);
-                    picked.stamp(&mut plan);
+                    picked.stamp(&mut plan, &batch.snapshot);
                     Ok((state, batch, plan))
                 });
                 // A client that closes the stream abandons the plan: stop it.
