@@ -841,7 +841,6 @@ impl SessionState {
                 });
             }
             Object::ResourceClaim(c) => {
-                let (key, by_uid) = (key(&c.uid, Some(&c.namespace), &c.name), !c.uid.is_empty());
                 let id: Id = ("ResourceClaim", c.namespace.clone(), c.name.clone());
                 let d = isolated::decode(c, id.0, &id.1, &id.2, convert::resource_claim);
                 store(self, k, key, id, d, origin, by_uid, |s| {
@@ -849,7 +848,6 @@ impl SessionState {
                 });
             }
             Object::DeviceClass(c) => {
-                let (key, by_uid) = (key(&c.uid, None, &c.name), !c.uid.is_empty());
                 let id: Id = ("DeviceClass", String::new(), c.name.clone());
                 let d = isolated::decode(c, id.0, "", &id.2, convert::device_class);
                 store(self, k, key, id, d, origin, by_uid, |s| {
@@ -857,7 +855,6 @@ impl SessionState {
                 });
             }
             Object::ResourceSlice(c) => {
-                let (key, by_uid) = (key(&c.uid, None, &c.name), !c.uid.is_empty());
                 let id: Id = ("ResourceSlice", String::new(), c.name.clone());
                 let d = isolated::decode(c, id.0, "", &id.2, convert::resource_slice);
                 store(self, k, key, id, d, origin, by_uid, |s| {
